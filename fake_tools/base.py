@@ -1,0 +1,139 @@
+"""What a fake tool is, and the one code path through which every tool runs.
+
+A tool is data (``FakeTool``): its name, family, argument schema, an ``act``
+that changes the world, and a read-only ``probe`` that tells, from the world
+alone, whether a given call's effect is there. ``invoke`` and ``verify`` do the
+bookkeeping every tool shares, so the catalogue's tools hold only their logic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fake_tools.ledger import Ledger
+from fake_tools.schema import schema_errors
+from fake_tools.world import SandboxError, World
+from harness import protocol
+from harness.client import Rendezvous
+
+
+class ToolFailed(Exception):
+    """The tool ran and refused: the call is FAILED, with this message."""
+
+
+@dataclass
+class ToolContext:
+    """What ``act`` may touch: the world, and ``effect`` to record each change it makes."""
+
+    world: World
+    ledger: Ledger
+    tool: str
+    call: str
+
+    def effect(self, name: str) -> None:
+        """Record one change to the world; call it right after making the change."""
+        self.ledger.effect(name, tool=self.tool, call=self.call)
+
+
+Act = Callable[[ToolContext, dict[str, Any]], Any]
+Probe = Callable[[World, dict[str, Any], str], bool]
+
+
+def _nothing_to_verify(world: World, args: dict[str, Any], call: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class FakeTool:
+    name: str
+    family: str
+    schema: dict[str, Any]
+    act: Act
+    # Read-only: did call ``call`` with ``args`` leave its effect in ``world``?
+    probe: Probe = field(default=_nothing_to_verify)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    ok: bool
+    output: Any = None
+    error: str | None = None
+
+
+REGISTRY: dict[str, FakeTool] = {}
+
+
+def register(tool: FakeTool) -> FakeTool:
+    if tool.name in REGISTRY:
+        raise ValueError(f"fake tool {tool.name!r} registered twice")
+    REGISTRY[tool.name] = tool
+    return tool
+
+
+def fake_tool(name: str, *, family: str, schema: dict[str, Any]) -> Callable[[Act], FakeTool]:
+    """Decorator: register the function as the ``act`` of a new tool (add ``probe`` with ``verifies``)."""
+
+    def wrap(act: Act) -> FakeTool:
+        return register(FakeTool(name=name, family=family, schema=schema, act=act))
+
+    return wrap
+
+
+def verifies(tool: FakeTool) -> Callable[[Probe], Probe]:
+    """Decorator: attach a read-only probe to an already registered tool."""
+
+    def wrap(probe: Probe) -> Probe:
+        REGISTRY[tool.name] = FakeTool(tool.name, tool.family, tool.schema, tool.act, probe)
+        return probe
+
+    return wrap
+
+
+def lookup(name: str) -> FakeTool | None:
+    import fake_tools.tools  # noqa: F401  (registers every family)
+
+    return REGISTRY.get(name)
+
+
+def invoke(
+    name: str,
+    call: str,
+    args: dict[str, Any],
+    *,
+    world: World,
+    ledger: Ledger,
+    rendezvous: Rendezvous | None = None,
+    op: str | None = None,
+) -> ToolResult:
+    """Run one tool call: invocation record, validation, act, then the ``after_effect`` point.
+
+    A bad argument or a refused path is a FAILED call with the reason, never a crash.
+    """
+    ledger.invoked(name, call)
+    tool = lookup(name)
+    if tool is None:
+        return ToolResult(ok=False, error=f"no fake tool named {name!r}")
+    errors = schema_errors(tool.schema, args)
+    if errors:
+        return ToolResult(ok=False, error=f"{name}: " + "; ".join(errors))
+    try:
+        output = tool.act(ToolContext(world, ledger, name, call), args)
+    except (ToolFailed, SandboxError, OSError) as refusal:
+        return ToolResult(ok=False, error=f"{name}: {refusal}")
+    if rendezvous is not None:
+        rendezvous.point(protocol.CALL_POINTS[2], call=call, op=op)
+    return ToolResult(ok=True, output=output)
+
+
+def verify(name: str, call: str, args: dict[str, Any], *, world: World, ledger: Ledger) -> bool:
+    """A VERIFY's read-only check: is this call's effect in the world? Records a probe."""
+    ledger.probe("effect_present", tool=name, call=call)
+    tool = lookup(name)
+    if tool is None or schema_errors(tool.schema, args):
+        return False
+    try:
+        return bool(tool.probe(world, args, call))
+    except (SandboxError, OSError):
+        return False

@@ -1,0 +1,35 @@
+"""The side-effect ledger as the fake tools write it (protocol v1, "Ledger").
+
+One O_APPEND write per record, no fsync: the ledger lives outside the killed
+process, and a SIGKILL loses nothing the kernel already accepted.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness.client import AppendOnlyFile
+
+
+class Ledger:
+    """Records a process's tool invocations, effects and probes, stamped with its pid."""
+
+    def __init__(self, path: str | os.PathLike[str], incarnation: int) -> None:
+        self._file = AppendOnlyFile(Path(path), durable=False)
+        self.incarnation = incarnation
+        self.pid = os.getpid()
+
+    def invoked(self, tool: str, call: str) -> None:
+        self._file.append({"invoked": tool, "call": call, "incarnation": self.incarnation, "pid": self.pid})
+
+    def effect(self, name: str, *, tool: str, call: str) -> None:
+        self._file.append({"effect": name, "call": call, "tool": tool,
+                           "incarnation": self.incarnation, "pid": self.pid})
+
+    def probe(self, name: str, *, tool: str, call: str) -> None:
+        self._file.append({"probe": name, "call": call, "tool": tool,
+                           "incarnation": self.incarnation, "pid": self.pid})
+
+    def close(self) -> None:
+        self._file.close()

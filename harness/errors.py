@@ -1,0 +1,39 @@
+"""The harness's errors: one root, each also a builtin where one fits, all picklable.
+
+A ``ConfigError`` is bad input (scenario, plan, catalogue, flags): the CLI
+prints its message and exits 2. A ``WorkloadError`` means the workload could not
+run its task even without a crash (it does not start, exits at once, hangs):
+that is no recovery verdict, and also exits 2.
+"""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Root of every error killpoint raises on purpose."""
+
+
+class ConfigError(HarnessError, ValueError):
+    """Bad input; the message names the file, line or field and the fix.
+
+    ``problems`` holds every problem found, so a user fixes them in one pass.
+    """
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message, problems)
+        self.message = message
+        self.problems = problems
+
+    def __str__(self) -> str:
+        return "\n".join((self.message, *(f"  - {problem}" for problem in self.problems)))
+
+
+class WorkloadError(HarnessError, RuntimeError):
+    """The workload cannot carry out its task even when nothing kills it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message

@@ -1,0 +1,77 @@
+"""The nemesis: kills a workload incarnation for real and records what it did.
+
+A kill is SIGKILL to the incarnation's whole process group plus every
+descendant psutil can find (a child that called setsid has left the group but
+not the tree). It is confirmed dead before anything is written about it: only
+then does the ledger get its kill marker, so no record of the dead process can
+land after the marker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import psutil
+
+from harness.client import AppendOnlyFile
+
+CONFIRM_TIMEOUT_S = 5.0
+
+
+class KillFailed(RuntimeError):
+    """A process survived SIGKILL past the confirmation timeout (e.g. stuck in D state)."""
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    """The process and all its descendants that are still there."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def kill_tree(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the incarnation's group and tree, reap it, and confirm every member is gone."""
+    tree = process_tree(process.pid)
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for member in tree:
+        try:
+            member.kill()
+        except psutil.NoSuchProcess:
+            pass
+    process.wait()
+    _, alive = psutil.wait_procs(tree, timeout=CONFIRM_TIMEOUT_S)
+    survivors = [member for member in alive if _is_alive(member)]
+    if survivors:
+        raise KillFailed(f"pids {[member.pid for member in survivors]} survived SIGKILL for {CONFIRM_TIMEOUT_S}s")
+
+
+def kill_stragglers(process: subprocess.Popen[bytes]) -> None:
+    """After a normal exit, SIGKILL whatever the incarnation left running in its group."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _is_alive(member: psutil.Process) -> bool:
+    try:
+        return member.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def mark_kill(ledger_path: Path, incarnation: int, point: str) -> None:
+    """Append the harness's kill marker to the ledger (after the kill is confirmed)."""
+    ledger = AppendOnlyFile(ledger_path, durable=False)
+    try:
+        ledger.append({"killed": incarnation, "point": point})
+    finally:
+        ledger.close()

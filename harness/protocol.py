@@ -1,0 +1,53 @@
+"""Names of workload protocol v1, in one place (docs/protocol.md explains them).
+
+Both sides import this: the harness, and the stdlib-only workload client. It must
+stay free of third-party imports so a workload pays nothing for it.
+"""
+
+from __future__ import annotations
+
+PROTOCOL_VERSION = 1
+
+ENV_RUN_DIR = "KILLPOINT_RUN_DIR"
+ENV_PLAN = "KILLPOINT_PLAN"
+ENV_CATALOGUE = "KILLPOINT_CATALOGUE"
+ENV_WORLD = "KILLPOINT_WORLD"
+ENV_LEDGER = "KILLPOINT_LEDGER"
+ENV_CONTROL = "KILLPOINT_CONTROL"
+ENV_INCARNATION = "KILLPOINT_INCARNATION"
+
+JOURNAL_NAME = "journal.jsonl"
+
+# The crash points of one tool call, in the order a correct runtime reaches them.
+CALL_POINTS = ("before_started", "after_started", "after_effect", "before_finished", "after_finished")
+# Crash points of the recovery itself.
+AFTER_DECISIONS = "after_decisions"
+AFTER_VERIFY = "after_verify"
+RECOVERY_POINTS = (AFTER_DECISIONS, AFTER_VERIFY)
+ALL_POINTS = CALL_POINTS + RECOVERY_POINTS
+
+READ_ONLY = "READ_ONLY"
+IDEMPOTENT_WRITE = "IDEMPOTENT_WRITE"
+NON_IDEMPOTENT = "NON_IDEMPOTENT"
+UNKNOWN = "UNKNOWN"
+CLASSES = (READ_ONLY, IDEMPOTENT_WRITE, NON_IDEMPOTENT, UNKNOWN)
+
+SUCCEEDED = "SUCCEEDED"
+FAILED = "FAILED"
+NOT_STARTED = "NOT_STARTED"
+RUNNING = "RUNNING"
+# What a journal scan reports for an operation left RUNNING by a crash.
+OUTCOME_UNKNOWN = "UNKNOWN"
+
+SKIP = "SKIP"
+RETRY = "RETRY"
+VERIFY = "VERIFY"
+ACTIONS = (SKIP, RETRY, VERIFY)
+
+# Journal record kinds.
+STARTED = "started"
+FINISHED = "finished"
+DECISION = "decision"
+VERIFIED = "verified"
+TASK = "task"
+COMPLETED = "COMPLETED"

@@ -1,0 +1,205 @@
+"""A scenario is data: the workload to launch, the plan it carries out, the
+catalogue it is judged against, the world it starts from, and a default schedule.
+
+It comes from a TOML file (``scenarios/*.toml``) or from CLI flags; either way
+every problem is reported at once, naming the file and field, before anything runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue
+from harness.errors import ConfigError
+
+DEFAULT_TIMEOUT_S = 20.0
+_SCENARIO_KEYS = {"name", "description", "workload", "catalogue", "timeout", "max_incarnations", "plan",
+                  "world", "schedule"}
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    call_id: str
+    tool: str
+    args: dict[str, Any] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class Plan:
+    task_id: str
+    calls: tuple[PlannedCall, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task_id": self.task_id,
+                "calls": [{"call_id": c.call_id, "tool": c.tool, "args": c.args} for c in self.calls]}
+
+    @property
+    def digest(self) -> str:
+        """A short hash of the plan's canonical JSON: what a repro token pins."""
+        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:12]
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        return tuple(call.call_id for call in self.calls)
+
+    def call(self, call_id: str) -> PlannedCall | None:
+        return next((call for call in self.calls if call.call_id == call_id), None)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    workload: tuple[str, ...]
+    plan: Plan
+    catalogue: Catalogue = field(hash=False)
+    # Where the scenario came from, as a repro token re-reads it.
+    origin: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    cwd: Path = Path(".")
+    world_files: dict[str, str] = field(default_factory=dict, hash=False)
+    world_state: dict[str, Any] = field(default_factory=dict, hash=False)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_extra_incarnations: int = 3
+    default_schedule: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    @property
+    def catalogue_digest(self) -> str:
+        text = json.dumps(self.catalogue.to_protocol(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def expand_workload(argv: list[str]) -> tuple[str, ...]:
+    """``{python}`` in a workload command means this interpreter."""
+    return tuple(word.replace("{python}", sys.executable) for word in argv)
+
+
+def parse_plan(data: Any, where: str) -> Plan:
+    """Check a plan's shape (every problem at once) and build it."""
+    problems: list[str] = []
+    if not isinstance(data, dict):
+        raise ConfigError(f'{where}: a plan is {{"task_id": "t1", "calls": [{{"call_id": "c1", "tool": ..., "args": {{}}}}]}}')
+    task_id = data.get("task_id")
+    if not isinstance(task_id, str) or not task_id:
+        problems.append(f"{where}: task_id: missing or not a string; give the task a name")
+    calls = data.get("calls")
+    if not isinstance(calls, list) or not calls:
+        problems.append(f"{where}: calls: missing or empty; list at least one call")
+        calls = []
+    seen: set[str] = set()
+    planned = []
+    for index, call in enumerate(calls):
+        here = f"{where}: calls[{index}]"
+        if not isinstance(call, dict):
+            problems.append(f"{here}: must be a table with call_id, tool and args")
+            continue
+        call_id, tool, args = call.get("call_id"), call.get("tool"), call.get("args", {})
+        if not isinstance(call_id, str) or not call_id:
+            problems.append(f"{here}.call_id: missing or not a string")
+        elif call_id in seen:
+            problems.append(f"{here}.call_id: {call_id!r} is used twice; call ids must be unique in a plan")
+        elif ":" in call_id:
+            problems.append(f"{here}.call_id: {call_id!r} contains ':', which separates call and point in a kill point")
+        seen.add(call_id if isinstance(call_id, str) else "")
+        if not isinstance(tool, str) or not tool:
+            problems.append(f"{here}.tool: missing or not a string")
+        if not isinstance(args, dict):
+            problems.append(f"{here}.args: must be a table of arguments")
+        unknown = sorted(set(call) - {"call_id", "tool", "args"})
+        if unknown:
+            problems.append(f"{here}: unknown key(s) {', '.join(unknown)}; a call has call_id, tool, args")
+        planned.append(PlannedCall(str(call_id), str(tool), args if isinstance(args, dict) else {}))
+    if problems:
+        raise ConfigError(f"{where}: the plan has {len(problems)} problem(s)", tuple(problems))
+    return Plan(task_id, tuple(planned))
+
+
+def load_plan_file(path: Path) -> Plan:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the plan ({error.strerror})") from None
+    except ValueError as error:
+        raise ConfigError(f"{path}: not valid JSON: {error}; a plan is a JSON object") from None
+    return parse_plan(data, str(path))
+
+
+def resolve_catalogue(reference: str | None, base: Path) -> Catalogue:
+    if reference in (None, "reference"):
+        return load_catalogue(REFERENCE_CATALOGUE)
+    return load_catalogue(base / reference)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read ``scenarios/NAME.toml``; relative paths in it are relative to the file."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the scenario ({error.strerror}); check the path") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    base = path.parent
+    problems = [f"{path}: unknown key {key!r}; a scenario has {', '.join(sorted(_SCENARIO_KEYS))}"
+                for key in sorted(set(data) - _SCENARIO_KEYS)]
+    workload = data.get("workload")
+    if isinstance(workload, str):
+        workload = shlex.split(workload)
+    if not isinstance(workload, list) or not workload or not all(isinstance(w, str) for w in workload):
+        problems.append(f'{path}: workload: missing; give the command, e.g. workload = ["{{python}}", "-m", "my_runtime"]')
+    timeout = data.get("timeout", DEFAULT_TIMEOUT_S)
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        problems.append(f"{path}: timeout: must be a positive number of seconds per incarnation")
+    world = data.get("world", {})
+    if not isinstance(world, dict) or not isinstance(world.get("files", {}), dict):
+        problems.append(f'{path}: world: write files as [world.files] "path" = "content"')
+        world = {}
+    if problems:
+        raise ConfigError(f"{path}: the scenario has {len(problems)} problem(s)", tuple(problems))
+    plan_data = data.get("plan")
+    plan = load_plan_file(base / plan_data) if isinstance(plan_data, str) else parse_plan(plan_data, f"{path}: [plan]")
+    return Scenario(
+        name=data.get("name", path.stem),
+        workload=expand_workload(workload),
+        plan=plan,
+        catalogue=resolve_catalogue(data.get("catalogue"), base),
+        origin={"scenario": str(path)},
+        cwd=base,
+        world_files=world.get("files", {}),
+        world_state=world.get("state", {}),
+        timeout_s=float(timeout),
+        max_extra_incarnations=int(data.get("max_incarnations", 3)),
+        default_schedule=data.get("schedule", {}),
+    )
+
+
+def scenario_from_flags(workload: str, plan: str, catalogue: str | None, *, timeout_s: float | None = None) -> Scenario:
+    """A scenario from ``--workload CMD --plan PLAN.json --catalogue CATALOGUE``."""
+    argv = shlex.split(workload)
+    if not argv:
+        raise ConfigError("--workload: empty command; give the command that starts your runtime")
+    plan_path = Path(plan)
+    origin = {"workload": workload, "plan": plan}
+    if catalogue:
+        origin["catalogue"] = catalogue
+    return Scenario(
+        name=plan_path.stem,
+        workload=expand_workload(argv),
+        plan=load_plan_file(plan_path),
+        catalogue=resolve_catalogue(catalogue, Path(".")),
+        origin=origin,
+        cwd=Path("."),
+        timeout_s=timeout_s or DEFAULT_TIMEOUT_S,
+    )
+
+
+def scenario_from_origin(origin: dict[str, str]) -> Scenario:
+    """Rebuild a scenario from what a repro token recorded of it."""
+    if "scenario" in origin:
+        return load_scenario(origin["scenario"])
+    return scenario_from_flags(origin["workload"], origin["plan"], origin.get("catalogue"))

@@ -1,0 +1,1 @@
+"""Workloads under test: the reference runtime, its mutants, and scenario files."""
