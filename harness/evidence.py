@@ -88,6 +88,16 @@ class Evidence:
     def journal_records(self, kind: str) -> list[Line]:
         return [line for line in self.journal.lines if line.get("kind") == kind]
 
+    def ledger_segments(self) -> list[list[Line]]:
+        """Ledger lines split at the harness's kill markers: segment k is what ran before kill k."""
+        segments: list[list[Line]] = [[]]
+        for line in self.ledger.lines:
+            if "killed" in line.record:
+                segments.append([])
+            else:
+                segments[-1].append(line)
+        return segments
+
 
 def run_paths(run_dir: Path) -> dict[str, Path]:
     """Where each piece of a run's evidence lives (one layout for runner and readers)."""

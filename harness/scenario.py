@@ -12,7 +12,7 @@ import json
 import shlex
 import sys
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +178,7 @@ def load_scenario(path: str | Path) -> Scenario:
     )
 
 
-def scenario_from_flags(workload: str, plan: str, catalogue: str | None, *, timeout_s: float | None = None) -> Scenario:
+def scenario_from_flags(workload: str, plan: str, catalogue: str | None) -> Scenario:
     """A scenario from ``--workload CMD --plan PLAN.json --catalogue CATALOGUE``."""
     argv = shlex.split(workload)
     if not argv:
@@ -194,12 +194,20 @@ def scenario_from_flags(workload: str, plan: str, catalogue: str | None, *, time
         catalogue=resolve_catalogue(catalogue, Path(".")),
         origin=origin,
         cwd=Path("."),
-        timeout_s=timeout_s or DEFAULT_TIMEOUT_S,
     )
+
+
+def with_workload(scenario: Scenario, workload: str) -> Scenario:
+    """The scenario with its workload command replaced (to run a mutant, say)."""
+    argv = shlex.split(workload)
+    if not argv:
+        raise ConfigError("--workload: empty command; give the command that starts your runtime")
+    return replace(scenario, workload=expand_workload(argv), origin={**scenario.origin, "workload": workload})
 
 
 def scenario_from_origin(origin: dict[str, str]) -> Scenario:
     """Rebuild a scenario from what a repro token recorded of it."""
     if "scenario" in origin:
-        return load_scenario(origin["scenario"])
+        scenario = load_scenario(origin["scenario"])
+        return with_workload(scenario, origin["workload"]) if "workload" in origin else scenario
     return scenario_from_flags(origin["workload"], origin["plan"], origin.get("catalogue"))

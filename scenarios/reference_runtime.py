@@ -159,17 +159,27 @@ class ReferenceRuntime:
         previous = self.operations.get(call_id)
         op = previous.op if previous else self.new_op_id()
         attempt = previous.attempt + 1 if previous else 1
-        point = self.rendezvous.point
-        point("before_started", call=call_id, op=op)
+        self.rendezvous.point("before_started", call=call_id, op=op)
         self.write({"kind": p.STARTED, "op": op, "call": call_id, "tool": call["tool"],
                     "class": self.class_of(call["tool"]), "interactive": self.is_interactive(call["tool"]),
                     "attempt": attempt})
-        point("after_started", call=call_id, op=op)
+        self.rendezvous.point("after_started", call=call_id, op=op)
+        self.run_then_finish(call_id, op)
+
+    def run_then_finish(self, call_id: str, op: str) -> None:
+        ok = self.run_tool(call_id, op)
+        self.finish(call_id, op, p.SUCCEEDED if ok else p.FAILED)
+
+    def run_tool(self, call_id: str, op: str) -> bool:
+        call = self.calls[call_id]
         result = invoke(call["tool"], call_id, call.get("args", {}), world=self.world, ledger=self.ledger,
                         rendezvous=self.rendezvous, op=op)
-        point("before_finished", call=call_id, op=op)
-        self.write({"kind": p.FINISHED, "op": op, "status": p.SUCCEEDED if result.ok else p.FAILED})
-        point("after_finished", call=call_id, op=op)
+        return result.ok
+
+    def finish(self, call_id: str, op: str, status: str) -> None:
+        self.rendezvous.point("before_finished", call=call_id, op=op)
+        self.write({"kind": p.FINISHED, "op": op, "status": status})
+        self.rendezvous.point("after_finished", call=call_id, op=op)
 
 
 def main(runtime_class: type[ReferenceRuntime] = ReferenceRuntime) -> int:

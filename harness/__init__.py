@@ -1,0 +1,1 @@
+"""killpoint's driver: scenarios, schedules, runner, nemesis, evidence, checker, report, CLI."""

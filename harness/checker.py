@@ -1,0 +1,342 @@
+"""The checker: a pure function of (scenario, evidence, golden run) -> Verdict.
+
+It judges from the journal, the ledger and the world against its own table of
+the recovery rules (recovery-rules.md); it never calls the runtime's code.
+Every finding names its property, the call and the kill point, and quotes the
+journal and ledger lines that prove it. A checker exception is not a crash of
+the run: it becomes an "unknown" verdict carrying the error (Jepsen's rule).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from fake_tools.world import diff_snapshots
+from harness import protocol as p
+from harness.evidence import Evidence, Line
+from harness.runner import GoldenRun
+from harness.scenario import Scenario
+
+# Property names, in the order findings are reported (the rules' order).
+PROPERTIES: dict[str, str] = {
+    "succeeded-not-replayed": "rule 1: an operation SUCCEEDED at the kill is decided SKIP and never runs again",
+    "interrupted-action": "rule 2: an operation RUNNING at the kill gets RETRY or VERIFY as the matrix says",
+    "verify-before-replay": "rule 3: a VERIFY re-runs a call only after a read-only check, and its effect ends exactly once",
+    "failed-not-replayed": "rule 4: FAILED and NOT_STARTED operations are decided SKIP and not replayed by the recovery",
+    "liveness": "rule 5: after recovery the task completes; no incarnation crashes or hangs on its own",
+    "world-equals-golden": "rule 5: the recovered world equals the world of the same plan run without a crash",
+    "write-ahead": "the journal never runs ahead of the world: started is durable before the tool runs, finished after",
+    "journal-well-formed": "one op id per call, finished after started, class snapshots as the catalogue says, one decision per call",
+}
+
+# The decision matrix, as the checker's own table (not the runtime's code).
+ACTION_BY_STATUS = {p.SUCCEEDED: p.SKIP, p.FAILED: p.SKIP, p.NOT_STARTED: p.SKIP}
+ACTION_BY_CLASS = {p.READ_ONLY: p.RETRY, p.IDEMPOTENT_WRITE: p.RETRY, p.NON_IDEMPOTENT: p.VERIFY, p.UNKNOWN: p.VERIFY}
+PROPERTY_BY_STATUS = {p.SUCCEEDED: "succeeded-not-replayed", p.FAILED: "failed-not-replayed",
+                      p.NOT_STARTED: "failed-not-replayed", p.OUTCOME_UNKNOWN: "interrupted-action"}
+
+
+def expected_action(found: str, tool_class: str, interactive: bool) -> str:
+    """What the rules say recovery does with an operation found in state ``found``."""
+    if found in ACTION_BY_STATUS:
+        return ACTION_BY_STATUS[found]
+    return p.RETRY if interactive else ACTION_BY_CLASS[tool_class]
+
+
+@dataclass(frozen=True)
+class Finding:
+    property: str
+    message: str
+    call: str | None = None
+    kill: str | None = None
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``valid`` is True (passed), False (a rule was broken) or None (unknown: see ``error``)."""
+
+    valid: bool | None
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def properties(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(finding.property for finding in self.findings))
+
+
+@dataclass
+class OpState:
+    """The checker's own fold of one call's journal records."""
+
+    call: str
+    op: str
+    started: Line
+    status: str = p.RUNNING
+    starts: int = 1
+    closing: Line | None = None
+    closed_by_verify: bool = False
+
+    @property
+    def found(self) -> str:
+        return p.OUTCOME_UNKNOWN if self.status == p.RUNNING else self.status
+
+
+def fold_journal(lines: tuple[Line, ...]) -> dict[str, OpState]:
+    """Operation state per call: ``started`` makes it RUNNING, ``finished`` sets its status."""
+    states: dict[str, OpState] = {}
+    by_op: dict[str, OpState] = {}
+    verified_present: set[str] = set()
+    for line in lines:
+        kind = line.get("kind")
+        if kind == p.STARTED and line.get("call") is not None:
+            state = states.get(line.get("call"))
+            if state is None:
+                state = states[line.get("call")] = OpState(line.get("call"), line.get("op"), line)
+            else:
+                state.status, state.starts, state.started = p.RUNNING, state.starts + 1, line
+            by_op[line.get("op")] = state
+        elif kind == p.VERIFIED and line.get("effect_found") is True:
+            verified_present.add(line.get("op"))
+        elif kind == p.FINISHED and line.get("op") in by_op:
+            state = by_op[line.get("op")]
+            state.status, state.closing = line.get("status"), line
+            state.closed_by_verify = line.get("op") in verified_present
+    return states
+
+
+def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun) -> Verdict:
+    """Judge one run; never raises (an internal error makes the verdict unknown)."""
+    notes = _notes(evidence)
+    try:
+        findings = [
+            *_journal_well_formed(scenario, evidence),
+            *_kills(scenario, evidence, golden),
+            *_liveness(evidence),
+            *_world(evidence, golden),
+        ]
+    except Exception as error:  # noqa: BLE001 - a checker bug must not pass as a verdict
+        return Verdict(None, (), notes, f"checker error: {type(error).__name__}: {error}")
+    order = list(PROPERTIES)
+    findings.sort(key=lambda finding: order.index(finding.property))
+    return Verdict(not findings, tuple(findings), notes)
+
+
+def _notes(evidence: Evidence) -> tuple[str, ...]:
+    notes = []
+    if evidence.journal.torn_tail is not None:
+        notes.append(f"journal.jsonl ends with a torn record, not trusted: {evidence.journal.torn_tail[:80]!r}")
+    return tuple(notes)
+
+
+def _journal_well_formed(scenario: Scenario, evidence: Evidence) -> list[Finding]:
+    findings = [Finding("journal-well-formed", problem) for problem in evidence.journal.problems]
+    op_of_call: dict[str, Line] = {}
+    call_of_op: dict[str, Line] = {}
+    open_ops: set[str] = set()
+    for line in evidence.journal.lines:
+        kind = line.get("kind")
+        if kind == p.STARTED:
+            call, op, tool = line.get("call"), line.get("op"), line.get("tool")
+            first = op_of_call.setdefault(call, line)
+            if first.get("op") != op:
+                findings.append(Finding("journal-well-formed", f"call {call} has two op ids, {first.get('op')} and {op}",
+                                        call, evidence=(first.quote(), line.quote())))
+            owner = call_of_op.setdefault(op, line)
+            if owner.get("call") != call:
+                findings.append(Finding("journal-well-formed", f"op id {op} is used for calls {owner.get('call')} and {call}",
+                                        call, evidence=(owner.quote(), line.quote())))
+            want_class, want_interactive = scenario.catalogue.class_of(tool), scenario.catalogue.is_interactive(tool)
+            if line.get("class") != want_class or line.get("interactive") != want_interactive:
+                findings.append(Finding(
+                    "journal-well-formed",
+                    f"started record of {call} snapshots class {line.get('class')} (interactive={line.get('interactive')}) "
+                    f"but the catalogue says {tool} is {want_class} (interactive={want_interactive})",
+                    call, evidence=(line.quote(),)))
+            open_ops.add(op)
+        elif kind == p.FINISHED:
+            if line.get("op") not in open_ops:
+                findings.append(Finding("journal-well-formed",
+                                        f"finished record for op {line.get('op')} that is not running (no started before it)",
+                                        evidence=(line.quote(),)))
+            if line.get("status") not in (p.SUCCEEDED, p.FAILED):
+                findings.append(Finding("journal-well-formed", f"finished record with status {line.get('status')!r}",
+                                        evidence=(line.quote(),)))
+            open_ops.discard(line.get("op"))
+    return findings
+
+
+def _kills(scenario: Scenario, evidence: Evidence, golden: GoldenRun) -> list[Finding]:
+    findings: list[Finding] = []
+    segments = evidence.ledger_segments()
+    killed = [incarnation for incarnation in evidence.incarnations if incarnation.killed_at is not None]
+    verify_calls: set[str] = set()
+    for kill_number, incarnation in enumerate(killed):
+        if kill_number >= len(evidence.journals_at_kill) or kill_number + 1 >= len(segments):
+            break
+        kill = incarnation.killed_at
+        at_kill = fold_journal(evidence.journals_at_kill[kill_number].lines)
+        before = [line for segment in segments[: kill_number + 1] for line in segment]
+        after = [line for segment in segments[kill_number + 1:] for line in segment]
+        findings += _write_ahead(at_kill, before, kill)
+        findings += _no_replay_of_closed(at_kill, after, kill)
+        following = next((i for i in evidence.incarnations if i.number == incarnation.number + 1), None)
+        if following is not None and at_kill:
+            decisions = [line for line in evidence.journal_records(p.DECISION)
+                         if line.get("incarnation") == following.number]
+            required = following.killed_at is None or p.AFTER_DECISIONS in following.points
+            findings += _decisions(scenario, at_kill, decisions, kill, following.number, required)
+            next_segment = segments[kill_number + 1]
+            for call, state in at_kill.items():
+                if state.found == p.OUTCOME_UNKNOWN and _expected(scenario, state) == p.VERIFY:
+                    verify_calls.add(call)
+                    findings += _probe_before_invoke(call, next_segment, kill)
+    findings += _effects_once(verify_calls, evidence, golden)
+    return findings
+
+
+def _expected(scenario: Scenario, state: OpState) -> str:
+    tool = state.started.get("tool")
+    return expected_action(state.found, scenario.catalogue.class_of(tool), scenario.catalogue.is_interactive(tool))
+
+
+def _invocations(lines: list[Line], call: str) -> list[Line]:
+    return [line for line in lines if "invoked" in line.record and line.get("call") == call]
+
+
+def _write_ahead(at_kill: dict[str, OpState], before: list[Line], kill: str) -> list[Finding]:
+    findings = []
+    invoked = Counter(line.get("call") for line in before if "invoked" in line.record)
+    for call, count in invoked.items():
+        state = at_kill.get(call)
+        starts = state.starts if state else 0
+        if count > starts:
+            ledger_line = _invocations(before, call)[-1]
+            findings.append(Finding(
+                "write-ahead",
+                f"{call} was invoked {count} time(s) before the kill but the journal at the kill holds {starts} "
+                f"started record(s): the tool ran before its started record was durable",
+                call, kill, (ledger_line.quote(),)))
+    for call, state in at_kill.items():
+        if state.status in (p.SUCCEEDED, p.FAILED) and not state.closed_by_verify and invoked[call] == 0:
+            findings.append(Finding(
+                "write-ahead",
+                f"the journal at the kill says {call} {state.status}, but the ledger shows its tool never ran: "
+                f"finished was written before the tool was called",
+                call, kill, (state.closing.quote(),) if state.closing else ()))
+    return findings
+
+
+def _no_replay_of_closed(at_kill: dict[str, OpState], after: list[Line], kill: str) -> list[Finding]:
+    findings = []
+    for call, state in at_kill.items():
+        if state.status not in (p.SUCCEEDED, p.FAILED):
+            continue
+        replays = _invocations(after, call)
+        if replays:
+            findings.append(Finding(
+                PROPERTY_BY_STATUS[state.status],
+                f"{call} was {state.status} in the journal at the kill, yet its tool {state.started.get('tool')} "
+                f"ran again {len(replays)} time(s) after the kill",
+                call, kill, tuple(line.quote() for line in (state.closing, replays[0]) if line is not None)))
+    return findings
+
+
+def _decisions(scenario: Scenario, at_kill: dict[str, OpState], decisions: list[Line], kill: str,
+               incarnation: int, required: bool) -> list[Finding]:
+    findings = []
+    op_to_call = {state.op: call for call, state in at_kill.items()}
+    by_call: dict[str, list[Line]] = {}
+    for line in decisions:
+        call = line.get("call") or op_to_call.get(line.get("op"))
+        by_call.setdefault(call, []).append(line)
+    for planned in scenario.plan.calls:
+        call = planned.call_id
+        state = at_kill.get(call)
+        found = state.found if state else p.NOT_STARTED
+        lines = by_call.get(call, [])
+        if not lines:
+            if required:
+                findings.append(Finding(
+                    "journal-well-formed",
+                    f"incarnation {incarnation} wrote no decision for {call} (found {found}); the protocol wants one "
+                    f"decision per planned call before acting on any", call, kill))
+            continue
+        if len(lines) > 1:
+            findings.append(Finding("journal-well-formed", f"incarnation {incarnation} decided {call} {len(lines)} times",
+                                    call, kill, tuple(line.quote() for line in lines)))
+        decision = lines[0]
+        tool_class = scenario.catalogue.class_of(planned.tool)
+        interactive = scenario.catalogue.is_interactive(planned.tool)
+        expected = expected_action(found, tool_class, interactive)
+        quoted = tuple(line.quote() for line in ((state.closing or state.started) if state else None, decision) if line)
+        if decision.get("action") != expected:
+            kind = "the user-interaction family" if interactive else tool_class
+            because = f"its tool {planned.tool} is {kind} in the catalogue" if found == p.OUTCOME_UNKNOWN else "it"
+            status = "RUNNING (outcome UNKNOWN)" if found == p.OUTCOME_UNKNOWN else found
+            findings.append(Finding(
+                PROPERTY_BY_STATUS[found],
+                f"{call} was {status} at the kill; {because} "
+                f"so the rules say {expected}, but incarnation {incarnation} decided {decision.get('action')}",
+                call, kill, quoted))
+        elif decision.get("found") != found:
+            findings.append(Finding(
+                "journal-well-formed",
+                f"incarnation {incarnation} records {call} as found {decision.get('found')}, "
+                f"but the journal at the kill says {found}", call, kill, quoted))
+    return findings
+
+
+def _probe_before_invoke(call: str, segment: list[Line], kill: str) -> list[Finding]:
+    """In the incarnation after the kill, a VERIFY call may be re-invoked only after its probe."""
+    for line in segment:
+        if line.get("call") != call:
+            continue
+        if "probe" in line.record:
+            return []
+        if "invoked" in line.record:
+            return [Finding("verify-before-replay",
+                            f"{call} was interrupted and must be VERIFIED, but recovery re-ran its tool with no "
+                            f"read-only check before it", call, kill, (line.quote(),))]
+    return []
+
+
+def _effects_once(verify_calls: set[str], evidence: Evidence, golden: GoldenRun) -> list[Finding]:
+    findings = []
+    effects: dict[str, list[Line]] = {}
+    for line in evidence.ledger.lines:
+        if "effect" in line.record:
+            effects.setdefault(line.get("call"), []).append(line)
+    for call in sorted(verify_calls):
+        seen, want = len(effects.get(call, [])), golden.effects_per_call.get(call, 0)
+        if seen > want:
+            findings.append(Finding(
+                "verify-before-replay",
+                f"{call} left {seen} effect records where the crash-free run leaves {want}: "
+                f"an effect that had already happened was repeated", call,
+                evidence=tuple(line.quote() for line in effects[call])))
+    return findings
+
+
+def _liveness(evidence: Evidence) -> list[Finding]:
+    findings = []
+    for incarnation in evidence.incarnations:
+        tail = f"; stderr ends: {incarnation.stderr_tail[-300:]}" if incarnation.stderr_tail else ""
+        if incarnation.timed_out:
+            findings.append(Finding("liveness", f"incarnation {incarnation.number} hung until the timeout and was killed"))
+        elif incarnation.killed_at is None and incarnation.exit_code != 0:
+            findings.append(Finding("liveness", f"incarnation {incarnation.number} exited with code "
+                                                f"{incarnation.exit_code} on its own{tail}"))
+    if not any(line.get("status") == p.COMPLETED for line in evidence.journal_records(p.TASK)):
+        findings.append(Finding("liveness", f"the task did not complete within {len(evidence.incarnations)} incarnations"))
+    return findings
+
+
+def _world(evidence: Evidence, golden: GoldenRun) -> list[Finding]:
+    completed = any(line.get("status") == p.COMPLETED for line in evidence.journal_records(p.TASK))
+    if not completed or evidence.world == golden.world:
+        return []
+    return [Finding("world-equals-golden", "the recovered world differs from the crash-free run's world",
+                    evidence=tuple(diff_snapshots(golden.world, evidence.world)))]
