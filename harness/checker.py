@@ -128,6 +128,9 @@ def _notes(evidence: Evidence) -> tuple[str, ...]:
     notes = []
     if evidence.journal.torn_tail is not None:
         notes.append(f"journal.jsonl ends with a torn record, not trusted: {evidence.journal.torn_tail[:80]!r}")
+    for incarnation in evidence.incarnations:
+        notes += [f"incarnation {incarnation.number} left {leftover} running; the sweep killed it"
+                  for leftover in incarnation.leftovers]
     return tuple(notes)
 
 

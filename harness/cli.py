@@ -19,8 +19,7 @@ from harness.errors import ConfigError, HarnessError
 from harness.report import describe_failure, summary_line, write_json_report, write_timeline
 from harness.scenario import Scenario, load_scenario, scenario_from_flags, scenario_from_origin, with_workload
 from harness.schedule import derived_seed, exhaustive, format_schedule, parse_kill_point, random_schedule
-from harness.session import Job, RunOutcome, default_runs_dir, run_job, run_session
-from harness.runner import run_golden
+from harness.session import Job, RunOutcome, default_runs_dir, run_session
 from harness.token import ReproToken
 
 EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
@@ -139,9 +138,7 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
     runs_dir = args.runs_dir or default_runs_dir(scenario)
     out.write(f"killpoint repro: {scenario.name}, kill at {format_schedule(schedule)}"
               f"{f', seed {token.seed}' if token.seed is not None else ''}; evidence in {runs_dir}\n")
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    golden = run_golden(scenario, runs_dir / "golden")
-    outcome = run_job(scenario, golden, Job(0, schedule, token.seed), runs_dir)
+    _, (outcome,) = run_session(scenario, [Job(0, schedule, token.seed)], runs_dir)
     write_timeline(outcome, out)
     if outcome.unreached:
         out.write(f"note: kill point(s) {', '.join(outcome.unreached)} were not reached this time\n")

@@ -73,6 +73,7 @@ class Incarnation:
     points: tuple[str, ...] = ()  # crash points reached, as "call:point"
     seconds: float = 0.0
     stderr_tail: str = ""
+    leftovers: tuple[str, ...] = ()  # processes it left running, killed by the sweep
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def journal_at_kill_path(run_dir: Path, kill_number: int) -> Path:
 def read_evidence(run_dir: Path) -> Evidence:
     paths = run_paths(run_dir)
     incarnations = tuple(
-        Incarnation(**{**entry, "points": tuple(entry["points"])})
+        Incarnation(**{**entry, "points": tuple(entry["points"]), "leftovers": tuple(entry.get("leftovers", ()))})
         for entry in json.loads(paths["incarnations"].read_text())
     ) if paths["incarnations"].exists() else ()
     kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)

@@ -9,14 +9,19 @@ land after the marker.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+from functools import cache
 from pathlib import Path
 
 import psutil
 
+from harness import protocol
 from harness.client import AppendOnlyFile
+
+PR_SET_CHILD_SUBREAPER = 36
 
 CONFIRM_TIMEOUT_S = 5.0
 
@@ -59,6 +64,39 @@ def kill_stragglers(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+@cache
+def become_subreaper() -> bool:
+    """Adopt the workload's orphans (Linux PR_SET_CHILD_SUBREAPER) so none escapes the sweep.
+
+    A grandchild that called setsid and outlived its parent would otherwise be
+    reparented to init, out of sight. Returns whether the kernel agreed.
+    """
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def sweep_leftovers(workload_dir: str) -> list[str]:
+    """SIGKILL every adopted orphan of this run's incarnations; describe each one killed.
+
+    Orphans are recognised by the protocol environment they inherited
+    (KILLPOINT_RUN_DIR), so children of anything else in this process are left alone.
+    """
+    killed = []
+    for child in psutil.Process().children():
+        try:
+            if child.environ().get(protocol.ENV_RUN_DIR) != workload_dir:
+                continue
+            description = f"pid {child.pid} ({' '.join(child.cmdline())[:80]})"
+            child.kill()
+            child.wait(CONFIRM_TIMEOUT_S)
+            killed.append(description)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return killed
 
 
 def _is_alive(member: psutil.Process) -> bool:

@@ -100,6 +100,7 @@ def _end_incarnation(process: subprocess.Popen[bytes], served: Served, paths: di
 def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, *, max_incarnations: int | None = None) -> list[Incarnation]:
     """Carry out ``schedule`` against the workload in ``run_dir``; return what each incarnation did."""
     paths = prepare_run_dir(scenario, run_dir)
+    nemesis.become_subreaper()
     bound = max_incarnations or len(schedule) + scenario.max_extra_incarnations
     control_dir = Path(tempfile.mkdtemp(prefix="kp-"))
     server = RendezvousServer(control_dir / "control.sock")
@@ -117,11 +118,13 @@ def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, *, max_in
             kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
             killed_at, exit_code = _end_incarnation(process, served, paths, run_dir, number, kills)
             server.drop_connections()
+            leftovers = nemesis.sweep_leftovers(str(paths["workload"].resolve()))
             incarnations.append(Incarnation(
                 number=number, pid=process.pid, exit_code=exit_code, killed_at=killed_at,
                 timed_out=served.timed_out, points=tuple(served.points),
                 seconds=round(time.monotonic() - started, 4),
                 stderr_tail=_stderr_tail(run_dir / f"incarnation-{number}.stderr"),
+                leftovers=tuple(leftovers),
             ))
             if killed_at is None and task_completed(paths["journal"]):
                 break
@@ -149,7 +152,7 @@ def run_golden(scenario: Scenario, run_dir: Path) -> GoldenRun:
     paths = run_paths(run_dir)
     only = incarnations[0]
     if only.timed_out or only.exit_code != 0 or not task_completed(paths["journal"]):
-        why = ("hung past the timeout of {:.0f}s".format(scenario.timeout_s) if only.timed_out
+        why = (f"hung past the timeout of {scenario.timeout_s:g}s" if only.timed_out
                else f"exited with code {only.exit_code}" if only.exit_code != 0
                else "exited 0 without journaling task COMPLETED")
         tail = only.stderr_tail or "(stderr empty)"
@@ -161,3 +164,13 @@ def run_golden(scenario: Scenario, run_dir: Path) -> GoldenRun:
         line.get("call") for line in read_lines(paths["ledger"]).lines if "effect" in line.record
     )
     return GoldenRun(run_dir, World(paths["world"]).snapshot(), dict(effects), only.points, only.seconds)
+
+
+def require_rendezvous(scenario: Scenario, golden: GoldenRun) -> None:
+    """Crash-point schedules need a workload that speaks the control socket; say so if it never did."""
+    if not golden.points:
+        raise WorkloadError(
+            f"workload error: {' '.join(scenario.workload)!r} completed the plan but never connected to the "
+            f"control socket (${protocol.ENV_CONTROL}), so it cannot be killed at crash points. "
+            f"Make it send a crash point at each protocol point (docs/protocol.md). Evidence: {golden.run_dir}"
+        )

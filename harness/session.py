@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.checker import Verdict, check
 from harness.evidence import Incarnation, read_evidence
-from harness.runner import GoldenRun, execute_run, run_golden
+from harness.runner import GoldenRun, execute_run, require_rendezvous, run_golden
 from harness.scenario import Scenario
 from harness.schedule import Schedule
 from harness.token import ReproToken
@@ -82,6 +82,7 @@ def run_session(
     """The golden run, then every job in order. Raises WorkloadError if the golden run fails."""
     runs_dir.mkdir(parents=True, exist_ok=True)
     golden = run_golden(scenario, runs_dir / "golden")
+    require_rendezvous(scenario, golden)
     outcomes = []
     for job in jobs:
         outcome = run_job(scenario, golden, job, runs_dir)

@@ -1,0 +1,48 @@
+"""``killpoint repro``: exact reruns, and plain words when a token no longer reproduces."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harness.checker import Verdict
+from harness.scenario import load_scenario
+from harness.schedule import KillPoint
+from harness.session import Job, token_for
+from harness.token import ReproToken
+from tests.helpers import DEMO
+
+KILL = (KillPoint("after_effect", "c5"),)
+
+
+def demo_token(**changes: object) -> str:
+    token = ReproToken.decode(token_for(load_scenario(DEMO), Job(0, KILL, seed=99), Verdict(True)))
+    return replace(token, **changes).encode()
+
+
+def test_repro_prints_the_timeline_of_exactly_that_run(killpoint):
+    repro = killpoint("repro", demo_token())
+    assert repro.exit_code == 0, repro.out + repro.err
+    assert "kill at c5:after_effect, seed 99" in repro.out
+    assert "incarnation 0" in repro.out and "KILLED at c5:after_effect" in repro.out
+    assert "c5 UNKNOWN->VERIFY" in repro.out
+    assert "probe   c5 effect_present" in repro.out
+    assert repro.out.rstrip().endswith("verdict: PASS")
+
+
+def test_token_whose_finding_is_gone_says_it_did_not_reproduce(killpoint):
+    repro = killpoint("repro", demo_token(expect=("write-ahead",)))
+    assert repro.exit_code == 0
+    assert "did not reproduce: the token recorded write-ahead, and this run passed" in repro.out
+
+
+def test_token_for_a_changed_plan_is_refused_with_the_reason(killpoint):
+    repro = killpoint("repro", demo_token(plan_digest="000000000000"))
+    assert repro.exit_code == 2
+    assert "the plan changed since it was made (token pins plan 000000000000" in repro.err
+
+
+def test_damaged_token_is_a_usage_error(killpoint):
+    token = demo_token()
+    assert killpoint("repro", token[:-9]).exit_code == 2
+    result = killpoint("repro", "hello")
+    assert result.exit_code == 2 and "not a killpoint token" in result.err
