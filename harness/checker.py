@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from fake_tools.catalogue import Catalogue
 from fake_tools.world import diff_snapshots
 from harness import protocol as p
 from harness.evidence import Evidence, Line
@@ -107,13 +108,50 @@ def fold_journal(lines: tuple[Line, ...]) -> dict[str, OpState]:
     return states
 
 
+@dataclass(frozen=True)
+class ClassBook:
+    """Which catalogue each incarnation was handed, so which class each started record must carry.
+
+    The rule is that a decision follows the class snapshot of the ``started``
+    record, so a started record is judged on the catalogue of the incarnation
+    that wrote it, told apart by the journal copies taken at each kill.
+    """
+
+    base: Catalogue
+    by_incarnation: dict[int, Catalogue]
+    last_line_by_kill: tuple[tuple[int, int], ...]  # (last line found after the kill, killed incarnation)
+    final_incarnation: int
+
+    @classmethod
+    def of(cls, scenario: Scenario, evidence: Evidence) -> ClassBook:
+        by_incarnation = {}
+        for incarnation in evidence.incarnations:
+            if incarnation.catalogue_drift:
+                tool, _, new_class = incarnation.catalogue_drift.partition("=")
+                by_incarnation[incarnation.number] = scenario.catalogue.with_class(tool, new_class)
+        killed = [incarnation.number for incarnation in evidence.incarnations if incarnation.killed_at is not None]
+        bounds = tuple((max((line.number for line in evidence.journal_found(k).lines), default=0), number)
+                       for k, number in enumerate(killed[: len(evidence.journals_at_kill)]))
+        final = evidence.incarnations[-1].number if evidence.incarnations else 0
+        return cls(scenario.catalogue, by_incarnation, bounds, final)
+
+    def writer(self, line: Line) -> int:
+        """The incarnation that wrote a line of the final journal."""
+        return next((number for last, number in self.last_line_by_kill if line.number <= last), self.final_incarnation)
+
+    def catalogue_for(self, line: Line) -> tuple[Catalogue, int]:
+        writer = self.writer(line)
+        return self.by_incarnation.get(writer, self.base), writer
+
+
 def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun) -> Verdict:
     """Judge one run; never raises (an internal error makes the verdict unknown)."""
     notes = _notes(evidence)
     try:
+        book = ClassBook.of(scenario, evidence)
         findings = [
-            *_journal_well_formed(scenario, evidence),
-            *_kills(scenario, evidence, golden),
+            *_journal_well_formed(book, evidence),
+            *_kills(scenario, book, evidence, golden),
             *_liveness(evidence),
             *_world(evidence, golden),
         ]
@@ -134,7 +172,7 @@ def _notes(evidence: Evidence) -> tuple[str, ...]:
     return tuple(notes)
 
 
-def _journal_well_formed(scenario: Scenario, evidence: Evidence) -> list[Finding]:
+def _journal_well_formed(book: ClassBook, evidence: Evidence) -> list[Finding]:
     findings = [Finding("journal-well-formed", problem) for problem in evidence.journal.problems]
     op_of_call: dict[str, Line] = {}
     call_of_op: dict[str, Line] = {}
@@ -151,12 +189,14 @@ def _journal_well_formed(scenario: Scenario, evidence: Evidence) -> list[Finding
             if owner.get("call") != call:
                 findings.append(Finding("journal-well-formed", f"op id {op} is used for calls {owner.get('call')} and {call}",
                                         call, evidence=(owner.quote(), line.quote())))
-            want_class, want_interactive = scenario.catalogue.class_of(tool), scenario.catalogue.is_interactive(tool)
+            catalogue, writer = book.catalogue_for(line)
+            want_class, want_interactive = catalogue.class_of(tool), catalogue.is_interactive(tool)
             if line.get("class") != want_class or line.get("interactive") != want_interactive:
                 findings.append(Finding(
                     "journal-well-formed",
                     f"started record of {call} snapshots class {line.get('class')} (interactive={line.get('interactive')}) "
-                    f"but the catalogue says {tool} is {want_class} (interactive={want_interactive})",
+                    f"but the catalogue given to incarnation {writer}, which wrote it, says {tool} is {want_class} "
+                    f"(interactive={want_interactive})",
                     call, evidence=(line.quote(),)))
             open_ops.add(op)
         elif kind == p.FINISHED:
@@ -171,7 +211,7 @@ def _journal_well_formed(scenario: Scenario, evidence: Evidence) -> list[Finding
     return findings
 
 
-def _kills(scenario: Scenario, evidence: Evidence, golden: GoldenRun) -> list[Finding]:
+def _kills(scenario: Scenario, book: ClassBook, evidence: Evidence, golden: GoldenRun) -> list[Finding]:
     findings: list[Finding] = []
     segments = evidence.ledger_segments()
     killed = [incarnation for incarnation in evidence.incarnations if incarnation.killed_at is not None]
@@ -180,29 +220,39 @@ def _kills(scenario: Scenario, evidence: Evidence, golden: GoldenRun) -> list[Fi
         if kill_number >= len(evidence.journals_at_kill) or kill_number + 1 >= len(segments):
             break
         kill = incarnation.killed_at
-        at_kill = fold_journal(evidence.journals_at_kill[kill_number].lines)
+        written = fold_journal(evidence.journals_at_kill[kill_number].lines)
+        found = fold_journal(evidence.journal_found(kill_number).lines)
         before = [line for segment in segments[: kill_number + 1] for line in segment]
         after = [line for segment in segments[kill_number + 1:] for line in segment]
-        findings += _write_ahead(at_kill, before, kill)
-        findings += _no_replay_of_closed(at_kill, after, kill)
+        findings += _write_ahead(written, before, kill)
+        findings += _no_replay_of_closed(found, after, kill)
         following = next((i for i in evidence.incarnations if i.number == incarnation.number + 1), None)
-        if following is not None and at_kill:
-            decisions = [line for line in evidence.journal_records(p.DECISION)
-                         if line.get("incarnation") == following.number]
-            required = following.killed_at is None or p.AFTER_DECISIONS in following.points
-            findings += _decisions(scenario, at_kill, decisions, kill, following.number, required)
+        task_done = any(line.get("kind") == p.TASK for line in evidence.journal_found(kill_number).lines)
+        if following is not None and found and not task_done:
+            # A killed incarnation's own decisions are read from its copy at its kill: a torn
+            # tail may since have cut the last of them, and that cut is the nemesis's doing.
+            written_by_following = (evidence.journals_at_kill[kill_number + 1].lines
+                                    if following.killed_at is not None and kill_number + 1 < len(evidence.journals_at_kill)
+                                    else evidence.journal.lines)
+            decisions = [line for line in written_by_following
+                         if line.get("kind") == p.DECISION and line.get("incarnation") == following.number]
+            required = p.AFTER_DECISIONS in following.points or (following.killed_at is None and following.exit_code == 0)
+            findings += _decisions(scenario, book, found, decisions, kill, following.number, required)
             next_segment = segments[kill_number + 1]
-            for call, state in at_kill.items():
-                if state.found == p.OUTCOME_UNKNOWN and _expected(scenario, state) == p.VERIFY:
+            for call, state in found.items():
+                if state.found == p.OUTCOME_UNKNOWN and _judged_class(book, state)[3] == p.VERIFY:
                     verify_calls.add(call)
                     findings += _probe_before_invoke(call, next_segment, kill)
     findings += _effects_once(verify_calls, evidence, golden)
     return findings
 
 
-def _expected(scenario: Scenario, state: OpState) -> str:
+def _judged_class(book: ClassBook, state: OpState) -> tuple[str, bool, int, str]:
+    """(class, interactive, writer incarnation, expected action) for an operation found at a kill."""
+    catalogue, writer = book.catalogue_for(state.started)
     tool = state.started.get("tool")
-    return expected_action(state.found, scenario.catalogue.class_of(tool), scenario.catalogue.is_interactive(tool))
+    tool_class, interactive = catalogue.class_of(tool), catalogue.is_interactive(tool)
+    return tool_class, interactive, writer, expected_action(state.found, tool_class, interactive)
 
 
 def _invocations(lines: list[Line], call: str) -> list[Line]:
@@ -247,7 +297,7 @@ def _no_replay_of_closed(at_kill: dict[str, OpState], after: list[Line], kill: s
     return findings
 
 
-def _decisions(scenario: Scenario, at_kill: dict[str, OpState], decisions: list[Line], kill: str,
+def _decisions(scenario: Scenario, book: ClassBook, at_kill: dict[str, OpState], decisions: list[Line], kill: str,
                incarnation: int, required: bool) -> list[Finding]:
     findings = []
     op_to_call = {state.op: call for call, state in at_kill.items()}
@@ -271,13 +321,15 @@ def _decisions(scenario: Scenario, at_kill: dict[str, OpState], decisions: list[
             findings.append(Finding("journal-well-formed", f"incarnation {incarnation} decided {call} {len(lines)} times",
                                     call, kill, tuple(line.quote() for line in lines)))
         decision = lines[0]
-        tool_class = scenario.catalogue.class_of(planned.tool)
-        interactive = scenario.catalogue.is_interactive(planned.tool)
-        expected = expected_action(found, tool_class, interactive)
+        if state is None:
+            expected, because = p.SKIP, "it"
+        else:
+            tool_class, interactive, writer, expected = _judged_class(book, state)
+            kind = "the user-interaction family" if interactive else tool_class
+            because = (f"its tool {state.started.get('tool')} is {kind} (the class its started record snapshots, "
+                       f"from the catalogue given to incarnation {writer})")
         quoted = tuple(line.quote() for line in ((state.closing or state.started) if state else None, decision) if line)
         if decision.get("action") != expected:
-            kind = "the user-interaction family" if interactive else tool_class
-            because = f"its tool {planned.tool} is {kind} in the catalogue" if found == p.OUTCOME_UNKNOWN else "it"
             status = "RUNNING (outcome UNKNOWN)" if found == p.OUTCOME_UNKNOWN else found
             findings.append(Finding(
                 PROPERTY_BY_STATUS[found],

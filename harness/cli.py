@@ -1,50 +1,70 @@
-"""The ``killpoint`` command: run, repro.
+"""The ``killpoint`` command.
 
 Exit codes: 0 every run passed; 1 a rule was broken (or a run could not be
-judged); 2 bad input or a workload that cannot run its task even without a
+judged); 2 bad input, or a workload that cannot run its task even without a
 crash. Bad input never shows a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 import random
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
+from harness import explore, protocol
+from harness.backends import BACKENDS
 from harness.errors import ConfigError, HarnessError
-from harness.report import describe_failure, summary_line, write_json_report, write_timeline
+from harness.report import describe_failure, summary_line, write_coverage, write_json_report, write_timeline
+from harness.runner import Drift
 from harness.scenario import Scenario, load_scenario, scenario_from_flags, scenario_from_origin, with_workload
-from harness.schedule import derived_seed, exhaustive, format_schedule, parse_kill_point, random_schedule
-from harness.session import Job, RunOutcome, default_runs_dir, run_session
+from harness.schedule import RandomFaults, format_schedule, parse_kill_point
+from harness.session import JobBatches, RunOutcome, default_runs_dir, run_session
 from harness.token import ReproToken
 
 EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+MIXED_FAULT_RATE = 0.25
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="killpoint", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="killpoint", description="Kill agent runtimes mid-tool-call and judge their recovery.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="kill a workload at crash points and judge every recovery")
     run.add_argument("scenario", nargs="?", help="a scenario file (scenarios/*.toml)")
-    run.add_argument("--workload", help="command that starts the runtime under test (with a scenario: replaces its workload)")
-    run.add_argument("--plan", help="plan JSON, with --workload")
-    run.add_argument("--catalogue", help="catalogue (TOML or protocol JSON), with --workload; default: the reference one")
-    run.add_argument("--kill-at", action="append", default=[], metavar="CALL:POINT",
-                     help="kill there; repeat for later incarnations (e.g. c3:after_effect)")
-    run.add_argument("--exhaustive", action="store_true", help="every single-kill schedule: every call x every point")
-    run.add_argument("--random", type=int, metavar="N", help="N runs with kill points drawn from --seed")
-    run.add_argument("--seed", type=int, help="seed of --random (default: drawn and printed)")
-    run.add_argument("--timeout", type=float, metavar="S", help="seconds one incarnation may take")
-    run.add_argument("--runs-dir", type=Path, help="where run evidence goes (default ./killpoint-runs/...)")
-    run.add_argument("--json", type=Path, metavar="REPORT.json", help="write the full report as JSON")
+    source = run.add_argument_group("workload")
+    source.add_argument("--workload", help="command that starts the runtime under test (with a scenario: replaces its workload)")
+    source.add_argument("--plan", help="plan JSON, with --workload")
+    source.add_argument("--catalogue", help="catalogue (TOML or protocol JSON), with --workload; default: the reference one")
+    source.add_argument("--backend", choices=BACKENDS, default="subprocess", help="how incarnations run (default subprocess)")
+    schedules = run.add_argument_group("schedules")
+    schedules.add_argument("--kill-at", action="append", default=[], metavar="KILL",
+                           help="kill there; repeat for later incarnations: c3:after_effect, after_decisions, "
+                                "c3:after_started+ (next point), @0.05 (seconds), ledger:effect:c3; /torn:500 tears")
+    schedules.add_argument("--kill-on", action="append", default=[], metavar="EVENT",
+                           help="kill as soon as the journal or ledger shows EVENT (journal:started:c5, ledger:effect:c3)")
+    schedules.add_argument("--exhaustive", action="store_true", help="every schedule of up to --depth kills at reached points")
+    schedules.add_argument("--depth", type=int, default=1, metavar="K", help="kills per schedule for --exhaustive (default 1)")
+    schedules.add_argument("--random", type=int, metavar="N", help="N runs with kills drawn from --seed")
+    schedules.add_argument("--timed", action="store_true",
+                           help="kill at seeded delays with no rendezvous (alone: --runs N runs; with --random: mixed in)")
+    schedules.add_argument("--runs", type=int, default=20, metavar="N", help="runs of --timed alone (default 20)")
+    schedules.add_argument("--timed-window", type=float, metavar="S", help="upper bound of timed delays (default: golden run's duration)")
+    schedules.add_argument("--torn-tail", action="store_true", help="tear the journal's last record after kills that follow a write")
+    schedules.add_argument("--drift", metavar="TOOL=CLASS", help="hand recovery incarnations a catalogue where TOOL has CLASS")
+    schedules.add_argument("--seed", type=int, help="seed of --random/--timed (default: drawn and printed)")
+    output = run.add_argument_group("output")
+    output.add_argument("--timeout", type=float, metavar="S", help="seconds one incarnation may take")
+    output.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="run N schedules in parallel")
+    output.add_argument("--runs-dir", type=Path, help="where run evidence goes (default ./killpoint-runs/...)")
+    output.add_argument("--json", type=Path, metavar="REPORT.json", help="write the full report as JSON")
 
     repro = commands.add_parser("repro", help="rerun exactly the run a token names and print its timeline")
     repro.add_argument("token")
+    repro.add_argument("--backend", choices=BACKENDS, help="override the token's backend")
     repro.add_argument("--runs-dir", type=Path)
     return parser
 
@@ -79,44 +99,75 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
     return scenario
 
 
-def jobs_of(args: argparse.Namespace, scenario: Scenario, out: TextIO) -> tuple[list[Job], str]:
-    """The schedules asked for, by flags or else by the scenario's [schedule] table."""
-    chosen = [flag for flag, used in (("--kill-at", args.kill_at), ("--exhaustive", args.exhaustive),
-                                      ("--random", args.random is not None)) if used]
+def parse_drift(text: str | None, scenario: Scenario) -> Drift | None:
+    if text is None:
+        return None
+    tool, _, new_class = text.partition("=")
+    if new_class not in protocol.CLASSES:
+        raise ConfigError(f"--drift {text!r}: write TOOL=CLASS with CLASS one of {', '.join(protocol.CLASSES)}")
+    if tool not in {call.tool for call in scenario.plan.calls}:
+        raise ConfigError(f"--drift {text!r}: the plan calls no tool {tool!r}")
+    if scenario.catalogue.class_of(tool) == new_class:
+        raise ConfigError(f"--drift {text!r}: {tool} is already {new_class}; drift must change its class")
+    return Drift(tool, new_class)
+
+
+def _positive(flag: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise ConfigError(f"{flag} {value}: give a positive number")
+
+
+def batches_of(args: argparse.Namespace, scenario: Scenario) -> tuple[JobBatches, str, bool]:
+    """(the job batches asked for, a description, whether they need the rendezvous)."""
+    chosen = [flag for flag, used in (("--kill-at/--kill-on", args.kill_at or args.kill_on),
+                                      ("--exhaustive", args.exhaustive), ("--random", args.random is not None),
+                                      ("--timed", args.timed and args.random is None)) if used]
     if len(chosen) > 1:
         raise ConfigError(f"{' and '.join(chosen)} are exclusive; pick one way to choose schedules")
-    default = scenario.default_schedule
-    kill_at = args.kill_at or (default.get("kill_at", []) if not chosen else [])
+    for flag, value in (("--random", args.random), ("--depth", args.depth), ("--runs", args.runs), ("--jobs", args.jobs)):
+        _positive(flag, value)
+    drift = parse_drift(args.drift, scenario)
+    default = scenario.default_schedule if not chosen else {}
+    kill_at = [*args.kill_at, *args.kill_on] or default.get("kill_at", [])
+    seed = args.seed if args.seed is not None else default.get("seed", random.SystemRandom().randrange(2**32))
     if kill_at:
         schedule = tuple(parse_kill_point(text, scenario.plan) for text in kill_at)
-        return [Job(0, schedule)], f"schedule {format_schedule(schedule)}"
-    runs = args.random if args.random is not None else (default.get("runs") if default.get("mode") == "random" and not chosen else None)
+        return (explore.given_batches(schedule, drift=drift), f"schedule {format_schedule(schedule)}",
+                any(kill.uses_rendezvous for kill in schedule))
+    runs = args.random if args.random is not None else (default.get("runs") if default.get("mode") == "random" else None)
     if runs is not None:
-        if runs < 1:
-            raise ConfigError(f"--random {runs}: give a positive number of runs")
-        seed = args.seed if args.seed is not None else default.get("seed", random.SystemRandom().randrange(2**32))
-        jobs = [Job(index, random_schedule(scenario.plan, derived_seed(seed, index)), derived_seed(seed, index))
-                for index in range(runs)]
-        return jobs, f"{runs} random schedules, seed {seed}"
-    jobs = [Job(index, schedule) for index, schedule in enumerate(exhaustive(scenario.plan))]
-    return jobs, f"{len(jobs)} schedules (exhaustive)"
+        faults = RandomFaults(torn_rate=MIXED_FAULT_RATE if args.torn_tail else 0.0,
+                              timed_rate=MIXED_FAULT_RATE if args.timed else 0.0,
+                              timed_window_s=args.timed_window or 0.0)
+        return (explore.random_batches(scenario.plan, seed, runs, faults, drift=drift,
+                                       window_from_golden=args.timed_window is None),
+                f"{runs} random schedules, seed {seed}", True)
+    if args.timed:
+        return (explore.timed_batches(seed, args.runs, args.timed_window, drift=drift),
+                f"{args.runs} timed kills, seed {seed}", False)
+    depth = args.depth if args.exhaustive else int(default.get("depth", 1))
+    return (explore.exhaustive_batches(depth, torn=args.torn_tail, drift=drift),
+            f"exhaustive to depth {depth}{' with torn tails' if args.torn_tail else ''}", True)
 
 
 def command_run(args: argparse.Namespace, out: TextIO) -> int:
     scenario = scenario_of(args)
-    jobs, described = jobs_of(args, scenario, out)
+    batches, described, needs_rendezvous = batches_of(args, scenario)
     runs_dir = args.runs_dir or default_runs_dir(scenario)
-    out.write(f"killpoint: {scenario.name}: {described}; evidence in {runs_dir}\n")
+    out.write(f"killpoint: {scenario.name}: {described}; backend {args.backend}; evidence in {runs_dir}\n")
     started = time.monotonic()
 
     def report(outcome: RunOutcome) -> None:
         if not outcome.verdict.valid:
             describe_failure(outcome, out)
 
-    golden, outcomes = run_session(scenario, jobs, runs_dir, on_outcome=report)
+    golden, outcomes = run_session(scenario, batches, runs_dir, backend_name=args.backend, jobs=args.jobs,
+                                   needs_rendezvous=needs_rendezvous, on_outcome=report)
     seconds = time.monotonic() - started
     if args.json:
         write_json_report(args.json, scenario, golden, outcomes, seconds)
+    if args.exhaustive:
+        write_coverage(scenario, golden, outcomes, out)
     out.write(summary_line(outcomes, seconds) + "\n")
     failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
     if failures:
@@ -135,20 +186,27 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
         raise ConfigError(f"the token does not reproduce: the catalogue changed since it was made "
                           f"(token pins {token.catalogue_digest}, now {scenario.catalogue_digest})")
     schedule = tuple(parse_kill_point(text, scenario.plan) for text in token.schedule)
+    drift = parse_drift(token.drift, scenario)
+    backend = args.backend or token.backend
     runs_dir = args.runs_dir or default_runs_dir(scenario)
     out.write(f"killpoint repro: {scenario.name}, kill at {format_schedule(schedule)}"
-              f"{f', seed {token.seed}' if token.seed is not None else ''}; evidence in {runs_dir}\n")
-    _, (outcome,) = run_session(scenario, [Job(0, schedule, token.seed)], runs_dir)
+              f"{f', seed {token.seed}' if token.seed is not None else ''}{f', drift {drift}' if drift else ''}"
+              f"; backend {backend}; evidence in {runs_dir}\n")
+    if any(kill.after_s is not None for kill in schedule):
+        out.write("note: this workload never announced crash points, so the timed kill is replayed by time "
+                  "and may land elsewhere\n")
+    _, (outcome,) = run_session(scenario, explore.given_batches(schedule, seed=token.seed, drift=drift), runs_dir,
+                                backend_name=backend, needs_rendezvous=any(kill.uses_rendezvous for kill in schedule))
     write_timeline(outcome, out)
     if outcome.unreached:
-        out.write(f"note: kill point(s) {', '.join(outcome.unreached)} were not reached this time\n")
+        out.write(f"note: kill(s) {', '.join(outcome.unreached)} never came this time\n")
     if not outcome.verdict.valid:
         describe_failure(outcome, out)
         return EXIT_VIOLATION
     if token.expect:
         out.write(f"did not reproduce: the token recorded {', '.join(token.expect)}, and this run passed. "
                   f"The plan and catalogue are unchanged, so the workload itself now behaves differently "
-                  f"at this kill point{' (the point was not reached)' if outcome.unreached else ''}.\n")
+                  f"at this kill{' (its moment never came)' if outcome.unreached else ''}.\n")
     return EXIT_PASSED
 
 

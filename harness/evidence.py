@@ -74,6 +74,8 @@ class Incarnation:
     seconds: float = 0.0
     stderr_tail: str = ""
     leftovers: tuple[str, ...] = ()  # processes it left running, killed by the sweep
+    catalogue_drift: str | None = None  # "tool=CLASS" when it was handed a drifted catalogue
+    kill_latency_s: float | None = None  # event kills: from the event's write to the confirmed kill
 
 
 @dataclass(frozen=True)
@@ -81,13 +83,21 @@ class Evidence:
     """Everything the checker judges from, read back from a run directory."""
 
     journal: JsonLines
-    journals_at_kill: tuple[JsonLines, ...]
+    journals_at_kill: tuple[JsonLines, ...]  # as written when each kill was confirmed
     ledger: JsonLines
     world: dict[str, str]
     incarnations: tuple[Incarnation, ...]
+    # What the next incarnation found after each kill: the torn copy where the nemesis tore it.
+    journals_found: tuple[JsonLines, ...] = ()
 
     def journal_records(self, kind: str) -> list[Line]:
         return [line for line in self.journal.lines if line.get("kind") == kind]
+
+    def journal_found(self, kill_number: int) -> JsonLines:
+        """The journal the incarnation after kill ``kill_number`` started from."""
+        if kill_number < len(self.journals_found):
+            return self.journals_found[kill_number]
+        return self.journals_at_kill[kill_number]
 
     def ledger_segments(self) -> list[list[Line]]:
         """Ledger lines split at the harness's kill markers: segment k is what ran before kill k."""
@@ -109,6 +119,7 @@ def run_paths(run_dir: Path) -> dict[str, Path]:
         "world": run_dir / "world",
         "plan": run_dir / "plan.json",
         "catalogue": run_dir / "catalogue.json",
+        "drifted_catalogue": run_dir / "catalogue-drifted.json",
         "incarnations": run_dir / "incarnations.json",
     }
 
@@ -117,19 +128,22 @@ def journal_at_kill_path(run_dir: Path, kill_number: int) -> Path:
     return run_dir / f"journal-at-kill-{kill_number}.jsonl"
 
 
+def _journal_found(run_dir: Path, kill_number: int) -> JsonLines:
+    torn = journal_at_kill_path(run_dir, kill_number).with_suffix(".torn.jsonl")
+    return read_lines(torn if torn.exists() else journal_at_kill_path(run_dir, kill_number))
+
+
 def read_evidence(run_dir: Path) -> Evidence:
     paths = run_paths(run_dir)
     incarnations = tuple(
-        Incarnation(**{**entry, "points": tuple(entry["points"]), "leftovers": tuple(entry.get("leftovers", ()))})
+        Incarnation(**{**entry, "points": tuple(entry["points"]), "leftovers": tuple(entry["leftovers"])})
         for entry in json.loads(paths["incarnations"].read_text())
     ) if paths["incarnations"].exists() else ()
     kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
     return Evidence(
         journal=read_lines(paths["journal"], "journal.jsonl"),
-        journals_at_kill=tuple(
-            read_lines(journal_at_kill_path(run_dir, number), f"journal-at-kill-{number}.jsonl")
-            for number in range(kills)
-        ),
+        journals_at_kill=tuple(read_lines(journal_at_kill_path(run_dir, number)) for number in range(kills)),
+        journals_found=tuple(_journal_found(run_dir, number) for number in range(kills)),
         ledger=read_lines(paths["ledger"], "ledger.jsonl"),
         world=World(paths["world"]).snapshot(),
         incarnations=incarnations,

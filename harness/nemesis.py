@@ -106,10 +106,29 @@ def _is_alive(member: psutil.Process) -> bool:
         return False
 
 
+def tear_journal(path: Path, permille: int) -> bool:
+    """Cut the journal's last record, keeping ``permille``/1000 of its bytes (at least one, never all).
+
+    This is what a crash in the middle of that record's write leaves. Returns
+    False when there is no complete record to cut.
+    """
+    data = path.read_bytes() if path.exists() else b""
+    if not data.endswith(b"\n"):
+        return False
+    start = data.rfind(b"\n", 0, len(data) - 1) + 1
+    record = data[start:-1]
+    if not record:
+        return False
+    keep = min(max(1, len(record) * permille // 1000), len(record) - 1)
+    path.write_bytes(data[: start + keep])
+    return True
+
+
 def mark_kill(ledger_path: Path, incarnation: int, point: str) -> None:
     """Append the harness's kill marker to the ledger (after the kill is confirmed)."""
     ledger = AppendOnlyFile(ledger_path, durable=False)
     try:
-        ledger.append({"killed": incarnation, "point": point})
+        ledger.append({"killed": incarnation, "point": point} if not point.startswith("@")
+                      else {"killed": incarnation, "after_s": float(point[1:].split("/")[0])})
     finally:
         ledger.close()

@@ -1,10 +1,11 @@
-"""The harness's end of the crash-point rendezvous: a Unix stream socket server.
+"""The harness's end of the crash-point rendezvous, and the wait for the kill moment.
 
 Each message is one JSON line ``{"point", "call", "op", "incarnation"}``; the
-workload blocks until it reads a reply line. To crash the workload at a point,
+workload blocks until it reads a reply line. To crash the workload at a point
 the server simply does not reply and hands the moment to the nemesis. One
-selector watches the listening socket, every connection, and a pidfd of the
-incarnation, so a process exit is seen at once rather than by polling.
+selector watches the listening socket, every connection, a pidfd of the
+incarnation (so an exit is seen at once, not polled) and, for event kills, the
+evidence watcher; a timed kill is the selector's deadline.
 """
 
 from __future__ import annotations
@@ -13,24 +14,25 @@ import json
 import os
 import selectors
 import socket
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.schedule import KillPoint
+from harness.watch import EventWatcher
 
 _REPLY = b"ok\n"
 
 
 @dataclass
 class Served:
-    """How one incarnation's rendezvous ended."""
+    """How one incarnation's wait ended."""
 
     points: list[str] = field(default_factory=list)
     hit: KillPoint | None = None
     exited: bool = False
     timed_out: bool = False
+    armed: bool = False  # for a "+" kill: its point was passed, the next one kills
     protocol_problems: list[str] = field(default_factory=list)
 
 
@@ -41,50 +43,62 @@ class RendezvousServer:
         self.path = path
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(path))
+        os.chmod(path, 0o777)  # a container's non-root user must be able to connect
         self.listener.listen(16)
         self.listener.setblocking(False)
         self._connections: list[socket.socket] = []
 
-    def serve(self, process: subprocess.Popen[bytes], kill_point: KillPoint | None, deadline: float) -> Served:
-        """Answer crash points until ``kill_point`` is reached, the process exits, or the deadline passes."""
+    def serve(self, pid: int, kill: KillPoint | None, *, started: float, deadline: float,
+              watcher: EventWatcher | None = None) -> Served:
+        """Answer crash points until the kill's moment, the process's exit, or the deadline."""
         served = Served()
-        pidfd = os.pidfd_open(process.pid)
+        pidfd = os.pidfd_open(pid)
         selector = selectors.DefaultSelector()
-        selector.register(self.listener, selectors.EVENT_READ, None)
+        selector.register(self.listener, selectors.EVENT_READ, "accept")
         selector.register(pidfd, selectors.EVENT_READ, "exit")
+        if watcher is not None:
+            selector.register(watcher, selectors.EVENT_READ, "watch")
+        kill_at = started + kill.after_s if kill is not None and kill.after_s is not None else None
         buffers: dict[socket.socket, bytes] = {}
         try:
             while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                now = time.monotonic()
+                if kill_at is not None and now >= kill_at:
+                    served.hit = kill
+                    return served
+                if now >= deadline:
                     served.timed_out = True
                     return served
-                for key, _ in selector.select(remaining):
+                for key, _ in selector.select(min(deadline, kill_at or deadline) - now):
                     if key.data == "exit":
                         served.exited = True
                         return served
-                    if key.data is None:
+                    if key.data == "watch":
+                        if watcher.check():
+                            served.hit = kill
+                            return served
+                    elif key.data == "accept":
                         connection, _ = self.listener.accept()
                         self._connections.append(connection)
                         buffers[connection] = b""
                         selector.register(connection, selectors.EVENT_READ, "message")
-                        continue
-                    connection = key.fileobj
-                    chunk = connection.recv(65536)
-                    if not chunk:
-                        selector.unregister(connection)
-                        continue
-                    buffers[connection] += chunk
-                    *complete, buffers[connection] = buffers[connection].split(b"\n")
-                    for raw in complete:
-                        if self._handle(raw, connection, kill_point, served):
-                            return served
+                    elif self._receive(key.fileobj, buffers, selector, kill, served):
+                        return served
         finally:
             selector.close()
             os.close(pidfd)
 
-    def _handle(self, raw: bytes, connection: socket.socket, kill_point: KillPoint | None, served: Served) -> bool:
-        """Record one message; reply unless it is the kill point. True means: kill now."""
+    def _receive(self, connection: socket.socket, buffers: dict[socket.socket, bytes],
+                 selector: selectors.BaseSelector, kill: KillPoint | None, served: Served) -> bool:
+        chunk = connection.recv(65536)
+        if not chunk:
+            selector.unregister(connection)
+            return False
+        *complete, buffers[connection] = (buffers[connection] + chunk).split(b"\n")
+        return any(self._handle(raw, connection, kill, served) for raw in complete)
+
+    def _handle(self, raw: bytes, connection: socket.socket, kill: KillPoint | None, served: Served) -> bool:
+        """Record one message; reply unless it is the kill's moment. True means: kill now."""
         try:
             message = json.loads(raw)
             point, call = message["point"], message.get("call")
@@ -93,9 +107,11 @@ class RendezvousServer:
             _reply(connection)
             return False
         served.points.append(point if call is None else f"{call}:{point}")
-        if kill_point is not None and kill_point.matches(point, call):
-            served.hit = kill_point
+        if kill is not None and kill.uses_rendezvous and (served.armed or (not kill.after and kill.matches(point, call))):
+            served.hit = kill
             return True
+        if kill is not None and kill.after and kill.matches(point, call):
+            served.armed = True
         _reply(connection)
         return False
 

@@ -76,6 +76,28 @@ def write_json_report(path: Path, scenario: Scenario, golden: GoldenRun, outcome
     path.write_text(json.dumps(report, indent=1))
 
 
+def write_coverage(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], out: TextIO) -> None:
+    """Calls x points, per incarnation: how many kills really landed there ("+" = a timed or event kill after it)."""
+    from harness.explore import coverage
+
+    covered = coverage(outcomes)
+    columns = [*p.CALL_POINTS, *p.RECOVERY_POINTS]
+    short = {point: point.replace("before_", "b_").replace("after_", "a_") for point in columns}
+    for incarnation, counts in sorted(covered.items()):
+        out.write(f"coverage, incarnation {incarnation} (kills per call x point):\n")
+        out.write(f"  {'':<8}" + "".join(f"{short[point]:>12}" for point in columns) + "\n")
+        rows = [*scenario.plan.call_ids, None]
+        for call in rows:
+            cells = [counts.get(point if call is None else f"{call}:{point}", 0) for point in columns]
+            if any(cells):
+                out.write(f"  {call or '(task)':<8}" + "".join(f"{cell or '.':>12}" for cell in cells) + "\n")
+    reached = set(golden.points)
+    never = [f"{call}:{point}" for call in scenario.plan.call_ids for point in p.CALL_POINTS
+             if f"{call}:{point}" not in reached]
+    if never:
+        out.write(f"  never reached by the crash-free run (not counted): {', '.join(never)}\n")
+
+
 def write_timeline(outcome: RunOutcome, out: TextIO) -> None:
     """Incarnation by incarnation: calls x points reached, the kill, decisions, ledger records."""
     evidence = read_evidence(outcome.run_dir)

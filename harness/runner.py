@@ -1,18 +1,15 @@
-"""The subprocess backend: launches incarnations, serves their crash points, restarts them.
+"""The runner: launches incarnations through a backend, waits for each kill's moment, restarts.
 
 ``execute_run`` carries out one schedule in one run directory and leaves all
-its evidence there; it judges nothing. Each incarnation runs in its own
-session (process group) with its output captured; the nemesis kills it at the
-scheduled point; the next incarnation starts from the same run directory and
-world, until the task completes or the incarnation bound is reached.
+its evidence there; it judges nothing. The backend starts and kills; the
+rendezvous server decides the moment; the nemesis writes down what was done
+(kill markers, journal copies, torn tails) only once the kill is confirmed.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import tempfile
 import time
 from collections import Counter
@@ -21,21 +18,37 @@ from pathlib import Path
 
 from fake_tools.world import World, seed_world
 from harness import nemesis, protocol
+from harness.backends import Backend, Launched
 from harness.errors import WorkloadError
 from harness.evidence import Incarnation, journal_at_kill_path, read_lines, run_paths
 from harness.rendezvous import RendezvousServer, Served
 from harness.scenario import Scenario
 from harness.schedule import KillPoint, Schedule
+from harness.watch import EventWatcher
 
 STDERR_TAIL_BYTES = 600
 
 
-def prepare_run_dir(scenario: Scenario, run_dir: Path) -> dict[str, Path]:
-    """Lay out a fresh run directory: plan, catalogue, seeded world, empty ledger."""
+@dataclass(frozen=True)
+class Drift:
+    """Catalogue drift: from the first recovery on, the workload is told ``tool`` has ``new_class``."""
+
+    tool: str
+    new_class: str
+
+    def __str__(self) -> str:
+        return f"{self.tool}={self.new_class}"
+
+
+def prepare_run_dir(scenario: Scenario, run_dir: Path, drift: Drift | None) -> dict[str, Path]:
+    """Lay out a fresh run directory: plan, catalogue(s), seeded world, empty ledger."""
     paths = run_paths(run_dir)
     paths["workload"].mkdir(parents=True)
     paths["plan"].write_text(json.dumps(scenario.plan.to_json(), indent=1))
     paths["catalogue"].write_text(json.dumps(scenario.catalogue.to_protocol(), indent=1))
+    if drift is not None:
+        drifted = scenario.catalogue.with_class(drift.tool, drift.new_class)
+        paths["drifted_catalogue"].write_text(json.dumps(drifted.to_protocol(), indent=1))
     seed_world(paths["world"], scenario.world_files, scenario.world_state)
     paths["ledger"].touch()
     return paths
@@ -54,77 +67,76 @@ def _stderr_tail(path: Path) -> str:
         return stream.read().decode(errors="replace").strip()
 
 
-def _launch(scenario: Scenario, paths: dict[str, Path], control: Path, number: int, run_dir: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
+def _environment(paths: dict[str, Path], control: Path, number: int, drift: Drift | None) -> dict[str, str]:
+    catalogue = paths["drifted_catalogue"] if drift is not None and number > 0 else paths["catalogue"]
+    return {
         protocol.ENV_RUN_DIR: str(paths["workload"].resolve()),
         protocol.ENV_PLAN: str(paths["plan"].resolve()),
-        protocol.ENV_CATALOGUE: str(paths["catalogue"].resolve()),
+        protocol.ENV_CATALOGUE: str(catalogue.resolve()),
         protocol.ENV_WORLD: str(paths["world"].resolve()),
         protocol.ENV_LEDGER: str(paths["ledger"].resolve()),
         protocol.ENV_CONTROL: str(control),
         protocol.ENV_INCARNATION: str(number),
         "PYTHONHASHSEED": "0",
     }
-    with open(run_dir / f"incarnation-{number}.stdout", "wb") as stdout, \
-         open(run_dir / f"incarnation-{number}.stderr", "wb") as stderr:
-        try:
-            return subprocess.Popen(
-                scenario.workload, cwd=scenario.cwd, env=env, stdin=subprocess.DEVNULL,
-                stdout=stdout, stderr=stderr, start_new_session=True, close_fds=True,
-            )
-        except OSError as error:
-            raise WorkloadError(
-                f"workload {' '.join(scenario.workload)!r} cannot start: {error.strerror}"
-                f" (cwd {scenario.cwd}); check the workload command"
-            ) from None
 
 
-def _end_incarnation(process: subprocess.Popen[bytes], served: Served, paths: dict[str, Path],
-                     run_dir: Path, number: int, kills: int) -> tuple[str | None, int | None]:
-    """Kill if the rendezvous says so (or the deadline passed); return (kill point, exit code)."""
-    if served.hit is None and not served.timed_out:
-        exit_code = process.wait()
-        nemesis.kill_stragglers(process)
-        return None, exit_code
-    nemesis.kill_tree(process)
+def _record_kill(launched: Launched, served: Served, paths: dict[str, Path], run_dir: Path, number: int,
+                 kills: int) -> str:
+    """Kill, confirm, then write the marker and the journal copy (torn if the schedule says so)."""
+    launched.kill()
     point = str(served.hit) if served.hit is not None else "timeout"
     nemesis.mark_kill(paths["ledger"], number, point)
+    copy = journal_at_kill_path(run_dir, kills)
     if paths["journal"].exists():
-        shutil.copyfile(paths["journal"], journal_at_kill_path(run_dir, kills))
+        shutil.copyfile(paths["journal"], copy)
     else:
-        journal_at_kill_path(run_dir, kills).touch()
-    return point, None
+        copy.touch()
+    if served.hit is not None and served.hit.torn is not None and nemesis.tear_journal(paths["journal"], served.hit.torn):
+        shutil.copyfile(paths["journal"], copy.with_suffix(".torn.jsonl"))
+    return point
 
 
-def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, *, max_incarnations: int | None = None) -> list[Incarnation]:
+def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
+                drift: Drift | None = None, max_incarnations: int | None = None) -> list[Incarnation]:
     """Carry out ``schedule`` against the workload in ``run_dir``; return what each incarnation did."""
-    paths = prepare_run_dir(scenario, run_dir)
-    nemesis.become_subreaper()
+    paths = prepare_run_dir(scenario, run_dir, drift)
     bound = max_incarnations or len(schedule) + scenario.max_extra_incarnations
     control_dir = Path(tempfile.mkdtemp(prefix="kp-"))
     server = RendezvousServer(control_dir / "control.sock")
     incarnations: list[Incarnation] = []
     try:
         for number in range(bound):
-            kill_point: KillPoint | None = schedule[number] if number < len(schedule) else None
+            kill: KillPoint | None = schedule[number] if number < len(schedule) else None
             started = time.monotonic()
-            process = _launch(scenario, paths, server.path, number, run_dir)
+            launched = backend.launch(
+                scenario.workload, cwd=scenario.cwd, env=_environment(paths, server.path, number, drift),
+                stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
+            watcher = EventWatcher(kill.event, paths["journal"], paths["ledger"]) if kill and kill.event else None
             try:
-                served = server.serve(process, kill_point, started + scenario.timeout_s)
+                served = server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
+                                      watcher=watcher)
+                kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
+                if served.hit is None and not served.timed_out:
+                    killed_at, exit_code = None, launched.wait()
+                else:
+                    killed_at, exit_code = _record_kill(launched, served, paths, run_dir, number, kills), None
+                latency = watcher.latency_s() if watcher is not None and served.hit is not None else None
             except BaseException:
-                nemesis.kill_tree(process)
+                launched.kill()
                 raise
-            kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
-            killed_at, exit_code = _end_incarnation(process, served, paths, run_dir, number, kills)
+            finally:
+                if watcher is not None:
+                    watcher.close()
             server.drop_connections()
-            leftovers = nemesis.sweep_leftovers(str(paths["workload"].resolve()))
             incarnations.append(Incarnation(
-                number=number, pid=process.pid, exit_code=exit_code, killed_at=killed_at,
+                number=number, pid=launched.pid, exit_code=exit_code, killed_at=killed_at,
                 timed_out=served.timed_out, points=tuple(served.points),
                 seconds=round(time.monotonic() - started, 4),
                 stderr_tail=_stderr_tail(run_dir / f"incarnation-{number}.stderr"),
-                leftovers=tuple(leftovers),
+                leftovers=tuple(launched.sweep()),
+                catalogue_drift=str(drift) if drift is not None and number > 0 else None,
+                kill_latency_s=latency,
             ))
             if killed_at is None and task_completed(paths["journal"]):
                 break
@@ -146,9 +158,9 @@ class GoldenRun:
     seconds: float
 
 
-def run_golden(scenario: Scenario, run_dir: Path) -> GoldenRun:
+def run_golden(scenario: Scenario, run_dir: Path, backend: Backend) -> GoldenRun:
     """Run the plan once with no kill; a workload that cannot do that is a workload error."""
-    incarnations = execute_run(scenario, (), run_dir, max_incarnations=1)
+    incarnations = execute_run(scenario, (), run_dir, backend, max_incarnations=1)
     paths = run_paths(run_dir)
     only = incarnations[0]
     if only.timed_out or only.exit_code != 0 or not task_completed(paths["journal"]):
@@ -172,5 +184,6 @@ def require_rendezvous(scenario: Scenario, golden: GoldenRun) -> None:
         raise WorkloadError(
             f"workload error: {' '.join(scenario.workload)!r} completed the plan but never connected to the "
             f"control socket (${protocol.ENV_CONTROL}), so it cannot be killed at crash points. "
-            f"Make it send a crash point at each protocol point (docs/protocol.md). Evidence: {golden.run_dir}"
+            f"Make it send a crash point at each protocol point (docs/protocol.md), or kill it by time "
+            f"(--timed) or by event (--kill-on). Evidence: {golden.run_dir}"
         )

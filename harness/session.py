@@ -1,8 +1,11 @@
-"""A session: one golden run, then every requested schedule, each judged.
+"""A session: one golden run, then batches of schedules, each run judged.
 
-This is where runner, evidence readers and checker meet; it turns a list of
-schedules into ``RunOutcome`` values and writes each run's verdict into its
-run directory, so the evidence explains itself even if the harness dies next.
+This is where backend, runner, evidence readers and checker meet. Schedules
+come in batches so exploration can grow from what earlier runs reached (depth
+k+1 from the points reached at depth k); the runs of a batch are independent
+and may run in parallel worker processes, sharing nothing but the read-only
+scenario. Each run's verdict is written into its own directory, so the
+evidence explains itself even if the harness dies next.
 """
 
 from __future__ import annotations
@@ -10,16 +13,19 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from harness.backends import Backend, make_backend
 from harness.checker import Verdict, check
+from harness.errors import ConfigError
 from harness.evidence import Incarnation, read_evidence
-from harness.runner import GoldenRun, execute_run, require_rendezvous, run_golden
+from harness.runner import Drift, GoldenRun, execute_run, require_rendezvous, run_golden
 from harness.scenario import Scenario
-from harness.schedule import Schedule
+from harness.schedule import Schedule, parse_point_reached
 from harness.token import ReproToken
 
 
@@ -30,6 +36,7 @@ class Job:
     index: int
     schedule: Schedule
     seed: int | None = None
+    drift: Drift | None = None
 
 
 @dataclass(frozen=True)
@@ -43,9 +50,13 @@ class RunOutcome:
 
     @property
     def unreached(self) -> tuple[str, ...]:
-        """Scheduled kill points that the workload never reached."""
+        """Scheduled kills whose moment never came (the workload finished or exited first)."""
         killed = {incarnation.number for incarnation in self.incarnations if incarnation.killed_at}
         return tuple(str(kill) for number, kill in enumerate(self.job.schedule) if number not in killed)
+
+
+# Given the golden run and every outcome so far, yield the next batch of jobs.
+JobBatches = Callable[[GoldenRun, list[RunOutcome]], Iterator[list[Job]]]
 
 
 def default_runs_dir(scenario: Scenario) -> Path:
@@ -53,42 +64,103 @@ def default_runs_dir(scenario: Scenario) -> Path:
     return Path("killpoint-runs") / f"{stamp}-{scenario.name}-{os.getpid()}"
 
 
-def token_for(scenario: Scenario, job: Job, verdict: Verdict) -> str:
+def token_for(scenario: Scenario, job: Job, verdict: Verdict, backend: str = "subprocess",
+              schedule: Schedule | None = None) -> str:
     return ReproToken(
         origin=scenario.origin, plan_digest=scenario.plan.digest, catalogue_digest=scenario.catalogue_digest,
-        schedule=tuple(str(kill) for kill in job.schedule), seed=job.seed, expect=verdict.properties,
+        schedule=tuple(str(kill) for kill in (schedule if schedule is not None else job.schedule)), seed=job.seed,
+        expect=verdict.properties, drift=str(job.drift) if job.drift else None, backend=backend,
     ).encode()
 
 
-def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path) -> RunOutcome:
+def pinned_schedule(job: Job, incarnations: tuple[Incarnation, ...], golden: GoldenRun) -> Schedule:
+    """The schedule a token should replay: a timed kill pinned to the crash point it was observed after.
+
+    When the workload speaks the rendezvous, "kill at the first point after the
+    last one it announced" replays a timed kill deterministically. A workload
+    that never rendezvoused keeps its timed kill (replay is then timing-bound).
+    """
+    pinned = []
+    for number, kill in enumerate(job.schedule):
+        incarnation = incarnations[number] if number < len(incarnations) else None
+        if kill.after_s is not None and golden.points and incarnation is not None and incarnation.points:
+            last = parse_point_reached(incarnation.points[-1])
+            kill = replace(last, after=True, torn=kill.torn)
+        pinned.append(kill)
+    return tuple(pinned)
+
+
+def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, backend: Backend) -> RunOutcome:
     """Run one schedule in its own directory and judge it; the verdict is saved beside the evidence."""
     started = time.monotonic()
     run_dir = runs_dir / f"run-{job.index:05d}"
-    incarnations = tuple(execute_run(scenario, job.schedule, run_dir))
+    incarnations = tuple(execute_run(scenario, job.schedule, run_dir, backend, drift=job.drift))
     verdict = check(scenario, read_evidence(run_dir), golden)
-    outcome = RunOutcome(job, run_dir, verdict, incarnations, token_for(scenario, job, verdict),
-                         round(time.monotonic() - started, 4))
+    token = token_for(scenario, job, verdict, backend.name, pinned_schedule(job, incarnations, golden))
+    outcome = RunOutcome(job, run_dir, verdict, incarnations, token, round(time.monotonic() - started, 4))
     (run_dir / "verdict.json").write_text(json.dumps(outcome_to_json(outcome), indent=1))
     return outcome
 
 
+_worker_backend: Backend | None = None
+
+
+def _run_in_worker(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, backend_name: str) -> RunOutcome:
+    """Entry point of a parallel worker: one backend per worker process, made on first use."""
+    global _worker_backend
+    if _worker_backend is None:
+        _worker_backend = make_backend(backend_name)
+    return run_job(scenario, golden, job, runs_dir, _worker_backend)
+
+
 def run_session(
     scenario: Scenario,
-    jobs: Iterable[Job],
+    batches: JobBatches,
     runs_dir: Path,
     *,
+    backend_name: str = "subprocess",
+    jobs: int = 1,
+    needs_rendezvous: bool = True,
     on_outcome: Callable[[RunOutcome], None] = lambda outcome: None,
 ) -> tuple[GoldenRun, list[RunOutcome]]:
-    """The golden run, then every job in order. Raises WorkloadError if the golden run fails."""
+    """The golden run, then every batch; ``jobs`` > 1 runs a batch in that many worker processes."""
+    if (runs_dir / "golden").exists():
+        raise ConfigError(f"--runs-dir {runs_dir} already holds a session's evidence, which is never overwritten; "
+                          f"give a new directory")
     runs_dir.mkdir(parents=True, exist_ok=True)
-    golden = run_golden(scenario, runs_dir / "golden")
-    require_rendezvous(scenario, golden)
-    outcomes = []
-    for job in jobs:
-        outcome = run_job(scenario, golden, job, runs_dir)
-        on_outcome(outcome)
-        outcomes.append(outcome)
-    return golden, outcomes
+    backend = make_backend(backend_name)
+    try:
+        golden = run_golden(scenario, runs_dir / "golden", backend)
+        if needs_rendezvous:
+            require_rendezvous(scenario, golden)
+        outcomes: list[RunOutcome] = []
+        pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
+        try:
+            for batch in batches(golden, outcomes):
+                if pool is None:
+                    done = (run_job(scenario, golden, job, runs_dir, backend) for job in batch)
+                else:
+                    futures = [pool.submit(_run_in_worker, scenario, golden, job, runs_dir, backend_name) for job in batch]
+                    done = (future.result() for future in as_completed(futures))
+                for outcome in done:
+                    on_outcome(outcome)
+                    outcomes.append(outcome)
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+        outcomes.sort(key=lambda outcome: outcome.job.index)
+        return golden, outcomes
+    finally:
+        backend.close()
+
+
+def fixed_batches(jobs: list[Job]) -> JobBatches:
+    """A single batch known in advance."""
+
+    def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
+        yield jobs
+
+    return batches
 
 
 def outcome_to_json(outcome: RunOutcome) -> dict[str, object]:
@@ -96,6 +168,7 @@ def outcome_to_json(outcome: RunOutcome) -> dict[str, object]:
         "index": outcome.job.index,
         "schedule": [str(kill) for kill in outcome.job.schedule],
         "seed": outcome.job.seed,
+        "drift": str(outcome.job.drift) if outcome.job.drift else None,
         "run_dir": str(outcome.run_dir),
         "valid": outcome.verdict.valid,
         "findings": [asdict(finding) for finding in outcome.verdict.findings],

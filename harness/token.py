@@ -27,6 +27,8 @@ class ReproToken:
     schedule: tuple[str, ...]
     seed: int | None = None
     expect: tuple[str, ...] = ()
+    drift: str | None = None
+    backend: str = "subprocess"
 
     def encode(self) -> str:
         payload = json.dumps(asdict(self), separators=(",", ":"), sort_keys=True).encode()
@@ -43,7 +45,8 @@ class ReproToken:
             data = json.loads(zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))))
             return cls(origin=data["origin"], plan_digest=data["plan_digest"],
                        catalogue_digest=data["catalogue_digest"], schedule=tuple(data["schedule"]),
-                       seed=data.get("seed"), expect=tuple(data.get("expect", ())))
+                       seed=data.get("seed"), expect=tuple(data.get("expect", ())), drift=data.get("drift"),
+                       backend=data.get("backend", "subprocess"))
         except (binascii.Error, zlib.error, ValueError, KeyError, TypeError):
             raise ConfigError("repro token is damaged (it does not decode); copy it again, whole, "
                               "from the failure's 'reproduce:' line") from None

@@ -114,7 +114,8 @@ def test_non_idempotent_retried_is_rule_2_and_its_double_effect_rule_3():
     ledger = LEDGER[:4] + [invoked("c2", "append", 1), effect("c2", "append", 1), invoked("c3", "ask_user", 1)]
     verdict = check(SCENARIO, evidence(recovery=recovery, ledger=ledger, world={"files/a": "xx"}), GOLDEN)
     assert verdict.properties == ("interrupted-action", "verify-before-replay", "world-equals-golden")
-    assert "append is NON_IDEMPOTENT in the catalogue so the rules say VERIFY" in verdict.findings[0].message
+    assert ("append is NON_IDEMPOTENT (the class its started record snapshots, from the catalogue given to "
+            "incarnation 0) so the rules say VERIFY") in verdict.findings[0].message
     assert any("2 effect records where the crash-free run leaves 1" in f.message for f in verdict.findings)
 
 

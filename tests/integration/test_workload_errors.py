@@ -31,7 +31,7 @@ def test_workload_that_hangs_is_killed_at_the_timeout(killpoint):
 
 
 def test_workload_that_never_connects_cannot_be_killed_at_points(killpoint):
-    result = killpoint("run", DEMO, "--workload", workload("never_connects.py"), "--exhaustive")
+    result = killpoint("run", DEMO, "--workload", "{python} -m scenarios.silent scenarios.reference_runtime", "--exhaustive")
     assert result.exit_code == 2
     assert "never connected to the control socket ($KILLPOINT_CONTROL)" in result.err
 

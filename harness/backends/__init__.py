@@ -1,0 +1,51 @@
+"""Backends start one incarnation of a workload and kill it for real.
+
+The runner is the same for every backend: it serves the rendezvous, decides
+when to kill, and collects evidence. A backend only knows how to start the
+workload (a subprocess, a container, a fork of a warm interpreter), how to tell
+when it has exited (a host pid the runner watches through a pidfd), and how to
+SIGKILL all of it and confirm it is dead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from harness.errors import ConfigError
+
+
+class Launched(Protocol):
+    """One running incarnation."""
+
+    pid: int  # a host pid whose exit ends the incarnation
+
+    def kill(self) -> None:
+        """SIGKILL every process of the incarnation; return once all are confirmed dead."""
+
+    def wait(self) -> int:
+        """The exit code, once the incarnation has exited on its own; kill what it left in its group."""
+
+    def sweep(self) -> list[str]:
+        """Kill anything the incarnation left running elsewhere; describe each one killed."""
+
+
+class Backend(Protocol):
+    name: str
+
+    def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> Launched:
+        """Start the workload; raise WorkloadError if it cannot start at all."""
+
+    def close(self) -> None:
+        """Release what the backend holds (servers, containers) for good."""
+
+
+BACKENDS = ("subprocess",)
+
+
+def make_backend(name: str) -> Backend:
+    if name == "subprocess":
+        from harness.backends.subprocess import SubprocessBackend
+
+        return SubprocessBackend()
+    raise ConfigError(f"--backend {name!r}: unknown backend; choose one of {', '.join(BACKENDS)}")

@@ -1,0 +1,97 @@
+"""Event kills: watch the journal and ledger from outside the workload.
+
+For runtimes that never speak the rendezvous socket: inotify wakes the runner
+as soon as either file grows; the new lines are parsed and matched against the
+awaited event (``ledger:effect:c3``, ``journal:started:c5``). The watcher's file
+descriptor goes into the runner's selector beside the socket and the pidfd.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inotify_simple import INotify, flags
+
+from harness import protocol
+
+
+@dataclass
+class _Tail:
+    """Reads only what was appended to one file since the last look."""
+
+    path: Path
+    offset: int = 0
+    pending: bytes = b""
+
+    def new_records(self) -> list[dict]:
+        try:
+            with self.path.open("rb") as stream:
+                stream.seek(self.offset)
+                chunk = stream.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(chunk)
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
+        records = []
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+        return records
+
+
+@dataclass
+class EventWatcher:
+    """Matches one awaited event; ``matched_at_ns`` is the file's mtime when it was seen."""
+
+    event: str
+    journal: Path
+    ledger: Path
+    inotify: INotify = field(default_factory=INotify)
+    matched_at_ns: int | None = None
+    _tails: dict[str, _Tail] = field(default_factory=dict)
+    _calls_by_op: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.source, self.kind, self.call = self.event.split(":")
+        self.inotify.add_watch(str(self.journal.parent), flags.MODIFY | flags.CREATE)
+        self.inotify.add_watch(str(self.ledger), flags.MODIFY)
+        # Only records appended from now on count: the event is awaited in this incarnation.
+        self._tails = {name: _Tail(path, path.stat().st_size if path.exists() else 0)
+                       for name, path in (("journal", self.journal), ("ledger", self.ledger))}
+
+    def fileno(self) -> int:
+        return self.inotify.fileno()
+
+    def check(self) -> bool:
+        """Drain inotify and look at the new lines: has the awaited event happened?"""
+        self.inotify.read(timeout=0)
+        for record in self._tails["journal"].new_records():
+            if record.get("kind") == protocol.STARTED:
+                self._calls_by_op[record.get("op")] = record.get("call")
+            if self.source == "journal" and record.get("kind") == self.kind and self._call_of(record) == self.call:
+                return self._matched(self.journal)
+        for record in self._tails["ledger"].new_records():
+            if self.source == "ledger" and self.kind in record and record.get("call") == self.call:
+                return self._matched(self.ledger)
+        return False
+
+    def _call_of(self, record: dict) -> str | None:
+        return record.get("call") or self._calls_by_op.get(record.get("op"))
+
+    def _matched(self, path: Path) -> bool:
+        self.matched_at_ns = path.stat().st_mtime_ns
+        return True
+
+    def latency_s(self) -> float | None:
+        """Seconds from the event's write (file mtime) to now, i.e. to the confirmed kill."""
+        return None if self.matched_at_ns is None else (time.time_ns() - self.matched_at_ns) / 1e9
+
+    def close(self) -> None:
+        self.inotify.close()

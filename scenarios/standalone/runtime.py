@@ -1,0 +1,179 @@
+"""A protocol-v1 agent runtime written from the spec alone, sharing no code with killpoint.
+
+It is deliberately independent: it imports only the Python standard library (no
+``harness``, ``fake_tools`` or ``scenarios`` module) and reaches the fake tools
+the way a runtime in another language would, by running ``python -m fake_tools``.
+So when killpoint passes it, the harness has judged a runtime through the
+protocol alone (environment, journal, ledger, control socket), and a mistake
+shared by the harness and its own client code could not hide behind it.
+
+On every start it reads its journal, cutting off a torn last line. If any call
+was started before, it first writes one decision per planned call and only then
+acts, in plan order, issuing the calls that never started as it goes.
+
+Run it under killpoint: ``--workload "{python} /path/to/scenarios/standalone/runtime.py"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import Any, BinaryIO
+
+Record = dict[str, Any]
+
+RETRY_SAFE_CLASSES = ("READ_ONLY", "IDEMPOTENT_WRITE")
+
+
+class Journal:
+    """``journal.jsonl``: folded once at start, then one write and one fsync per record."""
+
+    def __init__(self, path: str) -> None:
+        self.ops: dict[str, Record] = {}  # call_id -> its latest started record, plus "status"
+        self.completed = False
+        with open(path, "ab+") as stream:
+            stream.seek(0)
+            data = stream.read()
+        intact = 0
+        for line in data.splitlines(keepends=True):
+            try:
+                record = json.loads(line) if line.endswith(b"\n") else None
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                if intact + len(line) < len(data):
+                    sys.exit(f"{path}: the record at byte {intact} is corrupt and is not the last one")
+                os.truncate(path, intact)  # a torn last line: a crash cut the write short
+                break
+            self._fold(record)
+            intact += len(line)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+
+    def append(self, record: Record) -> None:
+        """Make ``record`` durable before the caller goes on (write-ahead)."""
+        os.write(self._fd, (json.dumps(record) + "\n").encode())
+        os.fsync(self._fd)
+        self._fold(record)
+
+    def _fold(self, record: Record) -> None:
+        if record["kind"] == "started":
+            self.ops[record["call"]] = {**record, "status": "RUNNING"}
+        elif record["kind"] == "finished":
+            started = next(op for op in self.ops.values() if op["op"] == record["op"])
+            started["status"] = record["status"]
+        elif record["kind"] == "task":
+            self.completed = record.get("status") == "COMPLETED"
+
+
+class Control:
+    """The crash-point rendezvous: one connection; send a JSON line, block for the reply line."""
+
+    def __init__(self, path: str | None, incarnation: int) -> None:
+        self.path, self.incarnation = path, incarnation
+        self.connection: socket.socket | None = None
+        self.replies: BinaryIO | None = None
+
+    def point(self, point: str, call: str | None = None, op: str | None = None) -> None:
+        if not self.path:
+            return  # no control socket: run freely
+        if self.connection is None or self.replies is None:
+            self.connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.connection.connect(self.path)
+            self.replies = self.connection.makefile("rb")
+        message = {"point": point, "call": call, "op": op, "incarnation": self.incarnation}
+        self.connection.sendall((json.dumps(message) + "\n").encode())
+        if not self.replies.readline():
+            sys.exit(f"the harness closed the control socket at {point} {call or ''}")
+
+
+class Runtime:
+    """One incarnation: recover what the journal left open, then carry the plan to its end."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        with open(environ["KILLPOINT_PLAN"]) as plan, open(environ["KILLPOINT_CATALOGUE"]) as catalogue:
+            self.plan, self.catalogue = json.load(plan), json.load(catalogue)
+        self.incarnation = int(environ.get("KILLPOINT_INCARNATION", "0"))
+        self.journal = Journal(os.path.join(environ["KILLPOINT_RUN_DIR"], "journal.jsonl"))
+        self.control = Control(environ.get("KILLPOINT_CONTROL"), self.incarnation)
+
+    def run(self) -> None:
+        if self.journal.completed:
+            return
+        actions = self.decide_every_call() if self.journal.ops else {}
+        for call in self.plan["calls"]:
+            action = actions.get(call["call_id"])
+            if action == "VERIFY":
+                self.verify_then_redo(call)
+            elif action == "RETRY" or call["call_id"] not in self.journal.ops:
+                self.perform(call)
+        self.journal.append({"kind": "task", "status": "COMPLETED"})
+
+    def decide_every_call(self) -> dict[str, str]:
+        """Recovery: a durable decision for every planned call before acting on any."""
+        actions = {}
+        for call in self.plan["calls"]:
+            started = self.journal.ops.get(call["call_id"])
+            found = "NOT_STARTED" if started is None else started["status"]
+            found = "UNKNOWN" if found == "RUNNING" else found  # the crash hid its outcome
+            actions[call["call_id"]] = action = self.action_for(found, started)
+            decision = {"kind": "decision", "call": call["call_id"], "found": found, "action": action,
+                        "incarnation": self.incarnation}
+            self.journal.append(decision | ({"op": started["op"]} if started else {}))
+        self.control.point("after_decisions")
+        return actions
+
+    @staticmethod
+    def action_for(found: str, started: Record | None) -> str:
+        """The decision matrix, on the class snapshot the ``started`` record carries."""
+        if found != "UNKNOWN" or started is None:
+            return "SKIP"
+        if started["interactive"] or started["class"] in RETRY_SAFE_CLASSES:
+            return "RETRY"
+        return "VERIFY"
+
+    def verify_then_redo(self, call: Record) -> None:
+        op = self.journal.ops[call["call_id"]]["op"]
+        effect_found = self.fake_tool("probe", call)["effect_found"]
+        self.journal.append({"kind": "verified", "op": op, "effect_found": effect_found})
+        self.control.point("after_verify", call["call_id"], op)
+        if effect_found:
+            self.journal.append({"kind": "finished", "op": op, "status": "SUCCEEDED"})
+        else:
+            self.perform(call)
+
+    def perform(self, call: Record) -> None:
+        """One attempt of a call: durable ``started``, the tool, durable ``finished``."""
+        call_id, tool = call["call_id"], call["tool"]
+        previous = self.journal.ops.get(call_id)
+        op = previous["op"] if previous else f"{self.plan['task_id']}-op{len(self.journal.ops) + 1}"
+        self.control.point("before_started", call_id, op)
+        self.journal.append({"kind": "started", "op": op, "call": call_id, "tool": tool,
+                             "class": self.catalogue["tools"].get(tool, self.catalogue["default"]),
+                             "interactive": tool in self.catalogue["interactive"],
+                             "attempt": previous["attempt"] + 1 if previous else 1})
+        self.control.point("after_started", call_id, op)
+        ok = self.fake_tool("call", call, "--op", op)["ok"]
+        self.finish(call_id, op, "SUCCEEDED" if ok else "FAILED")
+
+    def finish(self, call_id: str, op: str, status: str) -> None:
+        self.control.point("before_finished", call_id, op)
+        self.journal.append({"kind": "finished", "op": op, "status": status})
+        self.control.point("after_finished", call_id, op)
+
+    def fake_tool(self, command: str, call: Record, *options: str) -> Record:
+        """Run ``python -m fake_tools COMMAND`` and return its JSON answer; exit 1 is a FAILED call."""
+        argv = [sys.executable, "-m", "fake_tools", command, call["tool"], "--call", call["call_id"],
+                *options, "--args", json.dumps(call.get("args", {}))]
+        done = subprocess.run(argv, stdout=subprocess.PIPE, check=False)
+        try:
+            return json.loads(done.stdout)
+        except ValueError:  # a crash exits 1 too, but prints no answer
+            sys.exit(f"fake_tools {command} {call['tool']} ({call['call_id']}) exited {done.returncode}, no answer")
+
+
+if __name__ == "__main__":
+    Runtime(os.environ).run()
