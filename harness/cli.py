@@ -8,6 +8,7 @@ crash. Bad input never shows a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import time
@@ -18,6 +19,7 @@ from typing import TextIO
 from harness import explore, protocol
 from harness.backends import BACKENDS
 from harness.errors import ConfigError, HarnessError
+from harness.hunt import hunt
 from harness.report import describe_failure, summary_line, write_coverage, write_json_report, write_timeline
 from harness.runner import Drift
 from harness.scenario import Scenario, load_scenario, scenario_from_flags, scenario_from_origin, with_workload
@@ -62,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--runs-dir", type=Path, help="where run evidence goes (default ./killpoint-runs/...)")
     output.add_argument("--json", type=Path, metavar="REPORT.json", help="write the full report as JSON")
 
+    hunt = commands.add_parser("hunt", help="search plans x schedules with Hypothesis; shrink what fails")
+    hunt.add_argument("scenarios", nargs="+", type=Path, help="scenario files whose calls and worlds the plans draw from")
+    hunt.add_argument("--workload", help="the runtime to hunt in (default: the first scenario's)")
+    hunt.add_argument("--examples", type=int, default=200, metavar="N", help="examples to try (default 200)")
+    hunt.add_argument("--max-calls", type=int, default=6, metavar="K", help="longest plan drawn (default 6)")
+    hunt.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
+    hunt.add_argument("--out", type=Path, default=Path("."), help="where the shrunk scenario file goes (default .)")
+
     repro = commands.add_parser("repro", help="rerun exactly the run a token names and print its timeline")
     repro.add_argument("token")
     repro.add_argument("--backend", choices=BACKENDS, help="override the token's backend")
@@ -74,6 +84,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     try:
         if args.command == "run":
             return command_run(args, out)
+        if args.command == "hunt":
+            return command_hunt(args, out)
         return command_repro(args, out)
     except HarnessError as error:
         print(f"killpoint: {error}", file=sys.stderr)
@@ -174,6 +186,29 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"first failure reproduces with: killpoint repro {failures[0].token}\n")
         return EXIT_VIOLATION
     return EXIT_PASSED
+
+
+def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
+    for flag, value in (("--examples", args.examples), ("--max-calls", args.max_calls)):
+        _positive(flag, value)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    result = hunt(args.scenarios, args.workload, args.out, max_examples=args.examples,
+                  max_calls=args.max_calls, seed=args.seed)
+    seconds = time.monotonic() - started
+    if result.failure is None:
+        out.write(f"hunt: no failure in {result.examples} examples ({seconds:.1f}s)\n")
+        return EXIT_PASSED
+    failure = result.failure
+    out.write(f"hunt: found and shrank a failure in {seconds:.1f}s: {len(failure.plan.calls)} call(s), "
+              f"kill at {format_schedule(failure.schedule)}{f', drift {failure.drift}' if failure.drift else ''}\n")
+    for call in failure.plan.calls:
+        out.write(f"  {call.call_id}: {call.tool} {json.dumps(call.args)}\n")
+    for finding in result.verdict.findings:
+        out.write(f"  [{finding.property}] {finding.message}\n")
+    out.write(f"scenario file: {result.scenario_file}\n")
+    out.write(f"reproduce: killpoint repro {result.token}\n")
+    return EXIT_VIOLATION
 
 
 def command_repro(args: argparse.Namespace, out: TextIO) -> int:

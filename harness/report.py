@@ -56,6 +56,11 @@ def summary_line(outcomes: list[RunOutcome], seconds: float) -> str:
     if by_property:
         text += " (" + ", ".join(f"{prop}: {count}" for prop, count in by_property.most_common()) + ")"
     rate = len(outcomes) / seconds if seconds > 0 else 0.0
+    latencies = sorted(incarnation.kill_latency_s for outcome in outcomes for incarnation in outcome.incarnations
+                       if incarnation.kill_latency_s is not None)
+    if latencies:
+        text += (f"; event-to-kill latency median {latencies[len(latencies) // 2] * 1000:.2f} ms, "
+                 f"max {latencies[-1] * 1000:.2f} ms")
     return f"{text} in {seconds:.2f}s ({rate:.1f} schedules/s)"
 
 
