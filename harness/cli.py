@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     output = run.add_argument_group("output")
     output.add_argument("--timeout", type=float, metavar="S", help="seconds one incarnation may take")
     output.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="run N schedules in parallel")
+    output.add_argument("--shard", metavar="K/N", help="run only shard K of N (CI matrix jobs; the shards partition the set)")
     output.add_argument("--runs-dir", type=Path, help="where run evidence goes (default ./killpoint-runs/...)")
     output.add_argument("--json", type=Path, metavar="REPORT.json", help="write the full report as JSON")
 
@@ -165,6 +166,9 @@ def batches_of(args: argparse.Namespace, scenario: Scenario) -> tuple[JobBatches
 def command_run(args: argparse.Namespace, out: TextIO) -> int:
     scenario = scenario_of(args)
     batches, described, needs_rendezvous = batches_of(args, scenario)
+    if args.shard:
+        shard, shards = explore.parse_shard(args.shard)
+        batches, described = explore.sharded(batches, shard, shards), f"{described}, shard {shard}/{shards}"
     runs_dir = args.runs_dir or default_runs_dir(scenario)
     out.write(f"killpoint: {scenario.name}: {described}; backend {args.backend}; evidence in {runs_dir}\n")
     started = time.monotonic()

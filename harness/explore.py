@@ -8,9 +8,11 @@ is never counted as covered.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterator
 
+from harness.errors import ConfigError
 from harness.runner import Drift, GoldenRun
 from harness.scenario import Plan
 from harness.schedule import KillPoint, RandomFaults, Schedule, children, derived_seed, random_schedule, torn_variants
@@ -33,8 +35,8 @@ def exhaustive_batches(depth: int, *, torn: bool = False, drift: Drift | None = 
             by_index = {outcome.job.index: outcome for outcome in outcomes}
             level = []
             for job in jobs:
-                outcome = by_index[job.index]
-                if job.schedule[-1].torn is None and len(outcome.incarnations) > kills:
+                outcome = by_index.get(job.index)  # None: another shard's
+                if outcome is not None and job.schedule[-1].torn is None and len(outcome.incarnations) > kills:
                     level += children(job.schedule, outcome.incarnations[kills].points)
 
     return batches
@@ -90,3 +92,35 @@ def coverage(outcomes: list[RunOutcome]) -> dict[int, dict[str, int]]:
             per = covered.setdefault(incarnation.number, {})
             per[trigger] = per.get(trigger, 0) + 1
     return covered
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``K/N`` -> (K, N), 1 <= K <= N."""
+    try:
+        number, _, count = text.partition("/")
+        shard, shards = int(number), int(count)
+    except ValueError:
+        shard = shards = 0
+    if not 1 <= shard <= shards:
+        raise ConfigError(f"--shard {text!r}: write K/N with 1 <= K <= N, e.g. --shard 2/3")
+    return shard, shards
+
+
+def shard_of(job: Job, shards: int) -> int:
+    """The shard (1..N) a job belongs to, from its first kill alone.
+
+    Deeper schedules grow from their first kill, so a whole subtree lands in one
+    shard: the shards partition the full set, whatever the depth.
+    """
+    root = str(job.schedule[0]) if job.schedule else ""
+    return int.from_bytes(hashlib.sha256(root.encode()).digest()[:8], "big") % shards + 1
+
+
+def sharded(batches: JobBatches, shard: int, shards: int) -> JobBatches:
+    """Only the jobs of shard ``shard`` of ``shards``."""
+
+    def filtered(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
+        for batch in batches(golden, outcomes):
+            yield [job for job in batch if shard_of(job, shards) == shard]
+
+    return filtered
