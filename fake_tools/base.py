@@ -109,9 +109,18 @@ def invoke(
 ) -> ToolResult:
     """Run one tool call: invocation record, validation, act, then the ``after_effect`` point.
 
-    A bad argument or a refused path is a FAILED call with the reason, never a crash.
+    A bad argument or a refused path is a FAILED call with the reason, never a
+    crash. Every call, failed or not, passes ``after_effect`` (for a failed call:
+    the tool is done and has not returned).
     """
     ledger.invoked(name, call)
+    result = _act(name, call, args, world, ledger)
+    if rendezvous is not None:
+        rendezvous.point(protocol.CALL_POINTS[2], call=call, op=op)
+    return result
+
+
+def _act(name: str, call: str, args: dict[str, Any], world: World, ledger: Ledger) -> ToolResult:
     tool = lookup(name)
     if tool is None:
         return ToolResult(ok=False, error=f"no fake tool named {name!r}")
@@ -119,12 +128,9 @@ def invoke(
     if errors:
         return ToolResult(ok=False, error=f"{name}: " + "; ".join(errors))
     try:
-        output = tool.act(ToolContext(world, ledger, name, call), args)
+        return ToolResult(ok=True, output=tool.act(ToolContext(world, ledger, name, call), args))
     except (ToolFailed, SandboxError, OSError) as refusal:
         return ToolResult(ok=False, error=f"{name}: {refusal}")
-    if rendezvous is not None:
-        rendezvous.point(protocol.CALL_POINTS[2], call=call, op=op)
-    return ToolResult(ok=True, output=output)
 
 
 def verify(name: str, call: str, args: dict[str, Any], *, world: World, ledger: Ledger) -> bool:

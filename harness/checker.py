@@ -169,6 +169,7 @@ def _notes(evidence: Evidence) -> tuple[str, ...]:
     for incarnation in evidence.incarnations:
         notes += [f"incarnation {incarnation.number} left {leftover} running; the sweep killed it"
                   for leftover in incarnation.leftovers]
+        notes += [f"incarnation {incarnation.number}: {problem}" for problem in incarnation.protocol_problems]
     return tuple(notes)
 
 
@@ -176,11 +177,19 @@ def _journal_well_formed(book: ClassBook, evidence: Evidence) -> list[Finding]:
     findings = [Finding("journal-well-formed", problem) for problem in evidence.journal.problems]
     op_of_call: dict[str, Line] = {}
     call_of_op: dict[str, Line] = {}
+    last_started: dict[str, Line] = {}
     open_ops: set[str] = set()
     for line in evidence.journal.lines:
         kind = line.get("kind")
         if kind == p.STARTED:
             call, op, tool = line.get("call"), line.get("op"), line.get("tool")
+            previous = last_started.get(call)
+            want_attempt = previous.get("attempt", 0) + 1 if previous else 1
+            if line.get("attempt") != want_attempt:
+                findings.append(Finding("journal-well-formed",
+                                        f"started record of {call} says attempt {line.get('attempt')}, expected {want_attempt}",
+                                        call, evidence=tuple(x.quote() for x in (previous, line) if x)))
+            last_started[call] = line
             first = op_of_call.setdefault(call, line)
             if first.get("op") != op:
                 findings.append(Finding("journal-well-formed", f"call {call} has two op ids, {first.get('op')} and {op}",

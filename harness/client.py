@@ -68,7 +68,7 @@ def read_json_lines(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]],
 
 
 class Rendezvous:
-    """The crash-point channel: one persistent connection per incarnation.
+    """The crash-point channel: one persistent connection per process.
 
     ``point`` sends one JSON line and blocks for the harness's reply; the harness
     either answers or SIGKILLs the process while it waits. With no control socket

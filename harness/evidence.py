@@ -76,6 +76,7 @@ class Incarnation:
     leftovers: tuple[str, ...] = ()  # processes it left running, killed by the sweep
     catalogue_drift: str | None = None  # "tool=CLASS" when it was handed a drifted catalogue
     kill_latency_s: float | None = None  # event kills: from the event's write to the confirmed kill
+    protocol_problems: tuple[str, ...] = ()  # control messages that were not crash points
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def _journal_found(run_dir: Path, kill_number: int) -> JsonLines:
 def read_evidence(run_dir: Path) -> Evidence:
     paths = run_paths(run_dir)
     incarnations = tuple(
-        Incarnation(**{**entry, "points": tuple(entry["points"]), "leftovers": tuple(entry["leftovers"])})
+        Incarnation(**{**entry, **{key: tuple(entry[key]) for key in ("points", "leftovers", "protocol_problems")}})
         for entry in json.loads(paths["incarnations"].read_text())
     ) if paths["incarnations"].exists() else ()
     kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)

@@ -13,6 +13,7 @@ import ctypes
 import os
 import signal
 import subprocess
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import psutil
 
 from harness import protocol
 from harness.client import AppendOnlyFile
+from harness.schedule import KillPoint
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -124,11 +126,22 @@ def tear_journal(path: Path, permille: int) -> bool:
     return True
 
 
-def mark_kill(ledger_path: Path, incarnation: int, point: str) -> None:
-    """Append the harness's kill marker to the ledger (after the kill is confirmed)."""
+def mark_kill(ledger_path: Path, incarnation: int, kill: KillPoint | None) -> None:
+    """Append the harness's kill marker to the ledger (after the kill is confirmed).
+
+    ``kill`` None means the incarnation was killed at its timeout.
+    """
+    marker: dict[str, object] = {"killed": incarnation}
+    if kill is None:
+        marker["point"] = "timeout"
+    elif kill.after_s is not None:
+        marker["after_s"] = kill.after_s
+    else:
+        marker["point"] = str(replace(kill, torn=None))
+    if kill is not None and kill.torn is not None:
+        marker["torn"] = kill.torn
     ledger = AppendOnlyFile(ledger_path, durable=False)
     try:
-        ledger.append({"killed": incarnation, "point": point} if not point.startswith("@")
-                      else {"killed": incarnation, "after_s": float(point[1:].split("/")[0])})
+        ledger.append(marker)
     finally:
         ledger.close()

@@ -82,11 +82,11 @@ def _environment(paths: dict[str, Path], control: Path, number: int, drift: Drif
 
 
 def _record_kill(launched: Launched, served: Served, paths: dict[str, Path], run_dir: Path, number: int,
-                 kills: int) -> str:
-    """Kill, confirm, then write the marker and the journal copy (torn if the schedule says so)."""
+                 kills: int) -> tuple[str, list[str]]:
+    """Kill and confirm (leftovers swept too), then write the marker and the journal copy (torn if asked)."""
     launched.kill()
-    point = str(served.hit) if served.hit is not None else "timeout"
-    nemesis.mark_kill(paths["ledger"], number, point)
+    leftovers = launched.sweep()
+    nemesis.mark_kill(paths["ledger"], number, served.hit)
     copy = journal_at_kill_path(run_dir, kills)
     if paths["journal"].exists():
         shutil.copyfile(paths["journal"], copy)
@@ -94,7 +94,7 @@ def _record_kill(launched: Launched, served: Served, paths: dict[str, Path], run
         copy.touch()
     if served.hit is not None and served.hit.torn is not None and nemesis.tear_journal(paths["journal"], served.hit.torn):
         shutil.copyfile(paths["journal"], copy.with_suffix(".torn.jsonl"))
-    return point
+    return (str(served.hit) if served.hit is not None else "timeout"), leftovers
 
 
 def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
@@ -119,8 +119,9 @@ def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: 
                 kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
                 if served.hit is None and not served.timed_out:
                     killed_at, exit_code = None, launched.wait()
+                    leftovers = launched.sweep()
                 else:
-                    killed_at, exit_code = _record_kill(launched, served, paths, run_dir, number, kills), None
+                    (killed_at, leftovers), exit_code = _record_kill(launched, served, paths, run_dir, number, kills), None
                 latency = watcher.latency_s() if watcher is not None and served.hit is not None else None
             except BaseException:
                 launched.kill()
@@ -134,7 +135,8 @@ def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: 
                 timed_out=served.timed_out, points=tuple(served.points),
                 seconds=round(time.monotonic() - started, 4),
                 stderr_tail=_stderr_tail(run_dir / f"incarnation-{number}.stderr"),
-                leftovers=tuple(launched.sweep()),
+                leftovers=tuple(leftovers),
+                protocol_problems=tuple(served.protocol_problems),
                 catalogue_drift=str(drift) if drift is not None and number > 0 else None,
                 kill_latency_s=latency,
             ))

@@ -203,3 +203,14 @@ def test_checker_error_is_an_unknown_verdict_not_a_crash():
     verdict = check(SCENARIO, evidence(recovery=broken), GOLDEN)
     assert verdict.valid is None
     assert verdict.error.startswith("checker error: TypeError")
+
+
+def test_attempts_must_count_up_from_one():
+    recovery = [decision("c1", p.SUCCEEDED, p.SKIP), decision("c2", p.OUTCOME_UNKNOWN, p.VERIFY),
+                decision("c3", p.NOT_STARTED, p.SKIP), {"kind": "verified", "op": "t-op2", "effect_found": False},
+                started("c2", "append", attempt=3), finished("c2"), started("c3", "ask_user"), finished("c3"),
+                {"kind": "task", "status": "COMPLETED"}]
+    ledger = LEDGER[:5] + [invoked("c2", "append", 1), invoked("c3", "ask_user", 1)]
+    verdict = check(SCENARIO, evidence(recovery=recovery, ledger=ledger), GOLDEN)
+    assert verdict.properties == ("journal-well-formed",)
+    assert "started record of c2 says attempt 3, expected 2" in verdict.findings[0].message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ class ChildIncarnation:
 
 
 class SubprocessBackend:
+    """The workload inherits the harness's environment (PATH, HOME, ...) plus the protocol's."""
+
     name = "subprocess"
 
     def __init__(self) -> None:
@@ -40,7 +43,7 @@ class SubprocessBackend:
     def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> ChildIncarnation:
         with stdout.open("wb") as out, stderr.open("wb") as err:
             try:
-                process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                process = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                            start_new_session=True, close_fds=True)
             except OSError as error:
                 raise WorkloadError(f"workload {' '.join(argv)!r} cannot start: {error.strerror}"
