@@ -129,7 +129,7 @@ def _act(name: str, call: str, args: dict[str, Any], world: World, ledger: Ledge
         return ToolResult(ok=False, error=f"{name}: " + "; ".join(errors))
     try:
         return ToolResult(ok=True, output=tool.act(ToolContext(world, ledger, name, call), args))
-    except (ToolFailed, SandboxError, OSError) as refusal:
+    except (ToolFailed, SandboxError, OSError, UnicodeError) as refusal:
         return ToolResult(ok=False, error=f"{name}: {refusal}")
 
 

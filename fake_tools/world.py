@@ -8,6 +8,7 @@ it (``..``, an absolute path, a symlink pointing out) is refused.
 
 from __future__ import annotations
 
+import copy
 import difflib
 import hashlib
 import json
@@ -35,6 +36,8 @@ class World:
         """The real path of ``relative`` inside ``files/``, refusing every way out."""
         if not isinstance(relative, str) or not relative.strip():
             raise SandboxError("a path must be a non-empty string")
+        if "\x00" in relative:
+            raise SandboxError(f"path {relative!r} refused: it contains a NUL byte")
         pure = PurePosixPath(relative)
         if pure.is_absolute():
             raise SandboxError(f"absolute path {relative!r} refused: paths are relative to the world")
@@ -52,7 +55,7 @@ class World:
         try:
             return json.loads((self.state_root / f"{area}.json").read_text())
         except FileNotFoundError:
-            return default
+            return copy.deepcopy(default)  # never hand out a module's constant to be mutated
 
     def save(self, area: str, value: Any) -> None:
         """Replace a service's state atomically (temp file, rename): a kill leaves old or new."""

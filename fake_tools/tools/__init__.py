@@ -1,3 +1,5 @@
-"""Importing this package registers every fake tool, one module per family."""
+"""Importing this package registers every fake tool, one module per family (text: pure "file" tools)."""
 
-from fake_tools.tools import files, shell, ui, user  # noqa: F401
+from fake_tools.tools import (  # noqa: F401
+    apps, browser, device, files, github, memory, shell, terminal, text, ui, user, web,
+)

@@ -1,17 +1,28 @@
-"""A confined shell: a handful of commands over the world's files, never /bin/sh.
+"""A confined shell (a handful of commands over the world's files, never /bin/sh), and device facts.
 
 Every command is appended to the shell history (``state/shell.json``) with the
 call's request reference, as a terminal log would show it; that history is how
-a read-only probe tells whether a command already ran.
+a read-only probe tells whether a command already ran. ``run_confined`` is also
+the engine of ``terminal_exec`` and ``code_runner``. The rest of the "shell"
+family reads device facts (areas ``device``, ``clock``, ``logcat``,
+``notifications``, ``screen``) or writes settings and the clipboard.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import json
+import operator
 import shlex
+from collections.abc import Callable
 from typing import Any
 
-from fake_tools.base import ToolContext, ToolFailed, fake_tool, verifies
-from fake_tools.schema import obj
+from fake_tools.base import ToolContext, ToolFailed, fake_tool
+from fake_tools.schema import NAME, TEXT, obj
+from fake_tools.tools._areas import NO_ARGS, SHORT, Args, State, area_view, bounded, change, enum, load_area, \
+    probe_of, probe_ref, reader, stamp
+from fake_tools.tools.ui import DEFAULT_SCREEN
 from fake_tools.world import World
 
 COMMANDS = ("echo", "cat", "ls", "mkdir", "rm", "touch")
@@ -64,10 +75,16 @@ def _read(world: World, operand: str) -> str:
     path = world.path(operand)
     if not path.is_file():
         raise ToolFailed(f"cat: no file {operand!r}")
-    return path.read_text()
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise ToolFailed(f"cat: {operand!r} is not a text file") from None
 
 
-@fake_tool("shell_execute", family="shell", schema=obj({"command": {"type": "string", "minLength": 1, "maxLength": 1000}}))
+COMMAND = {"type": "string", "minLength": 1, "maxLength": 1000}
+
+
+@fake_tool("shell_execute", family="shell", schema=obj({"command": COMMAND}))
 def shell_execute(ctx: ToolContext, args: dict[str, Any]) -> str:
     output = run_confined(ctx, args["command"])
     history = ctx.world.load("shell", [])
@@ -77,6 +94,127 @@ def shell_execute(ctx: ToolContext, args: dict[str, Any]) -> str:
     return output
 
 
-@verifies(shell_execute)
+@probe_of(shell_execute)
 def _command_in_history(world: World, args: dict[str, Any], call: str) -> bool:
     return any(entry["ref"] == call for entry in world.load("shell", []))
+
+
+# -- device facts, settings, clipboard: the rest of the "shell" family -----------------
+
+DEFAULT_DEVICE: State = {"model": "Pixel 8", "manufacturer": "Google", "android": "14", "sdk": 34,
+                         "serial": "FAKE0001"}
+DEFAULT_CLOCK: State = {"now": "2025-01-15T09:30:00+01:00", "timezone": "Europe/Paris"}
+DEFAULT_SETTINGS: State = {"system": {}, "secure": {}, "global": {}}
+DEFAULT_LOGCAT: State = {"lines": []}
+DEFAULT_CLIPBOARD: State = {"text": "", "history": []}
+DEFAULT_NOTIFICATIONS: State = {"items": []}
+NAMESPACES = ("system", "secure", "global")
+
+
+get_device_info = area_view("get_device_info", family="shell", area="device", default=DEFAULT_DEVICE)
+# The world's clock is a fixed instant, so a crashed run and its golden run read the same time.
+get_time = area_view("get_time", family="shell", area="clock", default=DEFAULT_CLOCK)
+
+
+@reader("logcat", family="shell", area="logcat", default=DEFAULT_LOGCAT,
+        schema=obj({}, {"tag": NAME, "lines": bounded(1, 1000)}))
+def logcat(state: State, args: Args) -> list[Any]:
+    lines = [line for line in state["lines"]
+             if "tag" not in args or (isinstance(line, dict) and line.get("tag") == args["tag"])]
+    return lines[-args.get("lines", 100):]
+
+
+@reader("notification_read", family="shell", area="notifications", default=DEFAULT_NOTIFICATIONS,
+        schema=obj({}, {"app": NAME}))
+def notification_read(state: State, args: Args) -> list[Any]:
+    return [item for item in state["items"]
+            if "app" not in args or (isinstance(item, dict) and item.get("app") == args["app"])]
+
+
+@fake_tool("screenshot", family="shell", schema=NO_ARGS)
+def screenshot(ctx: ToolContext, args: Args) -> dict[str, Any]:
+    """What the screen shows, with a digest standing for the image; no file is saved."""
+    screen = load_area(ctx.world, "screen", DEFAULT_SCREEN)
+    rendering = json.dumps(screen, sort_keys=True)
+    return {"sha256": hashlib.sha256(rendering.encode()).hexdigest(), "buttons": sorted(screen.get("buttons", {})),
+            "form": screen.get("form", {})}
+
+
+@fake_tool("get_set_settings", family="shell",
+           schema=obj({"key": NAME}, {"value": {"type": "string", "maxLength": 200}, "namespace": enum(*NAMESPACES)}))
+def get_set_settings(ctx: ToolContext, args: Args) -> Any:
+    """``settings get`` without a value, ``settings put`` with one (put semantics: a replay changes nothing)."""
+    namespace = args.get("namespace", "system")
+    if "value" not in args:
+        return load_area(ctx.world, "settings", DEFAULT_SETTINGS).get(namespace, {}).get(args["key"])
+
+    def put(state: State) -> str:
+        state.setdefault(namespace, {})[args["key"]] = args["value"]
+        return args["value"]
+
+    return change(ctx, "settings", DEFAULT_SETTINGS, put, effect="setting_put")
+
+
+@probe_of(get_set_settings)
+def _setting_is(world: World, args: Args, call: str) -> bool:
+    """A put is there when the setting holds its value; a get has no effect to find."""
+    if "value" not in args:
+        return False
+    values = load_area(world, "settings", DEFAULT_SETTINGS).get(args.get("namespace", "system"), {})
+    return values.get(args["key"]) == args["value"]
+
+
+def _clips(state: State, args: Args) -> list[dict[str, Any]]:
+    return state.setdefault("history", [])
+
+
+@fake_tool("clipboard", family="shell", schema=obj({"action": enum("get", "set")}, {"text": TEXT}))
+def clipboard(ctx: ToolContext, args: Args) -> str:
+    """get reads the clipboard; set replaces it and adds a clipboard-history entry, as the keyboard shows it."""
+    if args["action"] == "get":
+        return str(load_area(ctx.world, "clipboard", DEFAULT_CLIPBOARD)["text"])
+    if "text" not in args:
+        raise ToolFailed("clipboard: args.text is required to set the clipboard")
+
+    def copy_text(state: State) -> str:
+        state["text"] = args["text"]
+        stamp(_clips(state, args), ctx, {"text": args["text"]})
+        return args["text"]
+
+    return change(ctx, "clipboard", DEFAULT_CLIPBOARD, copy_text, effect="clipboard_set")
+
+
+probe_ref(clipboard, "clipboard", DEFAULT_CLIPBOARD, _clips)
+
+_OPERATORS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+}
+
+
+def _evaluate(node: ast.AST) -> float | int:
+    """Arithmetic on numbers only, walked from the syntax tree: nothing is ever eval'd."""
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+        value = _evaluate(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and (abs(right) > 100 or abs(left) > 10**6):
+            raise ToolFailed("calculate: power too large (base up to 10^6, exponent up to 100)")
+        result = _OPERATORS[type(node.op)](left, right)
+        if isinstance(result, int) and abs(result) > 10**1000:
+            raise ToolFailed("calculate: result beyond 10^1000")
+        return result
+    raise ToolFailed(f"calculate: {type(node).__name__} is not arithmetic; use numbers, + - * / // % ** and ()")
+
+
+@fake_tool("calculate", family="shell", schema=obj({"expression": SHORT}))
+def calculate(ctx: ToolContext, args: Args) -> float | int:
+    try:
+        return _evaluate(ast.parse(args["expression"], mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        raise ToolFailed(f"calculate: cannot parse {args['expression']!r}: {error}") from None
+    except (ZeroDivisionError, OverflowError) as error:
+        raise ToolFailed(f"calculate: {error}") from None

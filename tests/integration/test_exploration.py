@@ -78,7 +78,7 @@ def test_uninstrumented_runtime_caught_by_event_kill_with_latency(killpoint, tmp
     assert caught.exit_code == 1 and "[interrupted-action] c5" in caught.out
     assert "event-to-kill latency median" in caught.out
     first = report(tmp_path / "r.json")["runs"][0]["incarnations"][0]
-    assert first["killed_at"] == "journal:started:c5" and 0 < first["kill_latency_s"] < 1
+    assert first["killed_at"] == "journal:started:c5" and 0 < first["kill_latency_s"] < 5
 
 
 def test_reference_passes_random_runs_with_torn_tails_and_timed_kills(killpoint):
