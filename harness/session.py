@@ -105,11 +105,12 @@ def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, bac
 _worker_backend: Backend | None = None
 
 
-def _run_in_worker(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, backend_name: str) -> RunOutcome:
+def _run_in_worker(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, backend_name: str,
+                   backend_options: dict[str, str]) -> RunOutcome:
     """Entry point of a parallel worker: one backend per worker process, made on first use."""
     global _worker_backend
     if _worker_backend is None:
-        _worker_backend = make_backend(backend_name)
+        _worker_backend = make_backend(backend_name, **backend_options)
     return run_job(scenario, golden, job, runs_dir, _worker_backend)
 
 
@@ -119,16 +120,23 @@ def run_session(
     runs_dir: Path,
     *,
     backend_name: str = "subprocess",
+    backend_options: dict[str, str] | None = None,
     jobs: int = 1,
     needs_rendezvous: bool = True,
+    stop_at_first_failure: bool = False,
     on_outcome: Callable[[RunOutcome], None] = lambda outcome: None,
 ) -> tuple[GoldenRun, list[RunOutcome]]:
-    """The golden run, then every batch; ``jobs`` > 1 runs a batch in that many worker processes."""
+    """The golden run, then every batch; ``jobs`` > 1 runs a batch in that many worker processes.
+
+    With ``stop_at_first_failure`` the session ends after the first run that is not valid
+    (runs already under way in workers finish and are reported too).
+    """
     if (runs_dir / "golden").exists():
         raise ConfigError(f"--runs-dir {runs_dir} already holds a session's evidence, which is never overwritten; "
                           f"give a new directory")
     runs_dir.mkdir(parents=True, exist_ok=True)
-    backend = make_backend(backend_name)
+    backend_options = backend_options or {}  # make_backend's options: the docker backend's image and restart
+    backend = make_backend(backend_name, **backend_options)
     try:
         golden = run_golden(scenario, runs_dir / "golden", backend)
         if needs_rendezvous:
@@ -140,11 +148,16 @@ def run_session(
                 if pool is None:
                     done = (run_job(scenario, golden, job, runs_dir, backend) for job in batch)
                 else:
-                    futures = [pool.submit(_run_in_worker, scenario, golden, job, runs_dir, backend_name) for job in batch]
+                    futures = [pool.submit(_run_in_worker, scenario, golden, job, runs_dir, backend_name,
+                                           backend_options) for job in batch]
                     done = (future.result() for future in as_completed(futures))
                 for outcome in done:
                     on_outcome(outcome)
                     outcomes.append(outcome)
+                    if stop_at_first_failure and not outcome.verdict.valid:
+                        break
+                if stop_at_first_failure and any(not outcome.verdict.valid for outcome in outcomes):
+                    break
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)

@@ -130,11 +130,7 @@ class ReferenceRuntime:
             operation = self.operations.get(call_id)
             action = self.decide(found, operation)
             decisions.append((call_id, action))
-            record = {"kind": p.DECISION, "call": call_id, "found": found, "action": action,
-                      "incarnation": self.env.incarnation}
-            if operation is not None:
-                record["op"] = operation.op
-            self.write(record)
+            self.write_decision(call_id, found, action, operation)
         self.rendezvous.point(p.AFTER_DECISIONS)
         for call_id, action in decisions:
             if action == p.RETRY:
@@ -142,10 +138,21 @@ class ReferenceRuntime:
             elif action == p.VERIFY:
                 self.verify_then_redo(call_id)
 
+    def write_decision(self, call_id: str, found: str, action: str, operation: Operation | None) -> None:
+        record = {"kind": p.DECISION, "call": call_id, "found": found, "action": action,
+                  "incarnation": self.env.incarnation}
+        if operation is not None:
+            record["op"] = operation.op
+        self.write(record)
+
+    def effect_present(self, call_id: str) -> bool:
+        """VERIFY's read-only check: the fake tool's probe, answered from the world."""
+        call = self.calls[call_id]
+        return verify(call["tool"], call_id, call.get("args", {}), world=self.world, ledger=self.ledger)
+
     def verify_then_redo(self, call_id: str) -> None:
         operation = self.operations[call_id]
-        call = self.calls[call_id]
-        effect_found = verify(call["tool"], call_id, call.get("args", {}), world=self.world, ledger=self.ledger)
+        effect_found = self.effect_present(call_id)
         self.write({"kind": p.VERIFIED, "op": operation.op, "effect_found": effect_found})
         self.rendezvous.point(p.AFTER_VERIFY, call=call_id, op=operation.op)
         if effect_found:
@@ -155,16 +162,18 @@ class ReferenceRuntime:
 
     def execute(self, call_id: str) -> None:
         """One tool call between a durable ``started`` and a durable ``finished``."""
-        call = self.calls[call_id]
         previous = self.operations.get(call_id)
         op = previous.op if previous else self.new_op_id()
         attempt = previous.attempt + 1 if previous else 1
         self.rendezvous.point("before_started", call=call_id, op=op)
-        self.write({"kind": p.STARTED, "op": op, "call": call_id, "tool": call["tool"],
-                    "class": self.class_of(call["tool"]), "interactive": self.is_interactive(call["tool"]),
-                    "attempt": attempt})
+        self.journal_started(call_id, op, attempt)
         self.rendezvous.point("after_started", call=call_id, op=op)
         self.run_then_finish(call_id, op)
+
+    def journal_started(self, call_id: str, op: str, attempt: int) -> None:
+        tool = self.calls[call_id]["tool"]
+        self.write({"kind": p.STARTED, "op": op, "call": call_id, "tool": tool, "class": self.class_of(tool),
+                    "interactive": self.is_interactive(tool), "attempt": attempt})
 
     def run_then_finish(self, call_id: str, op: str) -> None:
         ok = self.run_tool(call_id, op)

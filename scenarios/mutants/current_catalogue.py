@@ -8,6 +8,7 @@ import sys
 
 from scenarios.reference_runtime import Operation, ReferenceRuntime, main
 
+CAUGHT_WITH = ("--exhaustive", "--drift", "append=READ_ONLY")
 CAUGHT_BY = "interrupted-action"
 
 

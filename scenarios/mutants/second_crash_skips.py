@@ -10,6 +10,7 @@ from typing import Any
 from harness import protocol as p
 from scenarios.reference_runtime import Operation, ReferenceRuntime, main
 
+CAUGHT_WITH = ("--exhaustive", "--depth", "2")
 CAUGHT_BY = "interrupted-action"
 
 

@@ -9,6 +9,7 @@ import sys
 from harness.client import AppendOnlyFile
 from scenarios.reference_runtime import ReferenceRuntime, main
 
+CAUGHT_WITH = ("--exhaustive", "--torn-tail")
 CAUGHT_BY = "liveness"
 
 

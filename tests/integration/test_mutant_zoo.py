@@ -1,0 +1,28 @@
+"""Detection power: every mutant of the zoo is caught, by its cheapest mode, with the
+property its bug breaks named in the first failing run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scenarios.mutants import zoo
+from tests.helpers import ROOT
+
+ZOO = zoo()
+
+
+def test_the_zoo_has_fifteen_kinds_of_bug():
+    assert len(ZOO) >= 15
+    assert len({mutant.bug for mutant in ZOO}) == len(ZOO)
+    assert len({mutant.caught_by for mutant in ZOO}) >= 6  # the bugs break different rules
+
+
+@pytest.mark.parametrize("mutant", ZOO, ids=[mutant.name for mutant in ZOO])
+def test_mutant_is_caught_with_its_property_named(killpoint, tmp_path, mutant):
+    result = killpoint("run", ROOT / "scenarios" / f"{mutant.scenario}.toml", *mutant.caught_with,
+                       "--workload", mutant.workload, "-x", "--json", tmp_path / "report.json")
+    assert result.exit_code == 1, result.out[-2000:]
+    failing = [run for run in json.loads((tmp_path / "report.json").read_text())["runs"] if run["valid"] is False]
+    assert mutant.caught_by in {finding["property"] for finding in failing[0]["findings"]}, failing[0]["findings"]
