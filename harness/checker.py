@@ -18,6 +18,7 @@ from harness import protocol as p
 from harness.evidence import Evidence, Line
 from harness.runner import GoldenRun
 from harness.scenario import Scenario
+from harness.validate import trusted
 
 # Property names, in the order findings are reported (the rules' order).
 PROPERTIES: dict[str, str] = {
@@ -148,8 +149,11 @@ def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun) -> Verdict:
     """Judge one run; never raises (an internal error makes the verdict unknown)."""
     notes = _notes(evidence)
     try:
+        evidence, journal_problems, ledger_problems = trusted(evidence)
+        notes += tuple(f"ledger record left out: {problem}" for problem in ledger_problems)
         book = ClassBook.of(scenario, evidence)
         findings = [
+            *(Finding("journal-well-formed", problem) for problem in journal_problems),
             *_journal_well_formed(book, evidence),
             *_kills(scenario, book, evidence, golden),
             *_liveness(evidence),

@@ -9,6 +9,7 @@ import pytest
 
 from fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
 from harness import protocol as p
+from harness import checker
 from harness.checker import check, expected_action
 from harness.evidence import Evidence, Incarnation, JsonLines, Line
 from harness.runner import GoldenRun
@@ -198,11 +199,21 @@ def test_missing_decision_is_named():
     assert "wrote no decision for c1" in verdict.findings[0].message
 
 
-def test_checker_error_is_an_unknown_verdict_not_a_crash():
+def test_ill_typed_record_is_reported_and_left_out():
     broken = swap(RECOVERY, decision("c3", p.NOT_STARTED, p.SKIP), {**decision("c3", p.NOT_STARTED, p.SKIP), "call": ["c3"]})
     verdict = check(SCENARIO, evidence(recovery=broken), GOLDEN)
+    assert verdict.error is None and verdict.valid is False
+    assert "journal.jsonl:6: decision record with call=['c3']; not trusted" in verdict.findings[0].message
+
+
+def test_a_checker_bug_is_an_unknown_verdict_not_a_crash(monkeypatch):
+    def broken(evidence):
+        raise RuntimeError("bug in the checker")
+
+    monkeypatch.setattr(checker, "_liveness", broken)
+    verdict = check(SCENARIO, evidence(), GOLDEN)
     assert verdict.valid is None
-    assert verdict.error.startswith("checker error: TypeError")
+    assert verdict.error == "checker error: RuntimeError: bug in the checker"
 
 
 def test_attempts_must_count_up_from_one():

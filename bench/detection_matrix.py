@@ -1,0 +1,131 @@
+"""Detection matrix: every mutant of the zoo under every mode; writes docs/detection.md.
+
+    .venv/bin/python bench/detection_matrix.py [--jobs 2] [--random 200] [--hunt-examples 300]
+
+For each mutant and mode it records whether the mode caught the bug, whether the
+property named in the first failing run is the intended one, and how many
+schedules and seconds it took to the first catch (the session stops there). The
+last column is the size of the plan ``killpoint hunt`` shrinks the bug to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import explore
+from harness.hunt import hunt
+from harness.runner import Drift
+from harness.scenario import load_scenario, with_workload
+from harness.schedule import RandomFaults
+from harness.session import JobBatches, RunOutcome, run_session
+from scenarios.mutants import Mutant, zoo
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "detection.md"
+
+
+@dataclass(frozen=True)
+class Cell:
+    caught: bool
+    properties: tuple[str, ...]
+    schedules: int
+    seconds: float
+
+
+def modes(plan, runs: int) -> dict[str, tuple[JobBatches, bool]]:
+    """Mode name -> (batches, needs rendezvous)."""
+    return {
+        "depth 1": (explore.exhaustive_batches(1), True),
+        "depth 2": (explore.exhaustive_batches(2), True),
+        f"random {runs}": (explore.random_batches(plan, 0, runs, RandomFaults()), True),
+        "timed 60": (explore.timed_batches(0, 60, None), False),
+        "torn tail": (explore.exhaustive_batches(1, torn=True), True),
+        "drift": (explore.exhaustive_batches(1, drift=Drift("append", "READ_ONLY")), True),
+    }
+
+
+def run_cell(mutant: Mutant, batches: JobBatches, needs_rendezvous: bool, jobs: int, work: Path) -> Cell:
+    scenario = with_workload(load_scenario(ROOT / "scenarios" / f"{mutant.scenario}.toml"), mutant.workload)
+    first: list[tuple[int, float, RunOutcome]] = []
+    started = time.monotonic()
+    count = 0
+
+    def seen(outcome: RunOutcome) -> None:
+        nonlocal count
+        count += 1
+        if not outcome.verdict.valid and not first:
+            first.append((count, time.monotonic() - started, outcome))
+
+    _, outcomes = run_session(scenario, batches, Path(tempfile.mkdtemp(dir=work)), jobs=jobs,
+                              needs_rendezvous=needs_rendezvous, stop_at_first_failure=True, on_outcome=seen)
+    if not first:
+        return Cell(False, (), len(outcomes), time.monotonic() - started)
+    schedules, seconds, outcome = first[0]
+    return Cell(True, outcome.verdict.properties, schedules, seconds)
+
+
+def render(rows: list[tuple[Mutant, dict[str, Cell], int | None]], mode_names: list[str], command: str) -> str:
+    lines = [
+        "# Detection matrix",
+        "",
+        "Every mutant runtime of `scenarios/mutants/` (the reference runtime with one realistic bug) under",
+        "every mode. A cell reads `caught: schedules to the first catch / seconds`, with the property named",
+        "in the first failing run; ✔ marks the intended property among those named, ✘ a catch under another",
+        "property. `-` means the mode did not catch the bug (all its schedules passed). The last column is",
+        "the number of calls in the plan `killpoint hunt` shrinks the bug to.",
+        "",
+        f"Regenerate with `{command}`.",
+        "",
+        "| mutant | intended property | " + " | ".join(mode_names) + " | hunt: calls |",
+        "|---|---|" + "---|" * len(mode_names) + "---|",
+    ]
+    for mutant, cells, shrunk in rows:
+        rendered = []
+        for name in mode_names:
+            cell = cells[name]
+            if not cell.caught:
+                rendered.append("-")
+                continue
+            mark = "✔" if mutant.caught_by in cell.properties else "✘ " + ", ".join(cell.properties)
+            rendered.append(f"{mark} {cell.schedules} / {cell.seconds:.1f}s")
+        lines.append(f"| `{mutant.name}` | {mutant.caught_by} | " + " | ".join(rendered)
+                     + f" | {shrunk if shrunk is not None else '-'} |")
+    lines += ["", "## The bugs", ""]
+    lines += [f"- `{mutant.name}` ({mutant.scenario}): {mutant.bug}" for mutant, _, _ in rows]
+    caught_all = all(any(cell.caught and mutant.caught_by in cell.properties for cell in cells.values())
+                     for mutant, cells, _ in rows)
+    lines += ["", f"Every mutant caught with its intended property by at least one mode: {'yes' if caught_all else 'NO'}.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--random", type=int, default=200)
+    parser.add_argument("--hunt-examples", type=int, default=300)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="killpoint-matrix-"))
+    rows = []
+    mode_names: list[str] = []
+    for mutant in zoo():
+        plan = load_scenario(ROOT / "scenarios" / f"{mutant.scenario}.toml").plan
+        cells = {}
+        for name, (batches, needs_rendezvous) in modes(plan, args.random).items():
+            cells[name] = run_cell(mutant, batches, needs_rendezvous, args.jobs, work)
+            print(f"{mutant.name:<30} {name:<12} {cells[name]}", flush=True)
+        mode_names = list(cells)
+        found = hunt([ROOT / "scenarios" / f"{mutant.scenario}.toml"], mutant.workload,
+                     Path(tempfile.mkdtemp(dir=work)), max_examples=args.hunt_examples, seed=1)
+        rows.append((mutant, cells, len(found.failure.plan.calls) if found.failure else None))
+    command = (f".venv/bin/python bench/detection_matrix.py --jobs {args.jobs} --random {args.random} "
+               f"--hunt-examples {args.hunt_examples}")
+    DOC.write_text(render(rows, mode_names, command))
+    print(f"wrote {DOC}")
+
+
+if __name__ == "__main__":
+    main()
