@@ -19,7 +19,7 @@ class CliResult:
     err: str
 
 
-def test_workload(name: str) -> str:
+def workload_command(name: str) -> str:
     """The command that runs tests/workloads/NAME with this interpreter."""
     return f"{sys.executable} {WORKLOADS / name}"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import DEMO, test_workload as workload
+from tests.helpers import DEMO, workload_command as workload
 
 
 def test_missing_command_is_a_workload_error(killpoint):

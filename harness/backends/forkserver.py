@@ -1,0 +1,151 @@
+"""The fork-server backend: incarnations forked from a warm interpreter (after AFL's fork server).
+
+Starting a Python interpreter and importing a runtime costs tens of
+milliseconds; forking one that has already imported it costs a couple. The
+server (``_forkserver_main``) is a child of the harness; each incarnation is a
+child of the server, in its own session, watched by the runner through a pidfd
+like any other. Kills, timeouts, sweeps and evidence are exactly those of the
+subprocess backend; only the start differs. Python workloads only:
+``{python} -m MODULE ...`` or ``{python} SCRIPT.py ...`` with this interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from harness import nemesis, protocol
+from harness.errors import ConfigError, HarnessError
+
+class ForkServerDied(HarnessError, RuntimeError):
+    """The fork server exited under the harness; the backend restarts it and says so."""
+
+
+def python_target(argv: tuple[str, ...]) -> dict[str, object]:
+    """What the server should run for ``argv``, or a ConfigError saying why it cannot."""
+    interpreter = Path(argv[0]).resolve() if argv else None
+    if interpreter != Path(sys.executable).resolve() or len(argv) < 2:
+        raise ConfigError(f"--backend forkserver runs Python workloads on this interpreter "
+                          f"({sys.executable} -m MODULE or {sys.executable} SCRIPT); "
+                          f"{' '.join(argv)!r} is not one: use --backend subprocess")
+    if argv[1] == "-m" and len(argv) >= 3:
+        return {"module": argv[2], "argv": [argv[2], *argv[3:]]}
+    if argv[1].startswith("-"):
+        raise ConfigError(f"--backend forkserver: interpreter option {argv[1]!r} is not supported; "
+                          f"use --backend subprocess")
+    return {"script": argv[1], "argv": list(argv[1:])}
+
+
+@dataclass
+class ForkedIncarnation:
+    server: ForkServer
+    pid: int
+    workload_dir: str
+    exit_code: int | None = None
+
+    def kill(self) -> None:
+        tree = nemesis.process_tree(self.pid)
+        try:
+            os.killpg(self.pid, 9)
+        except ProcessLookupError:
+            pass
+        for member in tree:
+            try:
+                member.kill()
+            except psutil.NoSuchProcess:
+                pass
+        self.exit_code = self.server.reaped(self.pid)  # the server has reaped it: it is dead
+        psutil.wait_procs(tree[1:], timeout=nemesis.CONFIRM_TIMEOUT_S)
+
+    def wait(self) -> int:
+        if self.exit_code is None:
+            self.exit_code = self.server.reaped(self.pid)
+        try:
+            os.killpg(self.pid, 9)  # what it left running in its group
+        except (ProcessLookupError, PermissionError):
+            pass
+        return self.exit_code
+
+    def sweep(self) -> list[str]:
+        return nemesis.sweep_leftovers(self.workload_dir)
+
+
+@dataclass
+class ForkServer:
+    """The server process and its control socket; restarted if it dies."""
+
+    preload: tuple[str, ...] = ()
+    restarts: list[str] = field(default_factory=list)
+    _process: subprocess.Popen[bytes] | None = None
+    _socket: socket.socket | None = None
+    _reader: object = None
+    _exits: dict[int, int] = field(default_factory=dict)
+
+    def start(self) -> None:
+        ours, theirs = socket.socketpair()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "harness.backends._forkserver_main", str(theirs.fileno()), *self.preload],
+            stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True,
+        )
+        theirs.close()
+        self._socket, self._reader = ours, ours.makefile("rb")
+
+    def fork(self, request: dict[str, object]) -> int:
+        if self._process is None or self._process.poll() is not None:
+            if self._process is not None:
+                self.restarts.append(f"fork server pid {self._process.pid} exited with {self._process.returncode}; restarted")
+                print(f"killpoint: {self.restarts[-1]}", file=sys.stderr)
+            self.start()
+        self._socket.sendall(json.dumps(request).encode() + b"\n")
+        while True:
+            answer = self._answer()
+            if "exit_code" in answer:
+                self._exits[answer["pid"]] = answer["exit_code"]
+            else:
+                return answer["pid"]
+
+    def reaped(self, pid: int) -> int:
+        """Block until the server reports ``pid`` reaped; return its exit code."""
+        while pid not in self._exits:
+            answer = self._answer()
+            if "exit_code" in answer:
+                self._exits[answer["pid"]] = answer["exit_code"]
+        return self._exits.pop(pid)
+
+    def _answer(self) -> dict[str, int]:
+        line = self._reader.readline()
+        if not line:
+            raise ForkServerDied(f"the fork server (pid {self._process.pid}) died; the run cannot continue on it")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._socket.close()
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+
+class ForkServerBackend:
+    name = "forkserver"
+
+    def __init__(self) -> None:
+        nemesis.become_subreaper()
+        self.server = ForkServer(preload=("scenarios.reference_runtime", "fake_tools.tools"))
+
+    def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> ForkedIncarnation:
+        target = python_target(argv)
+        request = {**target, "env": {**os.environ, **env}, "cwd": str(Path(cwd).resolve()),
+                   "stdout": str(stdout.resolve()), "stderr": str(stderr.resolve())}
+        pid = self.server.fork(request)
+        return ForkedIncarnation(self.server, pid, env[protocol.ENV_RUN_DIR])
+
+    def close(self) -> None:
+        self.server.close()

@@ -1,0 +1,67 @@
+"""The fork-server backend passes the same contract as the subprocess backend, and
+its children start clean."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from tests.helpers import DEMO, MUTANTS, mutant_workload, workload_command
+
+
+def findings_by_schedule(path) -> dict[str, tuple[str, ...]]:
+    runs = json.loads(path.read_text())["runs"]
+    return {" ".join(run["schedule"]): tuple(f["property"] for f in run["findings"]) for run in runs}
+
+
+def test_reference_runtime_passes_exhaustive_on_forkserver(killpoint):
+    result = killpoint("run", DEMO, "--exhaustive", "--backend", "forkserver")
+    assert result.exit_code == 0, result.out[-2000:]
+    assert "30 runs: 30 passed" in result.out
+
+
+@pytest.mark.parametrize("mutant", MUTANTS)
+def test_mutants_get_the_same_findings_on_both_backends(killpoint, tmp_path, mutant):
+    reports = {}
+    for backend in ("subprocess", "forkserver"):
+        reports[backend] = tmp_path / f"{backend}.json"
+        result = killpoint("run", DEMO, "--exhaustive", "--backend", backend, "--workload", mutant_workload(mutant),
+                           "--json", reports[backend])
+        assert result.exit_code == 1
+    assert findings_by_schedule(reports["subprocess"]) == findings_by_schedule(reports["forkserver"])
+
+
+def test_child_starts_with_only_standard_descriptors(killpoint, tmp_path):
+    result = killpoint("run", DEMO, "--backend", "forkserver", "--kill-at", "c2:after_started",
+                       "--workload", workload_command("lists_fds.py"), "--runs-dir", tmp_path / "runs")
+    assert result.exit_code == 0, result.out + result.err
+    for number in (0, 1):
+        stdout = (tmp_path / "runs" / "run-00000" / f"incarnation-{number}.stdout").read_text()
+        assert stdout == "descriptors: [0, 1, 2]\n"
+
+
+def test_forkserver_refuses_a_non_python_workload(killpoint):
+    result = killpoint("run", DEMO, "--backend", "forkserver", "--workload", "/bin/true", "--kill-at", "c1:after_started")
+    assert result.exit_code == 2 and "use --backend subprocess" in result.err
+
+
+def test_dead_server_is_restarted_and_said(tmp_path, capsys):
+    from harness.backends.forkserver import ForkServerBackend
+    from harness.runner import execute_run
+    from harness.scenario import load_scenario
+
+    scenario = load_scenario(DEMO)
+    backend = ForkServerBackend()
+    try:
+        execute_run(scenario, (), tmp_path / "first", backend, max_incarnations=1)
+        os.kill(backend.server._process.pid, signal.SIGKILL)
+        backend.server._process.wait()
+        incarnations = execute_run(scenario, (), tmp_path / "second", backend, max_incarnations=1)
+        assert incarnations[0].exit_code == 0
+        assert backend.server.restarts and "restarted" in backend.server.restarts[0]
+        assert "fork server pid" in capsys.readouterr().err
+    finally:
+        backend.close()
