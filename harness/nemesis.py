@@ -41,29 +41,40 @@ def process_tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def kill_tree(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the incarnation's group and tree, reap it, and confirm every member is gone."""
-    tree = process_tree(process.pid)
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def signal_tree(leader: int) -> list[psutil.Process]:
+    """SIGKILL a session leader's process group and every descendant; return who was signalled.
+
+    The caller reaps the leader its own way (``Popen.wait``, or the fork server's
+    report) and then calls ``confirm_dead``.
+    """
+    tree = process_tree(leader)
+    kill_stragglers(leader)
     for member in tree:
         try:
             member.kill()
         except psutil.NoSuchProcess:
             pass
-    process.wait()
+    return tree
+
+
+def confirm_dead(tree: list[psutil.Process]) -> None:
     _, alive = psutil.wait_procs(tree, timeout=CONFIRM_TIMEOUT_S)
     survivors = [member for member in alive if _is_alive(member)]
     if survivors:
         raise KillFailed(f"pids {[member.pid for member in survivors]} survived SIGKILL for {CONFIRM_TIMEOUT_S}s")
 
 
-def kill_stragglers(process: subprocess.Popen[bytes]) -> None:
-    """After a normal exit, SIGKILL whatever the incarnation left running in its group."""
+def kill_tree(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the incarnation's group and tree, reap it, and confirm every member is gone."""
+    tree = signal_tree(process.pid)
+    process.wait()
+    confirm_dead(tree)
+
+
+def kill_stragglers(leader: int) -> None:
+    """SIGKILL whatever is left in the process group of ``leader`` (e.g. after a normal exit)."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(leader, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 

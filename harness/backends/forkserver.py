@@ -19,8 +19,6 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
 from harness import nemesis, protocol
 from harness.errors import ConfigError, HarnessError
 
@@ -51,26 +49,14 @@ class ForkedIncarnation:
     exit_code: int | None = None
 
     def kill(self) -> None:
-        tree = nemesis.process_tree(self.pid)
-        try:
-            os.killpg(self.pid, 9)
-        except ProcessLookupError:
-            pass
-        for member in tree:
-            try:
-                member.kill()
-            except psutil.NoSuchProcess:
-                pass
+        tree = nemesis.signal_tree(self.pid)
         self.exit_code = self.server.reaped(self.pid)  # the server has reaped it: it is dead
-        psutil.wait_procs(tree[1:], timeout=nemesis.CONFIRM_TIMEOUT_S)
+        nemesis.confirm_dead(tree[1:])
 
     def wait(self) -> int:
         if self.exit_code is None:
             self.exit_code = self.server.reaped(self.pid)
-        try:
-            os.killpg(self.pid, 9)  # what it left running in its group
-        except (ProcessLookupError, PermissionError):
-            pass
+        nemesis.kill_stragglers(self.pid)
         return self.exit_code
 
     def sweep(self) -> list[str]:

@@ -25,7 +25,7 @@ class ChildIncarnation:
 
     def wait(self) -> int:
         exit_code = self.process.wait()
-        nemesis.kill_stragglers(self.process)
+        nemesis.kill_stragglers(self.process.pid)
         return exit_code
 
     def sweep(self) -> list[str]:
