@@ -106,7 +106,7 @@ def _from_json(path: Path, text: str) -> Catalogue:
 
 
 def _line_of(text: str, key: str) -> int:
-    pattern = re.compile(rf'^\s*"?{re.escape(key)}"?\s*=', re.MULTILINE)
+    pattern = re.compile(rf'^[ \t]*"?{re.escape(key)}"?[ \t]*=', re.MULTILINE)  # not \s: it spans blank lines
     match = pattern.search(text)
     return text.count("\n", 0, match.start()) + 1 if match else 0
 

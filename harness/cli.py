@@ -17,14 +17,18 @@ from pathlib import Path
 from typing import TextIO
 
 from harness import explore, protocol
-from harness.backends import BACKENDS
+from harness._ci import CI_SEED, ci_profile
+from harness.backends import BACKENDS, RESTART_MODES
+from harness.catalogue_cli import add_catalogue_parser, command_catalogue
+from harness.certify.cli import add_certify_parser, command_certify
 from harness.errors import ConfigError, HarnessError
 from harness.hunt import hunt
-from harness.report import describe_failure, summary_line, write_coverage, write_json_report, write_timeline
+from harness.progress import SessionPrinter
+from harness.report import describe_failure, write_json_report, write_timeline
 from harness.runner import Drift
 from harness.scenario import Scenario, load_scenario, scenario_from_flags, scenario_from_origin, with_workload
 from harness.schedule import RandomFaults, format_schedule, parse_kill_point
-from harness.session import JobBatches, RunOutcome, default_runs_dir, run_session
+from harness.session import JobBatches, default_runs_dir, run_session
 from harness.token import ReproToken
 
 EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
@@ -41,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--workload", help="command that starts the runtime under test (with a scenario: replaces its workload)")
     source.add_argument("--plan", help="plan JSON, with --workload")
     source.add_argument("--catalogue", help="catalogue (TOML or protocol JSON), with --workload; default: the reference one")
-    source.add_argument("--backend", choices=BACKENDS, default="subprocess", help="how incarnations run (default subprocess)")
+    source.add_argument("--backend", choices=BACKENDS, help="how incarnations run (default: the scenario's, else subprocess)")
+    _container_flags(source)
     schedules = run.add_argument_group("schedules")
     schedules.add_argument("--kill-at", action="append", default=[], metavar="KILL",
                            help="kill there; repeat for later incarnations: c3:after_effect, after_decisions, "
@@ -57,13 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
     schedules.add_argument("--timed-window", type=float, metavar="S", help="upper bound of timed delays (default: golden run's duration)")
     schedules.add_argument("--torn-tail", action="store_true", help="tear the journal's last record after kills that follow a write")
     schedules.add_argument("--drift", metavar="TOOL=CLASS", help="hand recovery incarnations a catalogue where TOOL has CLASS")
-    schedules.add_argument("--seed", type=int, help="seed of --random/--timed (default: drawn and printed)")
+    schedules.add_argument("--seed", type=int, help="seed of --random/--timed (default: drawn and printed; 0 when CI is set)")
     output = run.add_argument_group("output")
     output.add_argument("--timeout", type=float, metavar="S", help="seconds one incarnation may take")
+    output.add_argument("-x", "--exitfirst", action="store_true", help="stop after the first failing run")
     output.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="run N schedules in parallel")
     output.add_argument("--shard", metavar="K/N", help="run only shard K of N (CI matrix jobs; the shards partition the set)")
     output.add_argument("--runs-dir", type=Path, help="where run evidence goes (default ./killpoint-runs/...)")
     output.add_argument("--json", type=Path, metavar="REPORT.json", help="write the full report as JSON")
+    output.add_argument("--html", type=Path, metavar="REPORT.html", help="write a self-contained HTML report")
+    modes = output.add_mutually_exclusive_group()
+    modes.add_argument("-q", "--quiet", action="store_true", help="print only failing runs and the summary line")
+    modes.add_argument("--machine", action="store_true", help="print one JSON line per finished run, then a summary line")
 
     hunt = commands.add_parser("hunt", help="search plans x schedules with Hypothesis; shrink what fails")
     hunt.add_argument("scenarios", nargs="+", type=Path, help="scenario files whose calls and worlds the plans draw from")
@@ -76,8 +86,23 @@ def build_parser() -> argparse.ArgumentParser:
     repro = commands.add_parser("repro", help="rerun exactly the run a token names and print its timeline")
     repro.add_argument("token")
     repro.add_argument("--backend", choices=BACKENDS, help="override the token's backend")
+    _container_flags(repro)
     repro.add_argument("--runs-dir", type=Path)
+
+    clean = commands.add_parser("clean", help="remove containers of killpoint runs whose harness is gone (by label)")
+    clean.add_argument("--all", action="store_true", help="also the containers of harnesses still running")
+    image = commands.add_parser("image", help="the docker backend's local image (built here, never pulled)")
+    image.add_argument("action", choices=["build"], help="build: (re)build it from an empty root filesystem")
+    image.add_argument("--tag", default="killpoint-host:1", help="image name (default killpoint-host:1)")
+    add_catalogue_parser(commands)
+    add_certify_parser(commands)
     return parser
+
+
+def _container_flags(group: argparse._ActionsContainer) -> None:
+    group.add_argument("--image", help="with --backend docker: a local image (default killpoint-host:1, built here)")
+    group.add_argument("--restart", choices=RESTART_MODES,
+                       help="with --backend docker: a new container per incarnation (default) or the killed one again")
 
 
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
@@ -87,6 +112,12 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
             return command_run(args, out)
         if args.command == "hunt":
             return command_hunt(args, out)
+        if args.command in ("clean", "image"):
+            return command_containers(args, out)
+        if args.command == "catalogue":
+            return command_catalogue(args, out)
+        if args.command == "certify":
+            return command_certify(args, out)
         return command_repro(args, out)
     except HarnessError as error:
         print(f"killpoint: {error}", file=sys.stderr)
@@ -110,6 +141,13 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
             raise ConfigError(f"--timeout {args.timeout}: give a positive number of seconds")
         scenario = replace(scenario, timeout_s=args.timeout)
     return scenario
+
+
+def backend_of(args: argparse.Namespace, scenario: Scenario, fallback: str) -> tuple[str, dict[str, str]]:
+    """The backend (flag, else ``fallback``) and its options (flags, else the scenario file's image)."""
+    name = args.backend or fallback
+    options = {"image": args.image or (scenario.image if name == "docker" else None), "restart": args.restart}
+    return name, {key: value for key, value in options.items() if value is not None}
 
 
 def parse_drift(text: str | None, scenario: Scenario) -> Drift | None:
@@ -142,7 +180,8 @@ def batches_of(args: argparse.Namespace, scenario: Scenario) -> tuple[JobBatches
     drift = parse_drift(args.drift, scenario)
     default = scenario.default_schedule if not chosen else {}
     kill_at = [*args.kill_at, *args.kill_on] or default.get("kill_at", [])
-    seed = args.seed if args.seed is not None else default.get("seed", random.SystemRandom().randrange(2**32))
+    seed = args.seed if args.seed is not None else default.get(
+        "seed", CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32))
     if kill_at:
         schedule = tuple(parse_kill_point(text, scenario.plan) for text in kill_at)
         return (explore.given_batches(schedule, drift=drift), f"schedule {format_schedule(schedule)}",
@@ -170,26 +209,24 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
         shard, shards = explore.parse_shard(args.shard)
         batches, described = explore.sharded(batches, shard, shards), f"{described}, shard {shard}/{shards}"
     runs_dir = args.runs_dir or default_runs_dir(scenario)
-    out.write(f"killpoint: {scenario.name}: {described}; backend {args.backend}; evidence in {runs_dir}\n")
+    printer = SessionPrinter(out, mode="machine" if args.machine else "quiet" if args.quiet else "normal")
+    backend, backend_options = backend_of(args, scenario, scenario.backend or "subprocess")
+    printer.header(f"killpoint: {scenario.name}: {described}; backend {backend}; evidence in {runs_dir}")
     started = time.monotonic()
-
-    def report(outcome: RunOutcome) -> None:
-        if not outcome.verdict.valid:
-            describe_failure(outcome, out)
-
-    golden, outcomes = run_session(scenario, batches, runs_dir, backend_name=args.backend, jobs=args.jobs,
-                                   needs_rendezvous=needs_rendezvous, on_outcome=report)
+    with printer:
+        golden, outcomes = run_session(scenario, printer.track(batches), runs_dir, backend_name=backend,
+                                       backend_options=backend_options,
+                                       jobs=args.jobs, needs_rendezvous=needs_rendezvous,
+                                       stop_at_first_failure=args.exitfirst, on_outcome=printer.on_outcome)
     seconds = time.monotonic() - started
     if args.json:
         write_json_report(args.json, scenario, golden, outcomes, seconds)
-    if args.exhaustive:
-        write_coverage(scenario, golden, outcomes, out)
-    out.write(summary_line(outcomes, seconds) + "\n")
-    failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
-    if failures:
-        out.write(f"first failure reproduces with: killpoint repro {failures[0].token}\n")
-        return EXIT_VIOLATION
-    return EXIT_PASSED
+    if args.html:
+        from harness.html_report import write_html_report
+
+        write_html_report(args.html, scenario, golden, outcomes, seconds)
+    printer.finish(scenario, golden, outcomes, seconds, show_coverage=args.exhaustive)
+    return EXIT_VIOLATION if any(not outcome.verdict.valid for outcome in outcomes) else EXIT_PASSED
 
 
 def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
@@ -226,7 +263,7 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
                           f"(token pins {token.catalogue_digest}, now {scenario.catalogue_digest})")
     schedule = tuple(parse_kill_point(text, scenario.plan) for text in token.schedule)
     drift = parse_drift(token.drift, scenario)
-    backend = args.backend or token.backend
+    backend, backend_options = backend_of(args, scenario, token.backend)
     runs_dir = args.runs_dir or default_runs_dir(scenario)
     out.write(f"killpoint repro: {scenario.name}, kill at {format_schedule(schedule)}"
               f"{f', seed {token.seed}' if token.seed is not None else ''}{f', drift {drift}' if drift else ''}"
@@ -235,7 +272,8 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
         out.write("note: this workload never announced crash points, so the timed kill is replayed by time "
                   "and may land elsewhere\n")
     _, (outcome,) = run_session(scenario, explore.given_batches(schedule, seed=token.seed, drift=drift), runs_dir,
-                                backend_name=backend, needs_rendezvous=any(kill.uses_rendezvous for kill in schedule))
+                                backend_name=backend, backend_options=backend_options,
+                                needs_rendezvous=any(kill.uses_rendezvous for kill in schedule))
     write_timeline(outcome, out)
     if outcome.unreached:
         out.write(f"note: kill(s) {', '.join(outcome.unreached)} never came this time\n")
@@ -246,6 +284,22 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"did not reproduce: the token recorded {', '.join(token.expect)}, and this run passed. "
                   f"The plan and catalogue are unchanged, so the workload itself now behaves differently "
                   f"at this kill{' (its moment never came)' if outcome.unreached else ''}.\n")
+    return EXIT_PASSED
+
+
+def command_containers(args: argparse.Namespace, out: TextIO) -> int:
+    """``killpoint clean`` and ``killpoint image build``: the docker backend's housekeeping."""
+    from harness.backends import _engine
+
+    client = _engine.connect()
+    if args.command == "clean":
+        removed = _engine.remove_leftovers(client, everything=args.all)
+        out.writelines(f"removed {description}\n" for description in removed)
+        out.write(f"killpoint clean: {len(removed)} container(s) removed\n")
+    else:
+        image_id = _engine.build_host_image(client, args.tag)
+        out.write(f"killpoint image build: {args.tag} ({image_id[:19]}), an empty root filesystem imported with no "
+                  f"registry; the docker backend mounts the host's /usr, Python and project into it read-only\n")
     return EXIT_PASSED
 
 

@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue
+from harness.backends import BACKENDS
 from harness.errors import ConfigError
 
 DEFAULT_TIMEOUT_S = 20.0
 _SCENARIO_KEYS = {"name", "description", "workload", "catalogue", "timeout", "max_incarnations", "plan",
-                  "world", "schedule"}
+                  "world", "schedule", "backend", "image"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class Scenario:
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_extra_incarnations: int = 3
     default_schedule: dict[str, Any] = field(default_factory=dict, hash=False)
+    backend: str | None = None  # the file's choice; --backend overrides it
+    image: str | None = None  # for the docker backend; --image overrides it
 
     @property
     def catalogue_digest(self) -> str:
@@ -159,6 +162,10 @@ def load_scenario(path: str | Path) -> Scenario:
     if not isinstance(world, dict) or not isinstance(world.get("files", {}), dict):
         problems.append(f'{path}: world: write files as [world.files] "path" = "content"')
         world = {}
+    if data.get("backend", "subprocess") not in BACKENDS:
+        problems.append(f"{path}: backend: {data['backend']!r} is no backend; choose one of {', '.join(BACKENDS)}")
+    if not isinstance(data.get("image", ""), str):
+        problems.append(f'{path}: image: give the name of a local Docker image, e.g. image = "killpoint-host:1"')
     if problems:
         raise ConfigError(f"{path}: the scenario has {len(problems)} problem(s)", tuple(problems))
     plan_data = data.get("plan")
@@ -175,6 +182,8 @@ def load_scenario(path: str | Path) -> Scenario:
         timeout_s=float(timeout),
         max_extra_incarnations=int(data.get("max_incarnations", 3)),
         default_schedule=data.get("schedule", {}),
+        backend=data.get("backend"),
+        image=data.get("image"),
     )
 
 

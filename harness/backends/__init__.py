@@ -40,12 +40,24 @@ class Backend(Protocol):
         """Release what the backend holds (servers, containers) for good."""
 
 
-BACKENDS = ("subprocess",)
+BACKENDS = ("subprocess", "forkserver", "docker")
+RESTART_MODES = ("new", "same")  # docker: a new container per incarnation, or the killed one started again
 
 
-def make_backend(name: str) -> Backend:
+def make_backend(name: str, *, image: str | None = None, restart: str | None = None) -> Backend:
+    """The backend ``name``; ``image`` and ``restart`` (``new`` or ``same``) are options of the docker one."""
+    if name != "docker" and (image is not None or restart is not None):
+        raise ConfigError("--image and --restart choose how containers run; they go with --backend docker")
     if name == "subprocess":
         from harness.backends.subprocess import SubprocessBackend
 
         return SubprocessBackend()
+    if name == "forkserver":
+        from harness.backends.forkserver import ForkServerBackend
+
+        return ForkServerBackend()
+    if name == "docker":
+        from harness.backends.docker import DockerBackend
+
+        return DockerBackend(image=image, restart=restart or "new")
     raise ConfigError(f"--backend {name!r}: unknown backend; choose one of {', '.join(BACKENDS)}")

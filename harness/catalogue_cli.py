@@ -1,0 +1,253 @@
+"""``killpoint catalogue``: print, check and generate classification catalogues.
+
+- ``killpoint catalogue [--class CLASS] [--family FAMILY] [--file FILE]`` prints
+  a catalogue as a table (default: the reference ``fake_tools/catalogue.toml``).
+- ``killpoint catalogue check FILE`` reports every problem of a user's catalogue
+  at once, each with its line, and exits 2; a good one prints ``ok: N tools``.
+- ``killpoint catalogue from-mcp TOOLS.json`` turns an MCP ``tools/list`` result
+  into a catalogue, one class per tool from its annotations.
+
+The gotcha of ``from-mcp``: MCP annotations are hints a server gives about
+itself, not guarantees. The generated file says so, and each tool's ``why``
+names the hint that decided its class, so a reviewer (or ``killpoint certify``,
+which runs the tools) knows what to check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, catalogue_problems, load_catalogue
+from harness import protocol
+from harness.errors import ConfigError
+
+# The MCP ToolAnnotations hints that bear on a class; each must be a JSON boolean.
+HINTS = ("readOnlyHint", "idempotentHint", "destructiveHint", "openWorldHint")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+_LINE_PREFIX = re.compile(r"^.*?:(\d+): ")
+_ENVELOPES = ('{"tools": [...]}', '{"result": {"tools": [...]}}', "[...]")
+
+
+def add_catalogue_parser(commands: argparse._SubParsersAction) -> None:
+    """Register ``catalogue`` and its ``check`` and ``from-mcp`` subcommands."""
+    catalogue = commands.add_parser("catalogue", help="print, check or generate a classification catalogue",
+                                    description="Without a subcommand: print the catalogue as a table.")
+    catalogue.add_argument("--class", dest="tool_class", type=str.upper, choices=protocol.CLASSES,
+                           help="only tools of this class")
+    catalogue.add_argument("--family", help="only tools of this family (file, browser, github, ...)")
+    catalogue.add_argument("--file", dest="catalogue_file", type=Path, metavar="FILE",
+                           help="the catalogue to print (TOML or protocol JSON; default: the reference one)")
+    actions = catalogue.add_subparsers(dest="catalogue_action", metavar="ACTION")
+    check = actions.add_parser("check", help="report every problem of a catalogue, each with its line")
+    check.add_argument("check_file", type=Path, metavar="FILE")
+    from_mcp = actions.add_parser("from-mcp", help="a catalogue from an MCP tools/list result (annotations -> classes)")
+    from_mcp.add_argument("mcp_file", type=Path, metavar="TOOLS.json",
+                          help=f"the tools/list result: {', '.join(_ENVELOPES)}")
+    from_mcp.add_argument("--out", type=Path, metavar="FILE", help="write the TOML here instead of printing it")
+    from_mcp.add_argument("--family", dest="mcp_family", default="mcp", metavar="NAME",
+                          help="the family given to every tool (default mcp; the server's name reads well)")
+
+
+def command_catalogue(args: argparse.Namespace, out: TextIO) -> int:
+    """Run ``killpoint catalogue ...``; bad input raises ConfigError (the CLI exits 2)."""
+    if args.catalogue_action == "check":
+        return check_command(args.check_file, out)
+    if args.catalogue_action == "from-mcp":
+        return from_mcp_command(args.mcp_file, args.out, args.mcp_family, out)
+    path = args.catalogue_file or REFERENCE_CATALOGUE
+    source = str(path) if args.catalogue_file else "the reference catalogue (fake_tools/catalogue.toml)"
+    write_table(load_catalogue(path), out, tool_class=args.tool_class, family=args.family, source=source)
+    return 0
+
+
+# -- printing ------------------------------------------------------------------
+
+
+def write_table(catalogue: Catalogue, out: TextIO, *, tool_class: str | None = None, family: str | None = None,
+                source: Path | str = "") -> None:
+    """The catalogue as aligned columns tool, class, family, why, in file order, then a summary line."""
+    families = sorted({name for name in catalogue.families.values() if name})
+    if family is not None and family not in families:
+        raise ConfigError(f"--family {family!r}: no tool of {source} has that family; "
+                          f"its families are {', '.join(families) or 'none (a JSON catalogue has none)'}")
+    rows = [(tool, klass, catalogue.families.get(tool, ""), catalogue.reasons.get(tool, ""))
+            for tool, klass in catalogue.tools.items()
+            if tool_class in (None, klass) and family in (None, catalogue.families.get(tool))]
+    header = ("tool", "class", "family", "why")
+    widths = [max(len(row[column]) for row in (header, *rows)) for column in range(3)]
+    for row in (header, *rows):
+        out.write("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[3]]).rstrip() + "\n")
+    shown = [f"class {tool_class}"] * (tool_class is not None) + [f"family {family}"] * (family is not None)
+    interactive = ", ".join(sorted(catalogue.interactive)) or "none"
+    out.write(f"{len(rows)} of {len(catalogue.tools)} tools{' (' + ', '.join(shown) + ')' if shown else ''} in "
+              f"{source}; a tool not listed is {catalogue.default}; asked again when interrupted: {interactive}\n")
+
+
+# -- checking ------------------------------------------------------------------
+
+
+def check_command(path: Path, out: TextIO) -> int:
+    """``catalogue check FILE``: ok and 0, or a ConfigError listing every problem."""
+    if path.suffix != ".json":
+        text = _read(path, "the catalogue")
+        problems = every_problem(path, text)
+        if problems:
+            raise ConfigError(f"{path}: the catalogue has {len(problems)} problem(s); fix them and run again",
+                              tuple(problems))
+    catalogue = load_catalogue(path)  # a JSON catalogue is checked here, all problems at once
+    out.write(f"ok: {len(catalogue.tools)} tools in {path}; a tool not listed is {catalogue.default}\n")
+    return 0
+
+
+def every_problem(path: Path, text: str) -> list[str]:
+    """Every problem of a TOML catalogue, sorted by line, duplicates and all.
+
+    ``catalogue_problems`` stops at duplicate tools (TOML cannot parse a key set
+    twice), so the duplicate lines are blanked and the rest checked again; each
+    duplicate line is then checked alone, at its own line number.
+    """
+    first = catalogue_problems(path, text)
+    duplicate_lines = [_line_number(problem) for problem in first if "listed twice" in problem]
+    if not duplicate_lines:
+        return first
+    lines = text.splitlines()
+    found = first + catalogue_problems(path, _blanked(lines, keep=lambda number: number not in duplicate_lines))
+    tools_header = next((number for number, line in enumerate(lines, 1) if line.strip() == "[tools]"), 0)
+    for duplicate in duplicate_lines:
+        found += catalogue_problems(path, _blanked(lines, keep=lambda number: number in (tools_header, duplicate)))
+    return sorted(dict.fromkeys(found), key=_line_number)
+
+
+def _blanked(lines: list[str], *, keep: Callable[[int], bool]) -> str:
+    """The text with every line ``keep(number)`` rejects made empty, so line numbers stay put."""
+    return "\n".join(line if keep(number) else "" for number, line in enumerate(lines, 1)) + "\n"
+
+
+def _line_number(problem: str) -> int:
+    match = _LINE_PREFIX.match(problem)
+    return int(match.group(1)) if match else 0
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read {what} ({error.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text") from None
+
+
+# -- from MCP annotations ------------------------------------------------------
+
+
+def from_mcp_command(path: Path, out_path: Path | None, family: str, out: TextIO) -> int:
+    classified = classify_mcp_tools(path, _read(path, "the MCP tool list"))
+    text = catalogue_toml(classified, family=family, source=path)
+    if out_path is None:
+        out.write(text)
+        return 0
+    try:
+        out_path.write_text(text)
+    except OSError as error:
+        raise ConfigError(f"--out {out_path}: cannot write the catalogue ({error.strerror})") from None
+    out.write(f"wrote {len(classified)} tools to {out_path}; review their classes, then "
+              f"run `killpoint catalogue check {out_path}`\n")
+    return 0
+
+
+def mcp_tool_list(path: Path, text: str) -> list[Any]:
+    """The list of tools in a tools/list result, its JSON-RPC envelope, or a bare list."""
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise ConfigError(f"{path}: not valid JSON: {error}") from None
+    if isinstance(data, dict) and isinstance(data.get("result"), dict):
+        data = data["result"]
+    if isinstance(data, dict) and "tools" in data:
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise ConfigError(f"{path}: no tool list found; give a tools/list result: {', '.join(_ENVELOPES)}")
+    if not data:
+        raise ConfigError(f"{path}: the tool list is empty; there is nothing to classify")
+    return data
+
+
+def classify(annotations: dict[str, Any] | None) -> tuple[str, str]:
+    """(class, why) from a tool's MCP annotations (None: it has none), hints already checked to be booleans.
+
+    A missing hint takes MCP's default (readOnlyHint false, idempotentHint false,
+    destructiveHint true); annotations without any behaviour hint (a title only)
+    say nothing about behaviour, so they count as none.
+    """
+    hints = {hint: annotations[hint] for hint in HINTS if hint in (annotations or {})}
+    if not hints:
+        return protocol.UNKNOWN, ("no annotations" if annotations is None else "annotations without a behaviour hint")
+    if hints.get("readOnlyHint") is True:
+        return protocol.READ_ONLY, "readOnlyHint: true"
+    if hints.get("idempotentHint") is True:
+        return protocol.IDEMPOTENT_WRITE, "idempotentHint: true, readOnlyHint not true"
+    destructive = {True: "destructiveHint: true", False: "destructiveHint: false"}.get(
+        hints.get("destructiveHint"), "destructiveHint absent (MCP default: true)")
+    return protocol.NON_IDEMPOTENT, f"readOnlyHint and idempotentHint not true; {destructive}"
+
+
+def classify_mcp_tools(path: Path, text: str) -> dict[str, tuple[str, str]]:
+    """(class, why) per tool name of an MCP tool list; every bad entry is reported at once."""
+    problems: list[str] = []
+    classified: dict[str, tuple[str, str]] = {}
+    seen: set[str] = set()
+    for index, tool in enumerate(mcp_tool_list(path, text)):
+        where = f"{path}: tools[{index}]"
+        if not isinstance(tool, dict):
+            problems.append(f'{where}: must be an object with a "name", got {json.dumps(tool)[:60]}')
+            continue
+        name, annotations = tool.get("name"), tool.get("annotations")
+        if not isinstance(name, str) or not name.strip() or not name.isprintable():
+            problems.append(f'{where}: no "name" (a non-empty, printable string); every MCP tool has one')
+            continue
+        where += f" ({name})"
+        if name in seen:
+            problems.append(f"{where}: tool {name!r} is listed twice; a server lists each tool once")
+        seen.add(name)
+        if annotations is not None and not isinstance(annotations, dict):
+            problems.append(f'{where}: "annotations" must be an object, got {json.dumps(annotations)[:60]}')
+            continue
+        bad = [f"{where}: annotations.{hint} must be true or false, got {json.dumps(annotations[hint])[:60]}"
+               for hint in HINTS if hint in (annotations or {}) and not isinstance(annotations[hint], bool)]
+        problems += bad
+        if not bad:
+            classified.setdefault(name, classify(annotations))
+    if problems:
+        raise ConfigError(f"{path}: the MCP tool list has {len(problems)} problem(s); no catalogue written",
+                          tuple(problems))
+    return classified
+
+
+def catalogue_toml(classified: dict[str, tuple[str, str]], *, family: str = "mcp", source: Path) -> str:
+    """The TOML catalogue, in the format of fake_tools/catalogue.toml, of classified MCP tools."""
+    keys = {name: name if _BARE_KEY.fullmatch(name) else _toml_string(name) for name in classified}
+    width = max(len(key) for key in keys.values())
+    lines = [
+        f"# Generated by `killpoint catalogue from-mcp {source.name}` from the server's tool annotations.",
+        "# MCP annotations are hints, not guarantees: a server may mislabel a tool. Review every",
+        "# class, certify it by running the tools (`killpoint certify`), and check this file with",
+        "# `killpoint catalogue check FILE`. Classes: READ_ONLY, IDEMPOTENT_WRITE, NON_IDEMPOTENT, UNKNOWN.",
+        "",
+        f'default = "{protocol.UNKNOWN}"',
+        "interactive = []",
+        "",
+        "[tools]",
+    ]
+    lines += [f"{keys[name].ljust(width)} = {{ class = {_toml_string(tool_class)}, family = {_toml_string(family)}, "
+              f"why = {_toml_string(why)} }}" for name, (tool_class, why) in classified.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_string(text: str) -> str:
+    """A TOML basic string: JSON's escapes are TOML's, except that TOML also escapes DEL."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")

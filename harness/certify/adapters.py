@@ -1,0 +1,385 @@
+"""What certification runs: a fake tool, a Python callable, or a command, behind one ``Target`` shape.
+
+A target makes a fresh world, calls the tool uninterrupted (counting its kill
+points), calls it in a child that is SIGKILLed part-way, snapshots the world
+canonically, draws arguments, and names its version. Its ``spec`` is plain
+JSON, so a child process (``python -m harness.certify._child``) and
+``killpoint certify --check`` rebuild the same target from a certificate.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fake_tools.world import World, seed_world
+from harness.certify.identity import command_identity, source_digest
+from harness.certify.points import (RETURN_LABEL, ChildRun, Instrumented, OnPoint, count_only, drive,
+                                    start_command)
+from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+CALL_TIMEOUT_S = 30.0
+CALL_ID = "c1"  # the replay is the same call again, so it carries the same id
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+Run = Callable[[Path, dict[str, Any], Path], tuple[bool, str | None]]
+Arguments = Callable[[], "SearchStrategy[dict[str, Any]]"]
+SUPPORTED_KEYWORDS = frozenset({
+    "type", "properties", "required", "additionalProperties", "enum",
+    "minimum", "maximum", "minLength", "maxLength", "items",
+})
+# Keywords that only describe: harmless to ignore when drawing.
+DESCRIPTIVE_KEYWORDS = frozenset({"title", "description", "default", "examples", "$schema", "$id", "$comment"})
+
+
+class TrialError(Exception):
+    """A trial could not be carried out (a snapshot failed, a child hung): the verdict is INCONCLUSIVE."""
+
+
+@dataclass(frozen=True)
+class CallResult:
+    ok: bool
+    error: str | None
+    labels: tuple[str, ...]  # the kill points the call passed, in order
+    seconds: float
+
+
+def directory_snapshot(world: Path) -> dict[str, str]:
+    """Every file and folder under ``world``, path -> text (or a digest for binary)."""
+    return World(world).snapshot()
+
+
+@dataclass(frozen=True)
+class PythonTarget:
+    """A tool run in this interpreter (uninterrupted) or in a child interpreter (to be killed)."""
+
+    name: str
+    spec: dict[str, Any]
+    run: Run
+    arguments: Arguments  # a function, so a child never imports hypothesis
+    seed: Callable[[Path], Path]
+    snapshot: Callable[[Path], dict[str, str]]
+    identity: dict[str, str]
+    notes: tuple[str, ...] = ()
+
+    def fresh_world(self, folder: Path) -> Path:
+        return self.seed(folder)
+
+    def call_with_points(self, world: Path, args: dict[str, Any], scratch: Path, on_point: OnPoint) -> CallResult:
+        started = time.monotonic()
+        with Instrumented(world, on_point) as instrumented:
+            try:
+                ok, error = self.run(world, args, scratch)
+            except Exception as error_:  # a tool's own bug is a failed call; the world is still judged
+                ok, error = False, f"{type(error_).__name__}: {error_}"
+            instrumented.announce(RETURN_LABEL)
+        return CallResult(ok, _scrubbed(error, world), tuple(instrumented.labels), time.monotonic() - started)
+
+    def call(self, world: Path, args: dict[str, Any], scratch: Path) -> CallResult:
+        return self.call_with_points(world, args, scratch, count_only)
+
+    def kill(self, world: Path, args: dict[str, Any], scratch: Path, *, at_point: int | None = None,
+             after_s: float | None = None) -> ChildRun:
+        from harness.certify._child import child_stderr, start_python
+
+        job = {"spec": self.spec, "world": str(world), "args": args, "scratch": str(scratch)}
+        run = drive(start_python(job), kill_at=at_point, kill_after_s=after_s, timeout_s=CALL_TIMEOUT_S)
+        unkilled = run.killed_at is None and run.killed_after_s is None
+        if unkilled and run.returncode != 0:  # the child's harness side failed: no evidence about the tool
+            raise TrialError(f"{self.name}: the child running it exited {run.returncode}: "
+                             f"{child_stderr(scratch).strip()[-400:]}")
+        return run
+
+
+@dataclass(frozen=True)
+class CommandTarget:
+    """A command-line tool in any language, fed its arguments as JSON (in ``{args}`` or on stdin)."""
+
+    name: str
+    spec: dict[str, Any]
+    argv: tuple[str, ...]
+    arguments: Arguments  # a function, so a child never imports hypothesis
+    template_world: Path | None
+    snapshot_argv: tuple[str, ...] | None
+    identity: dict[str, str]
+    notes: tuple[str, ...] = ()
+
+    def fresh_world(self, folder: Path) -> Path:
+        return copy_world(self.template_world, folder)
+
+    def _invocation(self, world: Path, args: dict[str, Any]) -> tuple[list[str], str, dict[str, str]]:
+        text = json.dumps(args, sort_keys=True, ensure_ascii=False)
+        argv = [_fill(token, args=text, world=str(world), tool=self.name) for token in self.argv]
+        stdin = "" if any("{args}" in token for token in self.argv) else text
+        return argv, stdin, {**os.environ, "KILLPOINT_WORLD": str(world), "KILLPOINT_TOOL": self.name}
+
+    def call(self, world: Path, args: dict[str, Any], scratch: Path) -> CallResult:
+        run = self.kill(world, args, scratch)
+        if run.timed_out:
+            raise TrialError(f"{self.name}: the command did not finish within {CALL_TIMEOUT_S:.0f}s")
+        error = None if run.returncode == 0 else _scrubbed(f"exit {run.returncode}: {run.stderr.strip()[-300:]}", world)
+        return CallResult(run.returncode == 0, error, run.labels, run.seconds)
+
+    def kill(self, world: Path, args: dict[str, Any], scratch: Path, *, at_point: int | None = None,
+             after_s: float | None = None) -> ChildRun:
+        argv, stdin, env = self._invocation(world, args)
+        try:
+            child = start_command(argv, cwd=world, env=env, stdin=stdin, scratch=scratch)
+        except OSError as error:
+            raise TrialError(f"{self.name}: cannot start {argv[0]!r}: {error.strerror}") from None
+        return drive(child, kill_at=at_point, kill_after_s=after_s, timeout_s=CALL_TIMEOUT_S)
+
+    def snapshot(self, world: Path) -> dict[str, str]:
+        if self.snapshot_argv is None:
+            return directory_snapshot(world)
+        argv = [_fill(token, args="{}", world=str(world), tool=self.name) for token in self.snapshot_argv]
+        try:
+            done = subprocess.run(argv, cwd=world, capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise TrialError(f"{self.name}: the snapshot command failed: {error}") from None
+        if done.returncode != 0:
+            raise TrialError(f"{self.name}: the snapshot command exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        return canonical_snapshot(done.stdout)
+
+
+Target = PythonTarget | CommandTarget
+
+
+def _drawn_from(schema: dict[str, Any]) -> Arguments:
+    def arguments() -> SearchStrategy[dict[str, Any]]:
+        from harness.certify.strategies import args_for
+
+        return args_for(schema)
+
+    return arguments
+
+
+def _scrubbed(error: str | None, world: Path) -> str | None:
+    """The error with the trial's temporary world path as ``<world>``, so equal seeds give equal evidence."""
+    return None if error is None else error.replace(str(world), "<world>")
+
+
+def copy_world(template: Path | None, folder: Path) -> Path:
+    """A fresh world in ``folder/world``: a copy of ``template``, or empty."""
+    world = folder / "world"
+    if template is not None:
+        shutil.copytree(template, world, symlinks=True)
+    else:
+        world.mkdir(parents=True)
+    return world
+
+
+def _fill(token: str, **values: str) -> str:
+    for key, value in values.items():
+        token = token.replace("{" + key + "}", value)
+    return token
+
+
+def canonical_snapshot(value: Any) -> dict[str, str]:
+    """A snapshot as ``diff_snapshots`` reads it: a JSON object of strings is kept, anything else becomes one entry."""
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {"snapshot": value}
+        return canonical_snapshot(parsed) if isinstance(parsed, dict) else {"snapshot": value}
+    if isinstance(value, dict) and all(isinstance(key, str) and isinstance(item, str) for key, item in value.items()):
+        return dict(value)
+    return {"snapshot": json.dumps(value, sort_keys=True, indent=1, default=str)}
+
+
+def fake_target(tool: str) -> PythonTarget:
+    """One of the 96 fake tools, on its family's seeded world; ConfigError if there is no such tool."""
+    from fake_tools.base import invoke, lookup
+    from fake_tools.ledger import Ledger
+
+    fake = lookup(tool)
+    if fake is None:
+        raise ConfigError(f"unknown tool {tool!r}: it is none of the fake tools; to certify a tool outside the "
+                          f"project give --python MODULE:FUNCTION or --command 'ARGV {{args}}'")
+
+    def run(world: Path, args: dict[str, Any], scratch: Path) -> tuple[bool, str | None]:
+        ledger = Ledger(scratch / "ledger.jsonl", incarnation=0)
+        try:
+            result = invoke(tool, CALL_ID, args, world=World(world), ledger=ledger)
+        finally:
+            ledger.close()
+        return result.ok, result.error
+
+    def seed(folder: Path) -> Path:
+        from harness.certify.fake_seeds import world_of  # the parent seeds; a child never needs hypothesis
+
+        return seed_world(folder / "world", *world_of(fake.family)).root
+
+    def drawn() -> SearchStrategy[dict[str, Any]]:
+        from harness.certify.fake_seeds import arguments
+
+        return arguments(tool)
+
+    return PythonTarget(
+        name=tool, spec={"adapter": "fake", "tool": tool}, run=run, arguments=drawn, seed=seed,
+        snapshot=directory_snapshot,
+        identity={"kind": "fake tool source", "digest": source_digest(fake.act, fake.probe, extra=fake.schema)},
+    )
+
+
+def resolve_callable(text: str, flag: str, cwd: str) -> Callable[..., Any]:
+    """``module:function`` -> the function, importing from ``cwd`` too (as ``python -m`` does from its directory)."""
+    module_name, _, attribute = text.partition(":")
+    if not module_name or not attribute:
+        raise ConfigError(f"{flag} {text!r}: write MODULE:FUNCTION, e.g. {flag} mytools.files:write_note")
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        value: Any = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            value = getattr(value, part)
+    except ImportError as error:
+        raise ConfigError(f"{flag} {text!r}: cannot import {module_name!r} ({error})") from None
+    except AttributeError:
+        raise ConfigError(f"{flag} {text!r}: module {module_name!r} has no {attribute!r}") from None
+    if not callable(value):
+        raise ConfigError(f"{flag} {text!r}: {attribute!r} is a {type(value).__name__}, not a function")
+    return value
+
+
+def unsupported_keywords(schema: Any, where: str = "schema") -> list[str]:
+    """Every keyword of ``schema`` (recursively) outside the supported subset, as ``where.keyword``."""
+    if not isinstance(schema, dict):
+        return [f"{where} must be an object, got {type(schema).__name__}"]
+    problems = [f"{where}.{key}" for key in sorted(schema)
+                if key not in SUPPORTED_KEYWORDS and key not in DESCRIPTIVE_KEYWORDS]
+    for name, spec in (schema.get("properties") or {}).items():
+        problems += unsupported_keywords(spec, f"{where}.properties.{name}")
+    if "items" in schema:
+        problems += unsupported_keywords(schema["items"], f"{where}.items")
+    return problems
+
+
+def load_schemas(path: str | None) -> dict[str, Any] | None:
+    """A ``--schema`` file: one schema (it has a ``type``) or a table TOOL -> schema."""
+    if path is None:
+        return None
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as error:
+        raise ConfigError(f"--schema {path}: cannot read it ({error.strerror})") from None
+    except ValueError as error:
+        raise ConfigError(f"--schema {path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--schema {path}: give a JSON Schema object, or an object TOOL -> schema")
+    return data
+
+
+def schema_for(tool: str, schemas: dict[str, Any] | None, fallback: Any, where: str) -> dict[str, Any]:
+    """The argument schema of ``tool``, checked against the supported subset."""
+    if schemas is not None:
+        schema = schemas if "type" in schemas else schemas.get(tool)
+        if schema is None:
+            raise ConfigError(f"{where}: the schema file lists no tool {tool!r}")
+    else:
+        schema = fallback if fallback is not None else EMPTY_SCHEMA
+    problems = unsupported_keywords(schema)
+    if problems:
+        raise ConfigError(f"{where}: the schema of {tool!r} uses what killpoint cannot draw from; "
+                          f"keep to {', '.join(sorted(('type', 'properties', 'required', 'enum', 'items')))}, ...",
+                          tuple(problems))
+    if schema.get("type") != "object":
+        raise ConfigError(f"{where}: the schema of {tool!r} must describe an object of arguments (type: object)")
+    return schema
+
+
+@dataclass(frozen=True)
+class ExternalSpec:
+    """How to run tools outside the project, as given on the command line."""
+
+    python: str | None = None
+    python_snapshot: str | None = None
+    command: str | None = None
+    snapshot_command: str | None = None
+    world: str | None = None
+    schema: str | None = None
+    cwd: str = field(default_factory=os.getcwd)
+
+    @property
+    def given(self) -> bool:
+        return self.python is not None or self.command is not None
+
+
+def external_target(tool: str, spec: ExternalSpec) -> Target:
+    """A Python callable or a command, acting on a copy of ``spec.world`` (empty by default)."""
+    if spec.python and spec.command:
+        raise ConfigError("--python and --command are exclusive: a tool is one or the other")
+    world = _template_world(spec.world, spec.cwd)
+    schemas = load_schemas(spec.schema and str(Path(spec.cwd, spec.schema)))
+    as_json = {"tool": tool, **{key: value for key, value in spec.__dict__.items() if value is not None}}
+    as_json.update({key: str(Path(spec.cwd, value).resolve())
+                    for key, value in (("world", spec.world), ("schema", spec.schema)) if value is not None})
+    if spec.command is not None:
+        argv = _split(spec.command, "--command", spec.cwd)
+        snapshot_argv = _split(spec.snapshot_command, "--snapshot-command", spec.cwd) if spec.snapshot_command else None
+        schema = schema_for(tool, schemas, None, "--command")
+        return CommandTarget(tool, {"adapter": "command", **as_json}, tuple(argv), _drawn_from(schema), world,
+                             tuple(snapshot_argv) if snapshot_argv else None, command_identity(argv, snapshot_argv))
+    if spec.python is None:
+        raise ConfigError("give --python MODULE:FUNCTION or --command 'ARGV {args}' to run a tool outside the project")
+    function = resolve_callable(spec.python, "--python", spec.cwd)
+    snapshot_fn = resolve_callable(spec.python_snapshot, "--python-snapshot", spec.cwd) if spec.python_snapshot else None
+    schema = schema_for(tool, schemas, getattr(function, "schema", None), "--python")
+    takes_tool = "tool" in inspect.signature(function).parameters
+
+    def run(world_dir: Path, args: dict[str, Any], scratch: Path) -> tuple[bool, str | None]:
+        function(world_dir, args, **({"tool": tool} if takes_tool else {}))
+        return True, None
+
+    def snapshot(world_dir: Path) -> dict[str, str]:
+        return canonical_snapshot(snapshot_fn(world_dir)) if snapshot_fn else directory_snapshot(world_dir)
+
+    digest = source_digest(function, *([snapshot_fn] if snapshot_fn else []), extra=schema)
+    return PythonTarget(tool, {"adapter": "python", **as_json}, run, _drawn_from(schema),
+                        lambda folder: copy_world(world, folder), snapshot,
+                        {"kind": "python source", "digest": digest})
+
+
+def _template_world(path: str | None, cwd: str) -> Path | None:
+    if path is None:
+        return None
+    world = Path(cwd, path).resolve()
+    if not world.is_dir():
+        raise ConfigError(f"--world {path}: no such folder; give the folder each trial's world is copied from")
+    return world
+
+
+def _split(template: str, flag: str, cwd: str) -> list[str]:
+    """The argv of a template; words naming a file (relative to ``cwd``) become absolute, as the tool runs in its world."""
+    try:
+        words = shlex.split(template)
+    except ValueError as error:
+        raise ConfigError(f"{flag} {template!r}: cannot split it into words ({error})") from None
+    if not words:
+        raise ConfigError(f"{flag}: empty command; e.g. {flag} 'sh tools/mytool.sh {{args}}'")
+    return [str(Path(cwd, word).resolve()) if "{" not in word and Path(cwd, word).is_file() else word
+            for word in words]
+
+
+def target_from_spec(spec: dict[str, Any]) -> Target:
+    """Rebuild a target from the JSON ``spec`` a certificate (or a child's job) carries."""
+    if spec.get("adapter") == "fake":
+        return fake_target(spec["tool"])
+    if spec.get("adapter") not in ("python", "command"):
+        raise ConfigError(f"{spec.get('tool')!r} was certified with no way to run it (adapter {spec.get('adapter')!r})")
+    fields = {key: spec.get(key) for key in ExternalSpec.__dataclass_fields__ if key != "cwd"}
+    return external_target(spec["tool"], ExternalSpec(**fields, cwd=spec.get("cwd") or os.getcwd()))

@@ -1,0 +1,230 @@
+"""Verdicts and certificates: a pure judgement of the trials, and the JSON file that records it.
+
+``judge`` is a pure function of (claim, what the trials observed): CONFIRMED,
+REFUTED (with the shrunk counterexample), or INCONCLUSIVE (with why), and the
+strongest class the evidence supports. A certificate pins the tool's version
+(a source or script digest), so a later ``killpoint certify --check`` can tell
+a certificate that no longer describes the tool (stale) from a valid one.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from fake_tools.world import diff_snapshots
+from harness import protocol
+from harness.certify.trials import KILL, Evidence, Observation, SearchResult, Snapshot
+
+CONFIRMED, REFUTED, INCONCLUSIVE = "CONFIRMED", "REFUTED", "INCONCLUSIVE"
+FORMAT = 1
+HINT = re.compile(r"\b(readOnlyHint|destructiveHint|idempotentHint|openWorldHint)\b")
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: str
+    strongest: str | None  # the strongest class the evidence supports; None when nothing ran
+    reason: str
+
+
+def strongest_supported(observations: tuple[Observation, ...]) -> str | None:
+    """READ_ONLY if nothing ever changed, IDEMPOTENT_WRITE if no replay (or killed replay) differed, else NON_IDEMPOTENT."""
+    if any(observation.differs for observation in observations):
+        return protocol.NON_IDEMPOTENT
+    if any(observation.changed for observation in observations):
+        return protocol.IDEMPOTENT_WRITE
+    return protocol.READ_ONLY if any(observation.ok for observation in observations) else None
+
+
+def judge(claim: str, *, interactive: bool, result: SearchResult) -> Judgement:
+    """The verdict on ``claim`` from the trials (pure: literal observations in, a value out)."""
+    observations, found = result.observations, result.found
+    strongest = strongest_supported(observations)
+    replays = [observation for observation in observations if observation.kind != KILL]
+    kills = len(observations) - len(replays)
+    ok = sum(observation.ok for observation in replays)
+    seen = f"{len(replays)} trial(s), {ok} call(s) succeeded, {kills} killed part-way"
+    if result.error is not None:
+        return Judgement(INCONCLUSIVE, strongest, f"the trials could not go on: {result.error}")
+    if claim == protocol.UNKNOWN:
+        observed = (f"a replay changed the world again ({_what_differed(found)})" if found
+                    else f"no replay differed; the evidence supports {strongest or 'nothing yet'}")
+        return Judgement(CONFIRMED, strongest, f"UNKNOWN is always accepted (VERIFY on interruption); {seen}; {observed}")
+    if found is not None and (claim != protocol.NON_IDEMPOTENT or interactive):
+        why = _what_differed(found, claim)
+        if interactive:
+            why += "; asking again is not harmless, so the RETRY of an interrupted question is unsafe"
+        return Judgement(REFUTED, strongest, why)
+    if ok == 0:
+        first = next((observation.error for observation in replays if observation.error), "no call ran")
+        return Judgement(INCONCLUSIVE, strongest, f"every drawn call was refused ({seen}; first: {first}); "
+                                                  f"seed a world the calls fit (--world) or narrow the schema")
+    if interactive:
+        return Judgement(CONFIRMED, strongest, f"interactive: an interrupted question is asked again (RETRY); "
+                                               f"{seen}; asking twice left the world as asking once")
+    if claim == protocol.NON_IDEMPOTENT:
+        if found is not None:
+            return Judgement(CONFIRMED, strongest, f"{_what_differed(found)} ({seen})")
+        return Judgement(INCONCLUSIVE, strongest,
+                         f"looks over-cautious: no replay repeated an effect ({seen}); safe, but VERIFY could "
+                         f"become RETRY if it were {strongest}")
+    if claim == protocol.READ_ONLY:
+        return Judgement(CONFIRMED, strongest, f"no call changed the world ({seen})")
+    unchanged = "; no call changed the world, so READ_ONLY fits too" if strongest == protocol.READ_ONLY else ""
+    return Judgement(CONFIRMED, strongest, f"every replay, and every replay after a kill, left the world as one "
+                                           f"call did ({seen}){unchanged}")
+
+
+def _what_differed(found: Evidence | None, claim: str = "") -> str:
+    if found is None:
+        return "nothing differed"
+    observation = found.observation
+    if claim == protocol.READ_ONLY and observation.changed:
+        return "one call changed the world" + (", and its replay changed it again" if observation.differs else "")
+    if observation.kind == KILL:
+        where = (f"point {observation.kill_at} of the call (before {observation.kill_label})" if observation.kill_at
+                 else f"{observation.kill_after_ms} ms")
+        return f"killed at {where} and replayed, the world did not end as one uninterrupted call leaves it"
+    return "a replay changed the world again" if observation.changed else "the replay changed the world"
+
+
+def hints_in(why: str) -> list[str]:
+    """The MCP hints a catalogue's ``why`` names, in order (``catalogue from-mcp`` writes the deciding ones there)."""
+    return list(dict.fromkeys(HINT.findall(why or "")))
+
+
+def hint_contradiction(claim: str, judgement: Judgement, why: str) -> str | None:
+    """Where the evidence goes against the hints that decided the claim, in one sentence; None if it does not."""
+    if not hints_in(why):
+        return None
+    if judgement.verdict == REFUTED:
+        return f"the evidence contradicts the MCP hints ({why}) that made it {claim}: {judgement.reason}"
+    if judgement.verdict == INCONCLUSIVE and judgement.reason.startswith("looks over-cautious"):
+        return (f"the MCP hints ({why}) made it {claim}, but no trial showed a replay repeating an effect "
+                f"(the evidence supports {judgement.strongest})")
+    return None
+
+
+def evidence_digest(observations: tuple[Observation, ...], found: Evidence | None) -> str:
+    """sha256 of every observation and the counterexample's: equal seeds on an unchanged tool give equal digests."""
+    payload = {"observations": [observation.to_json() for observation in observations],
+               "found": None if found is None else {"observation": found.observation.to_json(),
+                                                    "snapshots": found.snapshots}}
+    return "sha256:" + hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _diff(before: Snapshot, after: Snapshot) -> list[str]:
+    """``diff_snapshots`` without its "--- expected / +++ actual" headers: each title says what is compared."""
+    return [line for line in diff_snapshots(before, after) if line.strip() not in ("--- expected", "+++ actual")]
+
+
+def evidence_json(found: Evidence) -> dict[str, Any]:
+    """The counterexample (or witness) as data: the call, the snapshots and readable diffs between them."""
+    observation, snapshots = found.observation, found.snapshots
+    data: dict[str, Any] = {"args": observation.args, "call_ok": observation.ok}
+    if observation.kind == KILL:
+        data["check"] = "killed part-way, then replayed"
+        data["kill"] = {"point": observation.kill_at, "label": observation.kill_label,
+                        "after_ms": observation.kill_after_ms, "killed": observation.killed}
+        data["diffs"] = {
+            "the kill left (against before)": _diff(snapshots["before"], snapshots["after the kill"]),
+            "the replay left (against one uninterrupted call)": _diff(
+                snapshots["after one uninterrupted call"], snapshots["after the replay"]),
+        }
+    else:
+        data["check"] = "one call, then the same call again"
+        data["diffs"] = {
+            "one call changed (against before)": _diff(snapshots["before"], snapshots["after one call"]),
+            "the replay changed (against one call)": _diff(snapshots["after one call"], snapshots["after the replay"]),
+        }
+    data["snapshots"] = snapshots
+    return data
+
+
+def killpoint_version() -> str:
+    try:
+        return metadata.version("killpoint")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """One tool's certificate; ``data`` is exactly what its JSON file holds."""
+
+    data: dict[str, Any]
+
+    @property
+    def tool(self) -> str:
+        return str(self.data["tool"])
+
+    @property
+    def verdict(self) -> str:
+        return str(self.data["verdict"])
+
+
+def make_certificate(*, tool: str, claim: str, interactive: bool, result: SearchResult, judgement: Judgement,
+                     seed: int, trials: int, adapter: dict[str, Any], identity: dict[str, str],
+                     why: str = "", reproduce: str) -> Certificate:
+    observations = result.observations
+    replays = [observation for observation in observations if observation.kind != KILL]
+    kills = [observation for observation in observations if observation.kind == KILL]
+    hints = hints_in(why)
+    data: dict[str, Any] = {
+        "format": FORMAT, "tool": tool, "claim": claim, "interactive": interactive,
+        "verdict": judgement.verdict, "strongest_supported": judgement.strongest, "reason": judgement.reason,
+        "trials": {"requested": trials, "replay": len(replays), "kill": len(kills),
+                   "refused": sum(not observation.ok for observation in replays),
+                   "changed_world": sum(observation.changed for observation in replays),
+                   "replay_differed": sum(observation.differs for observation in replays),
+                   "kill_diverged": sum(observation.differs for observation in kills)},
+        "seed": seed, "evidence_digest": evidence_digest(observations, result.found),
+        "identity": identity, "adapter": adapter, "killpoint_version": killpoint_version(),
+        "reproduce": reproduce, "seconds": round(result.seconds, 3),
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if why:
+        data["hint"] = {"why": why, "hints": hints, "contradiction": hint_contradiction(claim, judgement, why)}
+    if result.found is not None:
+        role = "counterexample" if judgement.verdict == REFUTED else "witness"
+        data[role] = evidence_json(result.found)
+    data["observations"] = [observation.to_json() for observation in observations]
+    return Certificate(data)
+
+
+def certificate_path(folder: Path, tool: str) -> Path:
+    return folder / (re.sub(r"[^A-Za-z0-9_.-]", "_", tool) + ".json")
+
+
+def write_certificate(folder: Path, certificate: Certificate) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = certificate_path(folder, certificate.tool)
+    path.write_text(json.dumps(certificate.data, indent=1, ensure_ascii=False, default=str) + "\n")
+    return path
+
+
+def read_certificate(path: Path) -> Certificate | None:
+    """The certificate in ``path``, or None when it is missing or not one."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or "identity" not in data:
+        return None
+    return Certificate(data)
+
+
+def staleness(certificate: Certificate, identity: dict[str, str]) -> str | None:
+    """Why ``certificate`` no longer describes the tool whose identity is now ``identity``; None if it still does."""
+    then = certificate.data.get("identity", {})
+    if then.get("digest") == identity.get("digest"):
+        return None
+    return (f"stale: the tool changed since it was certified ({then.get('kind', '?')} "
+            f"{str(then.get('digest'))[:19]} then, {str(identity.get('digest'))[:19]} now); certify it again")

@@ -1,0 +1,159 @@
+"""``killpoint certify``: flags, the terminal table, and exit codes (0 all hold, 1 a claim REFUTED or a stale certificate, 2 bad input).
+
+Kept light: the heavy modules (Hypothesis, the fake tools) load only when the
+command runs, so ``killpoint --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness._ci import CI_SEED, ci_profile
+from harness.errors import ConfigError
+
+DEFAULT_TRIALS = 25
+EXIT_OK, EXIT_REFUTED = 0, 1
+
+
+def add_certify_parser(commands: Any) -> None:
+    """Register ``certify`` on the ``killpoint`` subcommands."""
+    certify = commands.add_parser(
+        "certify", help="check tools' idempotency classes by running them, replaying them and killing them part-way")
+    certify.add_argument("tool", nargs="?", help="the tool to certify (a fake tool, or one run by --python/--command)")
+    certify.add_argument("--claim", metavar="CLASS", help="the class to check: READ_ONLY, IDEMPOTENT_WRITE, "
+                                                          "NON_IDEMPOTENT or UNKNOWN (default: the reference catalogue's)")
+    certify.add_argument("--catalogue", metavar="FILE", help="certify every tool of this catalogue (TOML, e.g. from "
+                                                             "`catalogue from-mcp`), or just TOOL with its class there")
+    certify.add_argument("--check", metavar="DIR", type=Path, help="check the certificates in DIR against the tools "
+                                                                   "as they are now (stale or fresh)")
+    certify.add_argument("--trials", type=int, default=DEFAULT_TRIALS, metavar="N",
+                         help=f"argument draws per tool (default {DEFAULT_TRIALS}); kill trials come on top")
+    certify.add_argument("--seed", type=int, help="seed of the draws (default: drawn and printed; 0 when CI is set)")
+    certify.add_argument("--out", type=Path, default=Path("certificates"), metavar="DIR",
+                         help="where the certificates go, one JSON file per tool (default ./certificates)")
+    certify.add_argument("--no-kill", action="store_true", help="replays only: no call killed part-way")
+    tools = certify.add_argument_group("tools outside the project")
+    tools.add_argument("--python", metavar="MODULE:FUNCTION",
+                       help="a Python tool called as FUNCTION(world_dir, args[, tool=NAME])")
+    tools.add_argument("--python-snapshot", metavar="MODULE:FUNCTION",
+                       help="FUNCTION(world_dir) -> the world's canonical state (default: every file under it)")
+    tools.add_argument("--command", dest="command_line", metavar="'ARGV'", help="a command run in the world directory; {args} is the "
+                                                          "arguments as JSON (else on stdin), {world} and {tool} too")
+    tools.add_argument("--snapshot-command", metavar="'ARGV'",
+                       help="prints the world's canonical state on stdout (default: every file under it)")
+    tools.add_argument("--world", metavar="DIR", help="each trial's world starts as a copy of DIR (default: empty)")
+    tools.add_argument("--schema", metavar="FILE.json", help="the arguments' JSON Schema (or TOOL -> schema)")
+
+
+def command_certify(args: argparse.Namespace, out: TextIO) -> int:
+    """Run ``killpoint certify`` as parsed; ConfigError for bad input (the caller prints it and exits 2)."""
+    modes = [flag for flag, used in (("TOOL", args.tool and not args.catalogue), ("--catalogue", args.catalogue),
+                                     ("--check", args.check)) if used]
+    if len(modes) != 1:
+        raise ConfigError("certify what? give TOOL --claim CLASS, --catalogue FILE, or --check DIR (one of them)"
+                          if not modes else f"{' and '.join(modes)} are exclusive")
+    if args.check:
+        return _check(args.check, out)
+    from harness.certify.adapters import ExternalSpec
+    from harness.certify.run import certify, claims_from_catalogue, single_claim
+
+    _check_flags(args)
+    external = ExternalSpec(args.python, args.python_snapshot, args.command_line, args.snapshot_command, args.world,
+                            args.schema)
+    claims = claims_from_catalogue(args.catalogue, args.tool) if args.catalogue else [single_claim(args.tool, args.claim)]
+    seed = args.seed if args.seed is not None else CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32)
+    out.write(f"killpoint certify: {len(claims)} tool(s), {args.trials} draws each, seed {seed}"
+              f"{', no kills' if args.no_kill else ''}; certificates in {args.out}\n")
+    out.write(f"{'TOOL':<24} {'CLAIM':<17} {'VERDICT':<13} {'SUPPORTED':<17} {'TRIALS':>6}  NOTE\n")
+    started = time.monotonic()
+
+    def row(certified: Any) -> None:
+        data = certified.certificate.data
+        trials = f"{data['trials']['replay']}+{data['trials']['kill']}"
+        out.write(f"{data['tool']:<24} {data['claim']:<17} {data['verdict']:<13} "
+                  f"{data['strongest_supported'] or '-':<17} {trials:>6}  {_note(data)}\n")
+        out.flush()
+
+    done = certify(claims, external, trials=args.trials, seed=seed, out=args.out, kill=not args.no_kill,
+                   strict=not args.catalogue, on_done=row)
+    for certified in done:
+        _details(certified, out)
+    counts = {verdict: sum(c.certificate.verdict == verdict for c in done)
+              for verdict in ("CONFIRMED", "REFUTED", "INCONCLUSIVE")}
+    out.write(f"certify: {len(done)} tool(s): " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+              + f" in {time.monotonic() - started:.1f}s; seed {seed}; certificates in {args.out}\n")
+    return EXIT_REFUTED if counts["REFUTED"] else EXIT_OK
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    problems = []
+    if args.catalogue and args.claim:
+        problems.append("--claim goes with TOOL alone; with --catalogue the catalogue gives each tool's class")
+    if args.trials < 1:
+        problems.append(f"--trials {args.trials}: give a positive number")
+    if args.python_snapshot and not args.python:
+        problems.append("--python-snapshot goes with --python")
+    if args.snapshot_command and not args.command_line:
+        problems.append("--snapshot-command goes with --command")
+    if (args.world or args.schema) and not (args.python or args.command_line):
+        problems.append("--world and --schema describe a tool run by --python or --command")
+    if len(problems) == 1:
+        raise ConfigError(problems[0])
+    if problems:
+        raise ConfigError(f"certify: {len(problems)} problems with the flags", tuple(problems))
+
+
+def _note(data: dict[str, Any]) -> str:
+    hint = data.get("hint") or {}
+    if hint.get("contradiction"):
+        return "contradicts MCP hint " + ", ".join(hint.get("hints", []))
+    if data["verdict"] == "CONFIRMED" and data["interactive"]:
+        return "interactive: RETRY"
+    if data["reason"].startswith("looks over-cautious"):
+        return "over-cautious? VERIFY could be RETRY"
+    if data["verdict"] == "CONFIRMED":
+        return ""
+    reason = data["reason"]
+    return reason if len(reason) <= 60 else reason[:60].rsplit(" ", 1)[0] + " ..."
+
+
+def _details(certified: Any, out: TextIO) -> None:
+    """The counterexample (REFUTED) or the reason (INCONCLUSIVE), and the line that reproduces it."""
+    data = certified.certificate.data
+    if certified.replaced_stale:
+        out.write(f"\n{data['tool']}: the certificate it replaced was {certified.replaced_stale}\n")
+    if data["verdict"] == "CONFIRMED":
+        return
+    out.write(f"\n{data['verdict']} {data['tool']}: claimed {data['claim']}; "
+              f"the evidence supports {data['strongest_supported'] or 'nothing yet'}\n  {data['reason']}\n")
+    example = data.get("counterexample")
+    if example:
+        out.write(f"  check: {example['check']}\n  args: {json.dumps(example['args'], ensure_ascii=False)}\n")
+        kill = example.get("kill")
+        if kill:
+            where = f"point {kill['point']}, before {kill['label']}" if kill.get("point") else f"{kill['after_ms']} ms"
+            out.write(f"  killed at {where}\n")
+        for title, lines in example["diffs"].items():
+            out.write(f"  {title}:\n" + "".join(f"    {line}\n" for line in lines or ["(no difference)"]))
+    hint = data.get("hint") or {}
+    if hint.get("contradiction"):
+        out.write(f"  {hint['contradiction']}\n")
+    out.write(f"  certificate: {certified.path}\n  reproduce: {data['reproduce']}\n")
+
+
+def _check(folder: Path, out: TextIO) -> int:
+    from harness.certify.run import check_folder
+
+    rows = check_folder(folder)
+    out.write(f"{'TOOL':<24} {'VERDICT':<13} STATUS\n")
+    for row in rows:
+        out.write(f"{row.tool:<24} {row.verdict:<13} {row.status}\n")
+    bad = [row for row in rows if not row.ok]
+    out.write(f"certify --check: {len(rows)} certificate(s), {len(bad)} stale, refuted or uncheckable in {folder}\n")
+    return EXIT_REFUTED if bad else EXIT_OK
+

@@ -1,0 +1,207 @@
+"""Trials on fresh worlds, and the Hypothesis search that finds (and shrinks) the one that breaks a claim.
+
+Two kinds of trial, each on a fresh world:
+
+- replay: one call, then the same call again; snapshots before, after one, after both.
+- kill: the call runs in a child that is SIGKILLed at a seeded kill point (see
+  ``points``), then the call is replayed; the world must equal the world of one
+  uninterrupted call. Run only where a replay looked harmless and the world
+  changed (a read leaves nothing half-done; a replay that already differs
+  needs no kill to be caught).
+
+Hypothesis draws the arguments (and the kill point), runs the property
+"this trial keeps the claim's promise", and shrinks a failure: the last failing
+example it runs is the minimal one, and that is the counterexample. Trials are
+memoised by their draw, so a shrink replays a known result instead of a new,
+possibly different one (a time-stamping tool would otherwise look flaky).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from harness import protocol
+from harness.certify.adapters import Target, TrialError
+
+REPLAY, KILL = "replay", "kill"
+Snapshot = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one trial showed; plain data, so its JSON is the evidence a certificate digests."""
+
+    kind: str                         # REPLAY or KILL
+    args: dict[str, Any]
+    ok: bool                          # the (first, or replaying) call succeeded
+    error: str | None
+    changed: bool                     # replay: one call changed the world; kill: the killed call had
+    differs: bool                     # replay: the replay changed it again; kill: it did not end as one call
+    points: int = 0                   # kill points the call passed (uninterrupted) or reached (killed)
+    kill_at: int | None = None        # the point where the SIGKILL landed
+    kill_label: str | None = None     # what the tool was about to do there
+    kill_after_ms: int | None = None  # a timed kill (a command that declares no points)
+    killed: bool = True               # False: the call ended before the kill came
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A trial with its snapshots, in the order they were taken (the counterexample or the witness)."""
+
+    observation: Observation
+    snapshots: dict[str, Snapshot]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    observations: tuple[Observation, ...]
+    found: Evidence | None   # the shrunk trial that broke the searched property
+    error: str | None        # why the trials could not go on
+    seconds: float
+
+
+class _Found(Exception):
+    """The property failed; Hypothesis shrinks, and the last one raised is the minimal example."""
+
+
+class _Abort(BaseException):
+    """Not an ``Exception``: Hypothesis lets it through at once instead of shrinking a broken harness."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def breaks_promise(claim: str, interactive: bool, observation: Observation) -> bool:
+    """Does this trial break what ``claim`` promises (for NON_IDEMPOTENT/UNKNOWN: "a replay is harmless")?"""
+    if claim == protocol.READ_ONLY and not interactive:
+        return observation.changed or observation.differs
+    return observation.differs
+
+
+def wants_kill(claim: str, interactive: bool, observation: Observation) -> bool:
+    """Kill part-way where a replay looked harmless and the world changed: only there can a torn call hide."""
+    return (not interactive and claim != protocol.READ_ONLY and observation.kind == REPLAY
+            and observation.changed and not observation.differs)
+
+
+def replay_trial(target: Target, args: dict[str, Any], folder: Path) -> tuple[Observation, dict[str, Snapshot], float]:
+    """One call then its replay on a fresh world: (observation, snapshots, seconds the first call took)."""
+    world = target.fresh_world(folder)
+    before = target.snapshot(world)
+    first = target.call(world, args, folder)
+    once = target.snapshot(world)
+    target.call(world, args, folder)
+    twice = target.snapshot(world)
+    observation = Observation(REPLAY, args, first.ok, first.error, once != before, twice != once,
+                              points=len(first.labels))
+    return observation, {"before": before, "after one call": once, "after the replay": twice}, first.seconds
+
+
+def kill_trial(target: Target, args: dict[str, Any], folder: Path, expected: Snapshot, *,
+               at_point: int | None = None, after_ms: int | None = None) -> tuple[Observation, dict[str, Snapshot]]:
+    """The call SIGKILLed at a point (or after a delay) in a child, then replayed, on a fresh world."""
+    world = target.fresh_world(folder)
+    before = target.snapshot(world)
+    run = target.kill(world, args, folder, at_point=at_point, after_s=None if after_ms is None else after_ms / 1000)
+    if run.timed_out:
+        raise TrialError(f"{target.name}: the call to be killed hung (no point, no exit)")
+    at_kill = target.snapshot(world)
+    replay = target.call(world, args, folder)
+    recovered = target.snapshot(world)
+    killed = run.killed_at is not None or run.killed_after_s is not None
+    observation = Observation(
+        KILL, args, replay.ok, replay.error, at_kill != before, recovered != expected, points=len(run.labels),
+        kill_at=run.killed_at, kill_label=run.labels[-1] if run.killed_at else None, kill_after_ms=after_ms,
+        killed=killed)
+    return observation, {"before": before, "after the kill": at_kill, "after the replay": recovered,
+                         "after one uninterrupted call": expected}
+
+
+def search(target: Target, claim: str, *, interactive: bool, trials: int, seed: int,
+           kill: bool = True) -> SearchResult:
+    """Run up to ``trials`` drawn examples of the claim's property; shrink the first failure."""
+    started = time.monotonic()
+    observations: list[Observation] = []
+    found: list[Evidence] = []
+    memo: dict[str, Any] = {}
+    work = Path(tempfile.mkdtemp(prefix="killpoint-certify-"))
+    folders = (work / f"trial-{number}" for number in itertools.count())
+    strategy = target.arguments()
+
+    def once(key: str, run: Callable[[Path], Any]) -> Any:
+        """Run a trial the first time its draw comes; later (shrinking) return the same result."""
+        if key not in memo:
+            folder = next(folders)
+            folder.mkdir()
+            try:
+                memo[key] = run(folder)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+            observations.append(memo[key][0])
+        return memo[key]
+
+    def judge(observation: Observation, snapshots: dict[str, Snapshot]) -> None:
+        if breaks_promise(claim, interactive, observation):
+            found.append(Evidence(observation, snapshots))
+            raise _Found(observation.kind)
+
+    def attempt(data: st.DataObject) -> None:
+        args = data.draw(strategy, label="args")
+        key = json.dumps(args, sort_keys=True, default=str)
+        try:
+            observation, snapshots, seconds = once(key, lambda folder: replay_trial(target, args, folder))
+            judge(observation, snapshots)
+            if not (kill and wants_kill(claim, interactive, observation)):
+                return
+            expected = snapshots["after one call"]
+            if observation.points:
+                point = data.draw(st.integers(1, observation.points), label="kill at point")
+                evidence = once(f"{key} @{point}", lambda folder: kill_trial(
+                    target, args, folder, expected, at_point=point))
+            else:  # a command that declares no points: a seeded delay within one call's duration
+                delay = data.draw(st.integers(0, max(1, math.ceil(seconds * 1000))), label="kill after ms")
+                evidence = once(f"{key} +{delay}ms", lambda folder: kill_trial(
+                    target, args, folder, expected, after_ms=delay))
+            judge(*evidence)
+        except (_Found, _Abort):
+            raise
+        except TrialError as error:
+            raise _Abort(str(error)) from None
+        except Exception as error:  # a harness bug must not crash a whole catalogue: this tool is INCONCLUSIVE
+            raise _Abort(f"{type(error).__name__}: {error}") from None
+
+    run = hypothesis_seed(seed)(settings(
+        max_examples=trials, deadline=None, database=None, derandomize=False, print_blob=False,
+        suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink],
+        verbosity=Verbosity.quiet, report_multiple_bugs=False,
+    )(given(st.data())(attempt)))
+    error = None
+    try:
+        run()
+    except _Found:
+        pass
+    except _Abort as abort:
+        error = abort.message
+    except Exception as unexpected:  # Hypothesis itself gave up (flaky, unsatisfiable): say so, judge nothing
+        error = f"{type(unexpected).__name__}: {unexpected}"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return SearchResult(tuple(observations), found[-1] if found and error is None else None, error,
+                        time.monotonic() - started)

@@ -1,0 +1,271 @@
+"""One self-contained HTML file: the summary, a coverage heat map, and a timeline per failing run.
+
+No external assets (no scripts, fonts or images fetched): the file is opened
+from a CI artifact, often offline. Each failing run's timeline is an inline SVG
+drawn from its evidence (``read_evidence``): incarnations as lanes, each call a
+bar through the crash points it reached, the kill, the recovery's decisions,
+the ledger's invocations, effects and probes, and the finding highlighted —
+followed by the quoted evidence lines and the repro command.
+"""
+
+from __future__ import annotations
+
+import re
+from html import escape
+from pathlib import Path
+
+from harness import protocol as p
+from harness.checker import PROPERTIES
+from harness.evidence import Evidence, Incarnation, Line, read_evidence
+from harness.explore import coverage
+from harness.progress import summary_of, summary_rows
+from harness.report import repro_command
+from harness.runner import GoldenRun
+from harness.scenario import Scenario
+from harness.schedule import format_schedule
+from harness.session import RunOutcome
+
+# Failing runs drawn in full; the rest are listed with their repro commands.
+MAX_TIMELINES = 50
+LEFT, SLOT, TOP, LANE = 170, 26, 64, 78
+RECOVERY_SLOTS = len(p.RECOVERY_POINTS)
+DECISION_COLOURS = {p.SKIP: "#6b7280", p.RETRY: "#c2410c", p.VERIFY: "#1d4ed8"}
+_QUOTED = re.compile(r"^([\w.-]+\.jsonl):(\d+): ")
+
+STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px 32px; color: #111827; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; }
+h3 { font-size: 16px; margin: 0 0 8px; }
+.banner { padding: 10px 14px; border-radius: 6px; font-weight: 600; margin: 12px 0; }
+.banner.fail { background: #fee2e2; color: #991b1b; } .banner.pass { background: #dcfce7; color: #166534; }
+table { border-collapse: collapse; } td, th { padding: 3px 10px; border: 1px solid #e5e7eb; text-align: left; }
+th { background: #f9fafb; font-weight: 600; }
+table.heat td { text-align: center; min-width: 70px; font-variant-numeric: tabular-nums; }
+.run { border: 1px solid #fca5a5; border-radius: 8px; padding: 14px 16px; margin: 18px 0; }
+.finding { margin: 10px 0; } .prop { background: #dc2626; color: white; border-radius: 4px; padding: 1px 6px;
+  font: 600 12px ui-monospace, SFMono-Regular, Menlo, monospace; }
+pre { background: #f3f4f6; padding: 8px 10px; border-radius: 4px; overflow-x: auto; margin: 6px 0;
+  font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, monospace; white-space: pre-wrap; word-break: break-all; }
+pre.repro { background: #111827; color: #f9fafb; font-size: 13px; }
+.muted { color: #6b7280; } .legend span { margin-right: 16px; }
+svg { max-width: 100%; height: auto; display: block; margin: 8px 0; }
+svg text { font: 11px system-ui, sans-serif; } svg .mono { font: 10px ui-monospace, Menlo, monospace; }
+"""
+
+
+def write_html_report(path: Path, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome],
+                      seconds: float) -> None:
+    path.write_text(render_html(scenario, golden, outcomes, seconds))
+
+
+def render_html(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], seconds: float) -> str:
+    """The whole report as one HTML string."""
+    failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
+    body = [f"<h1>killpoint report: {escape(scenario.name)}</h1>",
+            f'<div class="muted">workload <code>{escape(" ".join(scenario.workload))}</code> · plan '
+            f"{escape(scenario.plan.digest)} · {len(scenario.plan.calls)} calls</div>",
+            _summary(golden, outcomes, seconds, failures), _heat_map(scenario, outcomes)]
+    if failures:
+        body.append(f"<h2>Failing runs ({len(failures)})</h2>")
+        body += [_failing_run(scenario, outcome) for outcome in failures[:MAX_TIMELINES]]
+        if len(failures) > MAX_TIMELINES:
+            body.append(f"<p>{len(failures) - MAX_TIMELINES} more failing runs, not drawn:</p>")
+            body += [f"<pre>run {outcome.job.index}: {escape(format_schedule(outcome.job.schedule))}\n"
+                     f"{escape(repro_command(outcome))}</pre>" for outcome in failures[MAX_TIMELINES:]]
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>killpoint: {escape(scenario.name)}</title><style>{STYLE}</style></head>"
+            f"<body>{''.join(body)}</body></html>\n")
+
+
+def _summary(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float, failures: list[RunOutcome]) -> str:
+    summary = summary_of(golden, outcomes, seconds)
+    banner = (f'<div class="banner fail">FAILED: {len(failures)} of {summary["runs"]} runs broke a recovery rule '
+              f"or could not be judged</div>" if failures
+              else f'<div class="banner pass">PASSED: all {summary["runs"]} runs recovered correctly</div>')
+    rows = []
+    for label, text in summary_rows(summary, golden.seconds):
+        if label.startswith("["):
+            prop = label.strip("[]")
+            label, text = f'<span class="prop">{escape(prop)}</span>', f"{text}: {PROPERTIES.get(prop, '')}"
+        else:
+            label = escape(label)
+        rows.append(f"<tr><th>{label}</th><td>{escape(text)}</td></tr>")
+    return f"<h2>Summary</h2>{banner}<table>{''.join(rows)}</table>"
+
+
+def _heat_map(scenario: Scenario, outcomes: list[RunOutcome]) -> str:
+    """Kills per call x point, per incarnation; red where a failing run was killed there."""
+    kills, failing = coverage(outcomes), coverage([outcome for outcome in outcomes if not outcome.verdict.valid])
+    columns = [*p.CALL_POINTS, *p.RECOVERY_POINTS]
+    parts = ["<h2>Coverage</h2><p class='muted'>Kills that really landed at each crash point, per incarnation "
+             "(a timed or event kill counts at the last point announced before it). Red: a failing run was "
+             "killed there.</p>"]
+    for incarnation in sorted(kills):
+        counts, bad = _fold_after(kills[incarnation]), _fold_after(failing.get(incarnation, {}))
+        most = max(counts.values(), default=1)
+        head = "".join(f"<th>{escape(point)}</th>" for point in columns)
+        rows = []
+        for call in [*scenario.plan.call_ids, None]:
+            keys = [point if call is None else f"{call}:{point}" for point in columns]
+            if not any(counts.get(key) for key in keys):
+                continue
+            cells = "".join(_heat_cell(key, incarnation, counts.get(key, 0), bad.get(key, 0), most) for key in keys)
+            rows.append(f"<tr><th>{escape(call or '(recovery)')}</th>{cells}</tr>")
+        parts.append(f"<h3>incarnation {incarnation}</h3><table class='heat'><tr><th></th>{head}</tr>{''.join(rows)}</table>")
+    return "".join(parts)
+
+
+def _fold_after(counts: dict[str, int]) -> dict[str, int]:
+    folded: dict[str, int] = {}
+    for trigger, count in counts.items():
+        folded[trigger.rstrip("+")] = folded.get(trigger.rstrip("+"), 0) + count
+    return folded
+
+
+def _heat_cell(key: str, incarnation: int, count: int, failing: int, most: int) -> str:
+    if not count:
+        return "<td class='muted'>·</td>"
+    strength = 0.2 + 0.6 * count / most
+    colour = f"rgba(220,38,38,{strength:.2f})" if failing else f"rgba(22,163,74,{strength:.2f})"
+    text = f"{count}" + (f" ({failing} failing)" if failing else "")
+    return (f"<td style='background:{colour}' title='{escape(key)}, incarnation {incarnation}: {count} kill(s), "
+            f"{failing} in failing runs'>{text}</td>")
+
+
+def _failing_run(scenario: Scenario, outcome: RunOutcome) -> str:
+    verdict = outcome.verdict
+    findings = []
+    for finding in verdict.findings:
+        where = " ".join(part for part in (finding.call, f"(kill {finding.kill})" if finding.kill else None) if part)
+        quoted = "\n".join(finding.evidence)
+        findings.append(f"<div class='finding'><span class='prop'>{escape(finding.property)}</span> "
+                        f"<b>{escape(where)}</b> {escape(finding.message)}"
+                        + (f"<pre>{escape(quoted)}</pre>" if quoted else "") + "</div>")
+    extra = "".join(f"<p class='muted'>note: {escape(note)}</p>" for note in verdict.notes)
+    if verdict.error:
+        extra += f"<pre>{escape(verdict.error)}</pre>"
+    label = "FAIL" if verdict.valid is False else "UNKNOWN"
+    return (f"<div class='run' id='run-{outcome.job.index}'><h3>{label} run {outcome.job.index}: kill at "
+            f"{escape(format_schedule(outcome.job.schedule))}</h3>{timeline_svg(scenario, outcome)}"
+            "<div class='legend muted'><span>● crash point reached</span><span>✕ SIGKILL</span>"
+            "<span>▲ tool invoked</span><span>◆ effect</span><span>○ probe</span><span>SKIP/RETRY/VERIFY: "
+            "recovery decision</span><span>red: the finding</span><br>a call's five columns: "
+            f"{', '.join(p.CALL_POINTS)}; recovery: {', '.join(p.RECOVERY_POINTS)}</div>"
+            f"{''.join(findings)}{extra}<p class='muted'>evidence: {escape(str(outcome.run_dir))}</p>"
+            f"<pre class='repro'>{escape(repro_command(outcome))}</pre></div>")
+
+
+def _slot(point: str, call_ids: tuple[str, ...]) -> float | None:
+    """The x slot of a crash point: recovery points first, then five per call."""
+    if point in p.RECOVERY_POINTS:
+        return p.RECOVERY_POINTS.index(point)
+    call, _, name = point.rpartition(":")
+    if call not in call_ids or name not in p.CALL_POINTS:
+        return None
+    return RECOVERY_SLOTS + call_ids.index(call) * len(p.CALL_POINTS) + p.CALL_POINTS.index(name)
+
+
+def _x(slot: float) -> float:
+    return LEFT + (slot + 0.5) * SLOT
+
+
+def timeline_svg(scenario: Scenario, outcome: RunOutcome) -> str:
+    """The run as an inline SVG: a lane per incarnation, a column per crash point."""
+    calls = scenario.plan.call_ids
+    evidence = read_evidence(outcome.run_dir)
+    quoted = {(match[1], int(match[2])) for finding in outcome.verdict.findings for text in finding.evidence
+              if (match := _QUOTED.match(text))}
+    blamed = {finding.call for finding in outcome.verdict.findings if finding.call}
+    lanes = max(len(outcome.incarnations), 1)
+    width = LEFT + (RECOVERY_SLOTS + len(calls) * len(p.CALL_POINTS)) * SLOT + 12
+    height = TOP + lanes * LANE + 8
+    svg = [f'<svg viewBox="0 0 {width} {height}" width="{width}" '
+           f'height="{height}" role="img" aria-label="timeline of run {outcome.job.index}">']
+    svg += _columns(scenario, blamed, outcome, height)
+    for number, incarnation in enumerate(outcome.incarnations):
+        svg += _lane(number, incarnation, calls, evidence, quoted, width)
+    svg.append("</svg>")
+    return "".join(svg)
+
+
+def _columns(scenario: Scenario, blamed: set[str], outcome: RunOutcome, height: int) -> list[str]:
+    """Column headers: the recovery block, then one band per call (red where a finding names the call)."""
+    parts = [f'<text x="{_x(0) - SLOT / 2}" y="20" font-weight="600">recovery</text>']
+    for index, call in enumerate(scenario.plan.calls):
+        left = LEFT + (RECOVERY_SLOTS + index * len(p.CALL_POINTS)) * SLOT
+        band = len(p.CALL_POINTS) * SLOT
+        fill = "#fee2e2" if call.call_id in blamed else ("#f9fafb" if index % 2 else "#f3f4f6")
+        parts.append(f'<rect x="{left}" y="0" width="{band}" height="{height}" fill="{fill}"/>')
+        parts.append(f'<text x="{left + 4}" y="20" font-weight="600">{escape(call.call_id)} {escape(call.tool)}</text>')
+        parts.append(f'<text x="{left + 4}" y="34" class="mono" fill="#6b7280">'
+                     f"{escape(scenario.catalogue.class_of(call.tool) or '')}</text>")
+        properties = [finding.property for finding in outcome.verdict.findings if finding.call == call.call_id]
+        for line, prop in enumerate(dict.fromkeys(properties)):
+            parts.append(f'<text x="{left + 4}" y="{48 + line * 11}" class="mono" fill="#b91c1c">{escape(prop)}</text>')
+    return parts
+
+
+def _lane(number: int, incarnation: Incarnation, calls: tuple[str, ...], evidence: Evidence, quoted: set[tuple[str, int]],
+          width: int) -> list[str]:
+    top = TOP + number * LANE
+    mid = top + LANE / 2
+    ending = (f"KILLED at {incarnation.killed_at}" if incarnation.killed_at and not incarnation.timed_out
+              else "hung: killed at the timeout" if incarnation.timed_out else f"exited {incarnation.exit_code}")
+    parts = [f'<line x1="0" x2="{width}" y1="{top}" y2="{top}" stroke="#d1d5db"/>',
+             f'<text x="4" y="{top + 18}" font-weight="600">incarnation {incarnation.number}</text>',
+             f'<text x="4" y="{top + 33}" fill="{"#b91c1c" if incarnation.killed_at else "#166534"}">{escape(ending)}</text>',
+             f'<text x="4" y="{top + 48}" class="mono" fill="#6b7280">pid {incarnation.pid}, {incarnation.seconds:.3f}s</text>']
+    by_call: dict[str, list[float]] = {}
+    for point in incarnation.points:
+        slot = _slot(point, calls)
+        if slot is not None:
+            by_call.setdefault(point.rpartition(":")[0], []).append(slot)
+    for call, slots in by_call.items():
+        if call:
+            parts.append(f'<rect x="{_x(min(slots)) - 4}" y="{mid - 5}" width="{(max(slots) - min(slots)) * SLOT + 8}" '
+                         f'height="10" rx="5" fill="#93c5fd"/>')
+    for point in incarnation.points:
+        slot = _slot(point, calls)
+        if slot is not None:
+            parts.append(f'<circle cx="{_x(slot)}" cy="{mid}" r="3.5" fill="#1e3a8a"><title>{escape(point)}</title></circle>')
+    if incarnation.killed_at and incarnation.points:
+        slot = _slot(incarnation.points[-1], calls)
+        if slot is not None:
+            x = _x(slot) + (SLOT / 2 if incarnation.killed_at.split("/")[0] != incarnation.points[-1] else 0)
+            parts.append(f'<g stroke="#dc2626" stroke-width="2.5"><title>SIGKILL at {escape(incarnation.killed_at)}</title>'
+                         f'<line x1="{x}" x2="{x}" y1="{top + 22}" y2="{top + LANE - 4}"/>'
+                         f'<line x1="{x - 6}" x2="{x + 6}" y1="{mid - 14}" y2="{mid - 2}"/>'
+                         f'<line x1="{x - 6}" x2="{x + 6}" y1="{mid - 2}" y2="{mid - 14}"/></g>')
+    for line in evidence.journal_records(p.DECISION):
+        if line.get("incarnation") == incarnation.number and line.get("call") in calls:
+            parts.append(_decision(line, calls, top, (line.source, line.number) in quoted))
+    marks: dict[tuple[str, str], int] = {}
+    for line in evidence.ledger.lines:
+        if line.get("incarnation") == incarnation.number and line.get("call") in calls:
+            parts.append(_ledger_mark(line, calls, mid, marks, (line.source, line.number) in quoted))
+    return parts
+
+
+def _decision(line: Line, calls: tuple[str, ...], top: float, blamed: bool) -> str:
+    action = line.get("action", "?")
+    x = LEFT + (RECOVERY_SLOTS + calls.index(line.get("call")) * len(p.CALL_POINTS) + 2.5) * SLOT
+    colour = "#dc2626" if blamed else DECISION_COLOURS.get(action, "#111827")
+    return (f'<text x="{x}" y="{top + 15}" text-anchor="middle" font-weight="700" fill="{colour}">'
+            f"{escape(str(line.get('found')))}→{escape(str(action))}<title>{escape(line.quote())}</title></text>")
+
+
+def _ledger_mark(line: Line, calls: tuple[str, ...], mid: float, marks: dict[tuple[str, str], int], blamed: bool) -> str:
+    """▲ invoked, ◆ effect, ○ probe, below the call's bar; repeated marks step right."""
+    kind = next((key for key in ("invoked", "effect", "probe") if key in line.record), "effect")
+    call = line.get("call")
+    base = {"invoked": "after_started", "effect": "after_effect", "probe": "before_started"}[kind]
+    repeat = marks[(call, kind)] = marks.get((call, kind), -1) + 1
+    x = _x(_slot(f"{call}:{base}", calls)) + repeat * 9 - (SLOT / 2 if kind == "probe" else 0)
+    y = mid + 20
+    stroke = ' stroke="#dc2626" stroke-width="2.5"' if blamed else ""
+    shape = {"invoked": f'<polygon points="{x - 5},{y + 4} {x + 5},{y + 4} {x},{y - 5}" fill="#6b7280"{stroke}>',
+             "effect": f'<polygon points="{x},{y - 6} {x + 6},{y} {x},{y + 6} {x - 6},{y}" fill="#f59e0b"{stroke}>',
+             "probe": f'<circle cx="{x}" cy="{y}" r="5" fill="white" stroke="{"#dc2626" if blamed else "#1d4ed8"}" '
+                      f'stroke-width="2">'}[kind]
+    closing = "</circle>" if kind == "probe" else "</polygon>"
+    return f"{shape}<title>{escape(line.quote())}</title>{closing}"

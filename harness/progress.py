@@ -1,0 +1,168 @@
+"""What a session prints while it runs and when it ends, in one of three modes.
+
+- ``normal``: a header; each failing run's block as soon as it is judged; a
+  progress bar (schedules done, failing runs so far, rate) on a terminal only,
+  never under the CI profile; then coverage, a summary table, the summary line.
+- ``quiet``: the failing runs' blocks and the summary line, for CI logs.
+- ``machine``: one JSON object per line: one per finished run, then a summary.
+
+Every mode ends a failing session with the first failure's repro command
+(in ``machine`` mode it is the summary's ``reproduce`` field).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from harness._ci import ci_profile
+from harness.explore import coverage
+from harness.report import describe_failure, repro_command, summary_line, write_coverage
+from harness.runner import GoldenRun
+from harness.scenario import Scenario
+from harness.session import JobBatches, RunOutcome, outcome_to_json
+
+MODES = ("normal", "quiet", "machine")
+
+
+class SessionPrinter:
+    """Prints one session; use as a context manager around ``run_session`` so the bar is torn down."""
+
+    def __init__(self, out: TextIO, *, mode: str = "normal", progress_bar: bool | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode {mode!r}: choose one of {', '.join(MODES)}")
+        self.out, self.mode = out, mode
+        self.failing = 0
+        self._progress: Any = None
+        self._task: Any = None
+        self._wants_bar = progress_bar if progress_bar is not None else (
+            mode == "normal" and not ci_profile() and hasattr(out, "isatty") and out.isatty())
+
+    def __repr__(self) -> str:
+        return f"<SessionPrinter {self.mode}, {self.failing} failing run(s) so far, bar {'on' if self._progress else 'off'}>"
+
+    def __enter__(self) -> SessionPrinter:
+        if self._wants_bar:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("[red]{task.fields[failing]} failing"), TextColumn("{task.fields[rate]:.1f} schedules/s"),
+                TimeElapsedColumn(), console=Console(file=self.out), transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task("golden run", total=None, failing=0, rate=0.0)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def header(self, text: str) -> None:
+        if self.mode == "normal":
+            self._write(text + "\n")
+
+    def track(self, batches: JobBatches) -> JobBatches:
+        """The same batches, growing the progress bar's total as each batch is known."""
+
+        def tracked(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list]:
+            for batch in batches(golden, outcomes):
+                if self._progress is not None:
+                    total = self._progress.tasks[0].total or 0
+                    self._progress.update(self._task, description="schedules", total=total + len(batch))
+                yield batch
+
+        return tracked
+
+    def on_outcome(self, outcome: RunOutcome) -> None:
+        """Called as each run is judged, in the order runs finish."""
+        if not outcome.verdict.valid:
+            self.failing += 1
+        if self.mode == "machine":
+            self._write(json.dumps({"kind": "run", **outcome_to_json(outcome)}) + "\n")
+        elif not outcome.verdict.valid:
+            block = io.StringIO()
+            describe_failure(outcome, block)
+            self._write(block.getvalue())
+        if self._progress is not None:
+            task = self._progress.tasks[0]
+            self._progress.update(self._task, advance=1, failing=self.failing,
+                                  rate=(task.completed + 1) / task.elapsed if task.elapsed else 0.0)
+
+    def finish(self, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], seconds: float,
+               *, show_coverage: bool = False) -> None:
+        """The end of the session: summary (table in normal mode) and the first failure's repro command."""
+        failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
+        if self.mode == "machine":
+            self._write(json.dumps({"kind": "summary", **summary_of(golden, outcomes, seconds),
+                                    "reproduce": repro_command(failures[0]) if failures else None}) + "\n")
+            return
+        if self.mode == "normal":
+            if show_coverage:
+                write_coverage(scenario, golden, outcomes, self.out)
+            write_summary_table(golden, outcomes, seconds, self.out)
+        self._write(summary_line(outcomes, seconds) + "\n")
+        if failures:
+            self._write(f"first failure reproduces with: {repro_command(failures[0])}\n")
+
+    def _write(self, text: str) -> None:
+        if self._progress is not None:  # above the live bar, not through it
+            self._progress.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        else:
+            self.out.write(text)
+
+
+def summary_of(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float) -> dict[str, Any]:
+    """The session's figures: runs by verdict, failing runs per property, kills made, coverage, time."""
+    covered = coverage(outcomes)
+    first_kills = set(covered.get(0, {}))
+    return {
+        "runs": len(outcomes),
+        "passed": sum(1 for outcome in outcomes if outcome.verdict.valid),
+        "failed": sum(1 for outcome in outcomes if outcome.verdict.valid is False),
+        "unknown": sum(1 for outcome in outcomes if outcome.verdict.valid is None),
+        "schedules": len({tuple(map(str, outcome.job.schedule)) for outcome in outcomes}),
+        "kills": sum(1 for outcome in outcomes for incarnation in outcome.incarnations if incarnation.killed_at),
+        "properties": dict(Counter(prop for outcome in outcomes for prop in outcome.verdict.properties).most_common()),
+        "coverage": {
+            "golden_points": len(golden.points),
+            "first_kill_points": len(first_kills & set(golden.points)),
+            "points_per_incarnation": {str(number): len(points) for number, points in sorted(covered.items())},
+        },
+        "seconds": round(seconds, 3),
+    }
+
+
+def summary_rows(summary: dict[str, Any], golden_seconds: float) -> list[tuple[str, str]]:
+    """(label, text) rows of the summary; a broken property's label is its name in brackets."""
+    cover, seconds = summary["coverage"], summary["seconds"]
+    deeper = ", ".join(f"incarnation {number}: {count}" for number, count in cover["points_per_incarnation"].items()
+                       if number != "0")
+    return [
+        ("runs", f"{summary['runs']}: {summary['passed']} passed, {summary['failed']} failed"
+                 + (f", {summary['unknown']} unknown" if summary["unknown"] else "")),
+        ("schedules", f"{summary['schedules']} distinct, {summary['kills']} kills made"),
+        *((f"[{prop}]", f"broken in {count} run(s)") for prop, count in summary["properties"].items()),
+        ("coverage", f"{cover['first_kill_points']} of {cover['golden_points']} crash points of the crash-free run "
+                     f"killed" + (f"; points killed later, {deeper}" if deeper else "")),
+        ("time", f"{seconds:.2f}s ({summary['runs'] / seconds if seconds > 0 else 0.0:.1f} schedules/s; "
+                 f"golden run {golden_seconds:.2f}s)"),
+    ]
+
+
+def write_summary_table(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float, out: TextIO) -> None:
+    """The summary as a table (plain text off a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title="killpoint summary", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    for label, text in summary_rows(summary_of(golden, outcomes, seconds), golden.seconds):
+        table.add_row(Text(label, style="red" if label.startswith("[") else ""), text)
+    Console(file=out, highlight=False, width=max(100, Console(file=out).width)).print(table)

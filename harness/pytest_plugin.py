@@ -1,0 +1,272 @@
+"""killpoint's pytest plugin: a chaos test for your own runtime in a few lines.
+
+    def test_my_runtime_recovers(killpoint_run):
+        killpoint_run("scenarios/demo.toml", workload="python -m my_runtime")
+
+``killpoint_run`` runs a whole session (the golden run, then every schedule,
+each recovery judged) with its evidence under the test's own temporary
+directory, which pytest-xdist keeps apart per worker. A test whose runtime
+breaks a rule fails with the findings, and the message ends with the one
+command that reproduces the first failure: ``killpoint repro TOKEN``.
+
+Options: ``--killpoint-seed N``, ``--killpoint-runs N`` (random schedules instead
+of exhaustive), ``--killpoint-depth K``, ``--killpoint-shard K/N`` (CI matrix
+jobs: the shards partition every session's schedules), ``--killpoint-backend``
+and ``--killpoint-report-dir DIR`` (where a failing session's evidence and HTML
+report are copied, for CI artifacts). Under the CI profile (``CI`` set) the seed is 0.
+
+The plugin is loaded by every pytest run where killpoint is installed, so it
+imports the harness only inside the fixture.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness._ci import CI_SEED, ci_profile
+
+# Failing runs described in full in a test's failure message; the HTML report has them all.
+MAX_DESCRIBED = 3
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The session-wide options, checked once."""
+
+    seed: int
+    seed_drawn: bool
+    runs: int | None
+    depth: int
+    shard: tuple[int, int] | None
+    backend: str | None  # None: the scenario file's, else subprocess
+    report_dir: Path | None
+
+
+@dataclass(frozen=True)
+class KillpointResult:
+    """What ``killpoint_run`` returns when every run passed."""
+
+    runs_dir: Path
+    described: str
+    golden: Any  # harness.runner.GoldenRun
+    outcomes: list[Any]  # harness.session.RunOutcome, in job order
+
+
+SETTINGS = pytest.StashKey[Settings]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("killpoint", "killpoint: kill your agent runtime mid-tool-call and judge its recovery")
+    group.addoption("--killpoint-seed", metavar="N", help="seed of random schedules (default: drawn; 0 when CI is set)")
+    group.addoption("--killpoint-runs", metavar="N", help="run N random schedules per session instead of exhaustive ones")
+    group.addoption("--killpoint-depth", metavar="K", help="kills per exhaustive schedule (default 1)")
+    group.addoption("--killpoint-shard", metavar="K/N", help="run only shard K of N of every session's schedules")
+    group.addoption("--killpoint-backend", metavar="NAME",
+                    help="how incarnations run (default: the scenario file's, else subprocess)")
+    group.addoption("--killpoint-report-dir", metavar="DIR",
+                    help="copy each failing session's evidence and HTML report under DIR (for CI artifacts)")
+
+
+def _whole_number(config: pytest.Config, flag: str, problems: list[str], *, least: int) -> int | None:
+    text = config.getoption(flag)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        problems.append(f"{flag} {text!r}: give a whole number >= {least}, e.g. {flag} {max(least, 1) * 50}")
+        return None
+    return value
+
+
+def settings_from(config: pytest.Config, drawn_seed: int | None = None) -> Settings:
+    """Check every killpoint option at once; a bad one is a usage error naming its flag.
+
+    The harness is imported only to check an option that was given.
+    """
+    problems: list[str] = []
+    seed = _whole_number(config, "--killpoint-seed", problems, least=0)
+    runs = _whole_number(config, "--killpoint-runs", problems, least=1)
+    depth = _whole_number(config, "--killpoint-depth", problems, least=1)
+    shard = None
+    if (shard_text := config.getoption("--killpoint-shard")) is not None:
+        from harness.errors import ConfigError
+        from harness.explore import parse_shard
+
+        try:
+            shard = parse_shard(shard_text)
+        except ConfigError:
+            problems.append(f"--killpoint-shard {shard_text!r}: write K/N with 1 <= K <= N, e.g. --killpoint-shard 2/3")
+    if (backend := config.getoption("--killpoint-backend")) is not None:
+        from harness.backends import BACKENDS
+
+        if backend not in BACKENDS:
+            problems.append(f"--killpoint-backend {backend!r}: unknown backend; choose one of {', '.join(BACKENDS)}")
+    if problems:
+        raise pytest.UsageError("killpoint: " + "; ".join(problems))
+    drawn = seed is None and drawn_seed is None and not ci_profile()
+    if seed is None:
+        seed = drawn_seed if drawn_seed is not None else CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32)
+    report_dir = config.getoption("--killpoint-report-dir")
+    return Settings(seed, drawn, runs, depth or 1, shard, backend, Path(report_dir).resolve() if report_dir else None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "killpoint: a chaos test running killpoint sessions (set on every test "
+                                       "that uses the killpoint_run fixture)")
+    # An xdist worker takes the controller's seed, so every worker runs the same schedules.
+    workerinput = getattr(config, "workerinput", None)
+    config.stash[SETTINGS] = settings_from(config, workerinput.get("killpoint_seed") if workerinput else None)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: hand each worker the controller's seed."""
+    node.workerinput["killpoint_seed"] = node.config.stash[SETTINGS].seed
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    settings = config.stash[SETTINGS]
+    seed = (f"seed {settings.seed} (drawn; --killpoint-seed {settings.seed} replays it)" if settings.seed_drawn
+            else f"seed {settings.seed}")
+    shard = f", shard {settings.shard[0]}/{settings.shard[1]}" if settings.shard else ""
+    return f"killpoint: {seed}{shard}" + (f", backend {settings.backend}" if settings.backend else "")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "killpoint_run" in getattr(item, "fixturenames", ()):
+            item.add_marker("killpoint")
+
+
+@pytest.fixture
+def killpoint_run(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., KillpointResult]:
+    """Run a killpoint session; fail the test, ending with ``killpoint repro TOKEN``, if a run breaks a rule.
+
+    ``killpoint_run(scenario, *, workload=None, kill_at=None, runs=None, depth=None,
+    seed=None, jobs=1, timeout=None)``: ``scenario`` is a scenario file (relative
+    to pytest's rootdir); ``workload`` replaces its command ({python} is this
+    interpreter); ``kill_at`` runs one schedule (a kill point, or one per
+    incarnation); ``runs`` draws random schedules; else every schedule up to
+    ``depth`` kills. Keywords override the ``--killpoint-*`` options.
+    """
+    settings = request.config.stash[SETTINGS]
+    kept = settings.report_dir / re.sub(r"[^\w.-]+", "_", request.node.nodeid).strip("_") if settings.report_dir else None
+    sessions = 0
+
+    def run(scenario: str | Path, *, workload: str | None = None, kill_at: str | Sequence[str] | None = None,
+            runs: int | None = None, depth: int | None = None, seed: int | None = None, jobs: int = 1,
+            timeout: float | None = None) -> KillpointResult:
+        nonlocal sessions
+        sessions += 1
+        name = f"killpoint-{sessions}"
+        return _run(settings, _scenario_path(Path(scenario), request.config.rootpath), tmp_path / name,
+                    kept / name if kept else None, workload=workload,
+                    kill_at=[kill_at] if isinstance(kill_at, str) else kill_at, runs=runs, depth=depth, seed=seed,
+                    jobs=jobs, timeout=timeout)
+
+    return run
+
+
+def _scenario_path(path: Path, rootpath: Path) -> Path:
+    """The scenario file, relative to the working directory where it lies below it.
+
+    A repro token records this path, so a token from CI works from a checkout anywhere.
+    """
+    path = path if path.is_absolute() else rootpath / path
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def _run(settings: Settings, scenario_path: Path, runs_dir: Path, keep_failures_in: Path | None, *, workload: str | None,
+         kill_at: Sequence[str] | None, runs: int | None, depth: int | None, seed: int | None, jobs: int,
+         timeout: float | None) -> KillpointResult:
+    import time
+    from dataclasses import replace
+
+    from harness import explore
+    from harness.errors import HarnessError
+    from harness.scenario import load_scenario, with_workload
+    from harness.schedule import RandomFaults, parse_kill_point
+    from harness.session import run_session
+
+    started = time.monotonic()
+    try:
+        scenario = load_scenario(scenario_path)
+        if workload is not None:
+            scenario = with_workload(scenario, workload)
+        if timeout is not None:
+            scenario = replace(scenario, timeout_s=timeout)
+        seed = settings.seed if seed is None else seed
+        needs_rendezvous = True
+        if kill_at:
+            schedule = tuple(parse_kill_point(text, scenario.plan) for text in kill_at)
+            batches, described = explore.given_batches(schedule), f"kill at {', '.join(kill_at)}"
+            needs_rendezvous = any(kill.uses_rendezvous for kill in schedule)
+        elif runs is not None or (depth is None and settings.runs is not None):
+            runs = runs if runs is not None else settings.runs
+            batches = explore.random_batches(scenario.plan, seed, runs, RandomFaults())
+            described = f"{runs} random schedules, seed {seed}"
+        else:
+            depth = depth if depth is not None else settings.depth
+            batches, described = explore.exhaustive_batches(depth), f"exhaustive to depth {depth}"
+        if settings.shard:
+            batches = explore.sharded(batches, *settings.shard)
+            described += f", shard {settings.shard[0]}/{settings.shard[1]}"
+        backend = settings.backend or scenario.backend or "subprocess"
+        golden, outcomes = run_session(scenario, batches, runs_dir, backend_name=backend, jobs=jobs,
+                                       backend_options={"image": scenario.image} if backend == "docker" and scenario.image
+                                       else None, needs_rendezvous=needs_rendezvous)
+    except HarnessError as error:
+        pytest.fail(f"killpoint: {error}", pytrace=False)
+    failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
+    if failures:
+        if keep_failures_in is not None:
+            runs_dir, outcomes = _copy_evidence(runs_dir, outcomes, keep_failures_in)
+        pytest.fail(_failure_message(scenario, golden, outcomes, described, runs_dir, time.monotonic() - started),
+                    pytrace=False)
+    return KillpointResult(runs_dir, described, golden, outcomes)
+
+
+def _copy_evidence(runs_dir: Path, outcomes: list[Any], destination: Path) -> tuple[Path, list[Any]]:
+    """Copy a failing session's evidence to ``--killpoint-report-dir`` (a CI artifact); outcomes point at the copy."""
+    import shutil
+    from dataclasses import replace
+
+    shutil.rmtree(destination, ignore_errors=True)  # only ever a copy this plugin made on an earlier run
+    shutil.copytree(runs_dir, destination)
+    return destination, [replace(outcome, run_dir=destination / outcome.run_dir.name) for outcome in outcomes]
+
+
+def _failure_message(scenario: Any, golden: Any, outcomes: list[Any], described: str, runs_dir: Path,
+                     seconds: float) -> str:
+    """Every failing run's findings (the first few in full), the HTML report, then the repro command last."""
+    import io
+
+    from harness.html_report import write_html_report
+    from harness.report import describe_failure, repro_command, summary_line
+
+    failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
+    text = io.StringIO()
+    text.write(f"killpoint: {scenario.name} ({described}): {len(failures)} of {len(outcomes)} runs broke "
+               f"the recovery rules\n")
+    for outcome in failures[:MAX_DESCRIBED]:
+        describe_failure(outcome, text)
+    for outcome in failures[MAX_DESCRIBED:]:
+        text.write(f"FAIL run {outcome.job.index}: [{', '.join(outcome.verdict.properties) or 'unknown'}] "
+                   f"{repro_command(outcome)}\n")
+    text.write(summary_line(outcomes, seconds) + "\n")
+    write_html_report(runs_dir / "report.html", scenario, golden, outcomes, seconds)
+    text.write(f"HTML report: {runs_dir / 'report.html'}\nreproduce the first failure with:\n{repro_command(failures[0])}")
+    return text.getvalue()

@@ -1,0 +1,128 @@
+"""The pytest plugin, through pytester: five-line chaos tests pass and fail as they should,
+under pytest-xdist, with the repro command last; its options reach the session; bad options
+are usage errors naming the flag; the CI profile fixes the seed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from tests.helpers import DEMO
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture(autouse=True)
+def quiet_rewrite_warning(pytester):
+    """Inline runs load the plugin again, whose package the outer run has imported already."""
+    pytester.makeini("[pytest]\nfilterwarnings = ignore::pytest.PytestAssertRewriteWarning\n")
+
+CHAOS_TESTS = f"""
+DEMO = {str(DEMO)!r}
+
+def test_reference_runtime_recovers(killpoint_run):
+    killpoint_run(DEMO, workload="{{python}} -m scenarios.reference_runtime", kill_at="c4:after_started")
+
+def test_mutant_recovers(killpoint_run):
+    killpoint_run(DEMO, workload="{{python}} -m scenarios.mutants.retry_non_idempotent", kill_at="c4:after_started")
+"""
+
+
+def test_chaos_tests_under_xdist_fail_with_the_repro_command_last(pytester):
+    pytester.makepyfile(test_chaos=CHAOS_TESTS)
+    junit = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "killpoint", f"--junitxml={junit}",
+                                           "--killpoint-report-dir", "report")
+    result.assert_outcomes(passed=1, failed=1)
+    output = result.stdout.str()
+    assert "killpoint repro kp1." in output
+    assert "[interrupted-action] c4 (kill c4:after_started)" in output
+    # The message ends with the repro command, alone on its line.
+    lines = output.splitlines()
+    after = lines.index(next(line for line in lines if line.endswith("reproduce the first failure with:"))) + 1
+    assert lines[after].lstrip("E ").startswith("killpoint repro kp1.")
+    # Only the failing session's evidence and HTML report are kept for CI artifacts.
+    (kept,) = (pytester.path / "report").iterdir()
+    assert kept.name == "test_chaos.py_test_mutant_recovers"
+    assert (kept / "killpoint-1" / "report.html").is_file() and (kept / "killpoint-1" / "run-00000").is_dir()
+    assert f"evidence: {kept / 'killpoint-1' / 'run-00000'}" in output
+    # Each xdist worker ran its session under its own base directory.
+    goldens = {golden.resolve() for golden in pytester.path.glob("runpytest-*/popen-gw*/*/killpoint-1/golden")}
+    assert len(goldens) == 2 and len({golden.parts[-4] for golden in goldens}) == 2
+
+    cases = {case.get("name"): case for case in ElementTree.parse(junit).getroot().iter("testcase")}
+    assert set(cases) == {"test_reference_runtime_recovers", "test_mutant_recovers"}
+    assert cases["test_reference_runtime_recovers"].find("failure") is None
+    failure = cases["test_mutant_recovers"].find("failure")
+    assert failure is not None and "killpoint repro kp1." in (failure.get("message", "") + (failure.text or ""))
+
+
+def test_options_reach_every_session(pytester):
+    pytester.makepyfile(test_options=f"""
+        from harness.explore import shard_of
+        from harness.schedule import derived_seed
+
+        def test_random_runs_and_seed(killpoint_run):
+            result = killpoint_run({str(DEMO)!r})
+            assert result.described == "3 random schedules, seed 11, shard 2/3"
+            assert all(outcome.job.seed == derived_seed(11, outcome.job.index) for outcome in result.outcomes)
+            assert all(shard_of(outcome.job, 3) == 2 for outcome in result.outcomes)
+
+        def test_exhaustive_shard(killpoint_run):
+            result = killpoint_run({str(DEMO)!r}, depth=1)
+            assert result.described == "exhaustive to depth 1, shard 2/3"
+            assert 0 < len(result.outcomes) < 30
+            assert all(shard_of(outcome.job, 3) == 2 for outcome in result.outcomes)
+            assert (result.runs_dir / "golden").is_dir()
+    """)
+    result = pytester.runpytest("--killpoint-runs", "3", "--killpoint-seed", "11", "--killpoint-shard", "2/3",
+                                "--killpoint-backend", "subprocess", "-m", "killpoint")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["killpoint: seed 11, shard 2/3, backend subprocess"])
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--killpoint-seed", "seven"), ("--killpoint-runs", "0"), ("--killpoint-depth", "-1"),
+    ("--killpoint-shard", "4/3"), ("--killpoint-shard", "two"), ("--killpoint-backend", "vm"),
+])
+def test_a_bad_option_is_a_usage_error_naming_its_flag(pytester, flag, value):
+    result = pytester.runpytest(f"{flag}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{flag} {value!r}" in result.stderr.str()
+
+
+def test_every_bad_option_is_named_at_once(pytester):
+    result = pytester.runpytest("--killpoint-runs=x", "--killpoint-shard=0/2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--killpoint-runs 'x'" in result.stderr.str() and "--killpoint-shard '0/2'" in result.stderr.str()
+
+
+def test_ci_profile_fixes_the_seed(pytester, monkeypatch):
+    monkeypatch.setenv("CI", "true")
+    assert "killpoint: seed 0\n" in pytester.runpytest().stdout.str()
+    monkeypatch.delenv("CI")
+    assert "(drawn; --killpoint-seed " in pytester.runpytest().stdout.str()
+
+
+def test_a_bad_scenario_fails_the_test_with_the_message(pytester):
+    pytester.makepyfile(test_bad="""
+        def test_missing(killpoint_run):
+            killpoint_run("no/such.toml")
+    """)
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*killpoint: *no/such.toml: cannot read the scenario*"])
+
+
+def test_the_plugin_imports_no_harness_until_used(pytester):
+    """A pytest run that uses no chaos test loads the plugin and nothing else of killpoint."""
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    code = ("import sys, pytest; pytest.main(['-q', '-p', 'no:cacheprovider']); "
+            "print(sorted(name for name in sys.modules if name.startswith(('harness', 'rich', 'fake_tools'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            cwd=pytester.path).stdout
+    assert "1 passed" in loaded
+    assert loaded.strip().splitlines()[-1] == "['harness', 'harness._ci', 'harness.pytest_plugin']"
