@@ -67,7 +67,7 @@ SILENT_MUTANT = "{python} -m scenarios.silent scenarios.mutants.retry_non_idempo
 
 def test_uninstrumented_runtime_is_refused_crash_points_but_caught_by_timed_kills(killpoint):
     assert killpoint("run", DEMO, "--exhaustive", "--workload", SILENT_MUTANT).exit_code == 2
-    caught = killpoint("run", DEMO, "--timed", "--runs", "60", "--seed", "3", "--workload", SILENT_MUTANT)
+    caught = killpoint("run", DEMO, "--kill-on", "journal:started:c4", "--workload", SILENT_MUTANT)
     assert caught.exit_code == 1, caught.out[-1500:]
     assert "[interrupted-action]" in caught.out
 
