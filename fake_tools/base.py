@@ -8,6 +8,7 @@ bookkeeping every tool shares, so the catalogue's tools hold only their logic.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,10 +128,25 @@ def _act(name: str, call: str, args: dict[str, Any], world: World, ledger: Ledge
     errors = schema_errors(tool.schema, args)
     if errors:
         return ToolResult(ok=False, error=f"{name}: " + "; ".join(errors))
+    _take_time(world, name)
     try:
         return ToolResult(ok=True, output=tool.act(ToolContext(world, ledger, name, call), args))
     except (ToolFailed, SandboxError, OSError, UnicodeError) as refusal:
         return ToolResult(ok=False, error=f"{name}: {refusal}")
+
+
+def _take_time(world: World, name: str) -> None:
+    """Wait as long as the world says this tool takes (state area ``latency``, seconds per tool).
+
+    Real tools take time: a network call, an app launch. A scenario that sets
+    ``[world.state.latency]`` opens a real window between a call's invocation
+    and its effect, where a timed or event kill of an uninstrumented runtime
+    lands reliably; the in-process fakes are otherwise too fast to hit.
+    """
+    latency = world.load("latency", {})
+    seconds = latency.get(name, 0) if isinstance(latency, dict) else 0
+    if isinstance(seconds, int | float) and seconds > 0:
+        time.sleep(seconds)
 
 
 def verify(name: str, call: str, args: dict[str, Any], *, world: World, ledger: Ledger) -> bool:

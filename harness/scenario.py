@@ -162,6 +162,7 @@ def load_scenario(path: str | Path) -> Scenario:
     if not isinstance(world, dict) or not isinstance(world.get("files", {}), dict):
         problems.append(f'{path}: world: write files as [world.files] "path" = "content"')
         world = {}
+    problems += _latency_problems(path, world.get("state", {}))
     if data.get("backend", "subprocess") not in BACKENDS:
         problems.append(f"{path}: backend: {data['backend']!r} is no backend; choose one of {', '.join(BACKENDS)}")
     if not isinstance(data.get("image", ""), str):
@@ -185,6 +186,17 @@ def load_scenario(path: str | Path) -> Scenario:
         backend=data.get("backend"),
         image=data.get("image"),
     )
+
+
+def _latency_problems(path: Path, state: Any) -> list[str]:
+    """``[world.state.latency]`` maps a tool to the seconds each of its calls takes."""
+    latency = state.get("latency", {}) if isinstance(state, dict) else {}
+    fix = "write it as [world.state.latency] tool_name = seconds (a number from 0 to 60)"
+    if not isinstance(latency, dict):
+        return [f"{path}: world.state.latency: {fix}"]
+    return [f"{path}: world.state.latency.{tool}: {seconds!r} is not a delay; {fix}"
+            for tool, seconds in latency.items()
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds <= 60]
 
 
 def scenario_from_flags(workload: str, plan: str, catalogue: str | None) -> Scenario:

@@ -65,20 +65,47 @@ def test_catalogue_drift_bug_needs_drift(killpoint):
 SILENT_MUTANT = "{python} -m scenarios.silent scenarios.mutants.retry_non_idempotent"
 
 
-def test_uninstrumented_runtime_is_refused_crash_points_but_caught_by_timed_kills(killpoint):
-    assert killpoint("run", DEMO, "--exhaustive", "--workload", SILENT_MUTANT).exit_code == 2
-    caught = killpoint("run", DEMO, "--kill-on", "journal:started:c4", "--workload", SILENT_MUTANT)
+@pytest.fixture
+def slow_demo(tmp_path):
+    """The demo with slow append and ui_tap calls (0.4 s each), as real tools are slow.
+
+    An uninstrumented runtime is killed from outside, some milliseconds after
+    the event; the in-process fakes finish faster than that, so without the
+    delay the kill lands after the call it was aimed at.
+    """
+    path = tmp_path / "slow-demo.toml"
+    path.write_text(DEMO.read_text() + "\n[world.state.latency]\nappend = 0.4\nui_tap = 0.4\n")
+    return path
+
+
+def test_uninstrumented_runtime_is_refused_crash_points_but_caught_by_event_kills(killpoint, slow_demo):
+    assert killpoint("run", slow_demo, "--exhaustive", "--workload", SILENT_MUTANT).exit_code == 2
+    caught = killpoint("run", slow_demo, "--kill-on", "journal:started:c4", "--workload", SILENT_MUTANT)
     assert caught.exit_code == 1, caught.out[-1500:]
-    assert "[interrupted-action]" in caught.out
+    assert "[interrupted-action] c4" in caught.out
 
 
-def test_uninstrumented_runtime_caught_by_event_kill_with_latency(killpoint, tmp_path):
-    caught = killpoint("run", DEMO, "--kill-on", "journal:started:c5", "--workload", SILENT_MUTANT,
+def test_uninstrumented_runtime_caught_by_event_kill_with_latency(killpoint, tmp_path, slow_demo):
+    caught = killpoint("run", slow_demo, "--kill-on", "journal:started:c5", "--workload", SILENT_MUTANT,
                        "--json", tmp_path / "r.json")
     assert caught.exit_code == 1 and "[interrupted-action] c5" in caught.out
     assert "event-to-kill latency median" in caught.out
     first = report(tmp_path / "r.json")["runs"][0]["incarnations"][0]
-    assert first["killed_at"] == "journal:started:c5" and 0 < first["kill_latency_s"] < 5
+    assert first["killed_at"] == "journal:started:c5" and 0 < first["kill_latency_s"] < 0.4
+
+
+def test_uninstrumented_runtime_caught_by_timed_kills(killpoint, slow_demo):
+    """Most of the slow demo's time is spent inside c4 and c5, so seeded delays land there."""
+    caught = killpoint("run", slow_demo, "--timed", "--runs", "6", "--seed", "3", "--workload", SILENT_MUTANT)
+    assert caught.exit_code == 1, caught.out[-1500:]
+    assert "[interrupted-action] c" in caught.out
+
+
+def test_scenario_latency_must_be_seconds_per_tool(killpoint, tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text(DEMO.read_text() + '\n[world.state.latency]\nappend = "slow"\n')
+    result = killpoint("run", path)
+    assert result.exit_code == 2 and "world.state.latency.append" in result.err
 
 
 def test_reference_passes_random_runs_with_torn_tails_and_timed_kills(killpoint):
