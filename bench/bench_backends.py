@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness import explore
+from harness.backends._engine import DEFAULT_IMAGE
 from harness.runner import GoldenRun
 from harness.scenario import Plan, PlannedCall, Scenario, load_scenario
 from harness.session import Job, JobBatches, RunOutcome, run_session
@@ -61,7 +62,8 @@ def interpreter_floor() -> float:
 
 
 def docker_floor(image: str) -> float | None:
-    command = ["docker", "run", "--rm", "--network", "none", image, "true"]
+    """``docker run --rm`` of ``true``; the host's /usr is mounted as the backend mounts it for its image."""
+    command = ["docker", "run", "--rm", "--network", "none", "-v", "/usr:/usr:ro", image, "/usr/bin/true"]
     try:
         subprocess.run(command, check=True, capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
@@ -132,7 +134,7 @@ def long_plan(scenario: Scenario, calls: int) -> Scenario:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--docker", action="store_true", help="include the docker backend (needs an engine)")
-    parser.add_argument("--image", default="killpoint-python:local")
+    parser.add_argument("--image", default=DEFAULT_IMAGE, help="for the docker floor (default: the backend's own)")
     parser.add_argument("--write-doc", action="store_true")
     args = parser.parse_args()
     demo = load_scenario(DEMO)
