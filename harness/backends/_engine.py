@@ -83,15 +83,30 @@ def remove_leftovers(client: docker.DockerClient, *, everything: bool = False) -
         alive = owner_alive(owner)
         if alive and not everything:
             continue
-        try:
-            client.api.remove_container(summary["Id"], force=True, v=True)
-        except docker.errors.NotFound:
+        if not remove_container(client.api, summary["Id"]):
             continue
         removed.append(f"container {summary['Id'][:12]} ({summary.get('State', '?')}; "
                        f"run {labels.get(LABEL_RUN_DIR, '?')}, "
                        f"incarnation {labels.get(LABEL_INCARNATION, '?')}; harness pid {owner.partition(':')[0]} "
                        f"{'still running' if alive else 'gone'})")
     return removed
+
+
+def remove_container(api: docker.APIClient, container_id: str) -> bool:
+    """Force-remove a container (killing it); False if it is gone or another harness is already removing it.
+
+    Two harnesses starting at once (pytest-xdist workers) both sweep the same
+    leftover; the engine answers the second with 409 "removal already in progress".
+    """
+    try:
+        api.remove_container(container_id, force=True, v=True)
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as error:
+        if error.status_code == 409 and "already in progress" in str(error):
+            return False
+        raise
+    return True
 
 
 def _empty_rootfs() -> bytes:

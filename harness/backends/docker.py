@@ -85,7 +85,7 @@ class ContainerIncarnation:
     def sweep(self) -> list[str]:
         """Remove the container (``--restart new``); a container leaves nothing running once its init is dead."""
         if self.remove_on_sweep:
-            _remove(self.api, self.container_id)
+            _engine.remove_container(self.api, self.container_id)
         return []
 
     def _finish(self) -> None:
@@ -116,13 +116,6 @@ class ContainerIncarnation:
 def _logs(api: docker.APIClient, container_id: str) -> tuple[bytes, bytes]:
     """The container's stdout and stderr so far (every start's, in order)."""
     return (api.logs(container_id, stdout=True, stderr=False), api.logs(container_id, stdout=False, stderr=True))
-
-
-def _remove(api: docker.APIClient, container_id: str) -> None:
-    try:
-        api.remove_container(container_id, force=True, v=True)
-    except docker.errors.NotFound:
-        pass
 
 
 class DockerBackend:
@@ -209,14 +202,14 @@ class DockerBackend:
     def _forget_same_mode_runs(self) -> None:
         """A new run starts: the previous run's container (``same`` mode) is done for good."""
         for container_id in self.same_mode_containers.values():
-            _remove(self.api, container_id)
+            _engine.remove_container(self.api, container_id)
             self.containers.discard(container_id)
         self.same_mode_containers.clear()
 
     def close(self) -> None:
         """Remove every container this backend made, and any whose harness died (e.g. parallel workers)."""
         for container_id in self.containers:
-            _remove(self.api, container_id)
+            _engine.remove_container(self.api, container_id)
         self.containers.clear()
         self.same_mode_containers.clear()
         _engine.remove_leftovers(self.client)

@@ -8,6 +8,7 @@ dockerd in .ci/run, so a missing engine there is a broken build, not a reason to
 
 from __future__ import annotations
 
+import fcntl
 import importlib
 import json
 import os
@@ -81,6 +82,16 @@ def no_container_left_behind(tmp_path_factory: pytest.TempPathFactory):
     if _engine_problem() is None:
         left = containers_under(tmp_path_factory.getbasetemp())
         assert left == [], f"containers left behind: {[(c['Id'][:12], c['Labels']) for c in left]}"
+
+
+@pytest.fixture(autouse=True)
+def leftover_sweeps_serialised(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Every docker backend removes containers whose harness is dead, so a test that leaves one on
+    purpose runs alone (an exclusive lock, shared by every pytest-xdist worker); the others share."""
+    exclusive = request.node.get_closest_marker("leaves_containers") is not None
+    with open(tmp_path_factory.getbasetemp().parent / "docker-sweeps.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
 
 
 @pytest.fixture(params=["subprocess", "docker"])
@@ -219,6 +230,7 @@ def test_restart_same_starts_the_killed_container_again(docker_engine, tmp_path)
     assert {record["incarnation"] for record in journal if record["kind"] == "decision"} == {1, 2}
 
 
+@pytest.mark.leaves_containers
 @pytest.mark.parametrize("cleanup", ["killpoint clean", "the next run"])
 def test_containers_of_a_sigkilled_harness_are_removed(docker_engine, killpoint, tmp_path, cleanup):
     runs_dir = tmp_path / "killed"
