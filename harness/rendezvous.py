@@ -52,7 +52,13 @@ class RendezvousServer:
               watcher: EventWatcher | None = None) -> Served:
         """Answer crash points until the kill's moment, the process's exit, or the deadline."""
         served = Served()
-        pidfd = os.pidfd_open(pid)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            # Already exited and reaped by its parent (the fork server reaps its children). It
+            # cannot have passed a crash point: each one waits for a reply that was never sent.
+            served.exited = True
+            return served
         selector = selectors.DefaultSelector()
         selector.register(self.listener, selectors.EVENT_READ, "accept")
         selector.register(pidfd, selectors.EVENT_READ, "exit")

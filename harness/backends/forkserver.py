@@ -106,7 +106,10 @@ class ForkServer:
         return self._exits.pop(pid)
 
     def _answer(self) -> dict[str, int]:
-        line = self._reader.readline()
+        try:
+            line = self._reader.readline()
+        except ConnectionError:
+            line = b""
         if not line:
             raise ForkServerDied(f"the fork server (pid {self._process.pid}) died; the run cannot continue on it")
         return json.loads(line)
@@ -121,6 +124,7 @@ class ForkServer:
 
 class ForkServerBackend:
     name = "forkserver"
+    options: dict[str, str] = {}
 
     def __init__(self) -> None:
         nemesis.become_subreaper()

@@ -65,3 +65,27 @@ def test_dead_server_is_restarted_and_said(tmp_path, capsys):
         assert "fork server pid" in capsys.readouterr().err
     finally:
         backend.close()
+
+
+def test_child_reaped_before_it_is_watched_is_an_exit_not_a_crash(tmp_path):
+    """The server reaps its children itself, so a workload that exits at once may be gone
+    before the runner opens its pidfd; that is an exit with its code, every time."""
+    from harness.backends.forkserver import ForkServerBackend
+    from harness.runner import execute_run
+    from harness.scenario import load_scenario, with_workload
+
+    scenario = with_workload(load_scenario(DEMO), workload_command("exits_at_once.py"))
+    backend = ForkServerBackend()
+    try:
+        codes = {execute_run(scenario, (), tmp_path / f"run-{n}", backend, max_incarnations=1)[0].exit_code
+                 for n in range(30)}
+    finally:
+        backend.close()
+    assert codes == {3}
+
+
+def test_missing_module_fails_in_the_child_as_python_would(killpoint, tmp_path):
+    result = killpoint("run", DEMO, "--backend", "forkserver", "--workload", "{python} -m no_such_runtime",
+                       "--kill-at", "c1:after_effect", "--runs-dir", tmp_path / "runs")
+    assert result.exit_code == 2 and "No module named 'no_such_runtime'" in result.err
+    assert "Traceback" not in result.err
