@@ -143,11 +143,21 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
     return scenario
 
 
-def backend_of(args: argparse.Namespace, scenario: Scenario, fallback: str) -> tuple[str, dict[str, str]]:
-    """The backend (flag, else ``fallback``) and its options (flags, else the scenario file's image)."""
+def backend_of(args: argparse.Namespace, scenario: Scenario, fallback: str,
+               fallback_options: dict[str, str] | None = None) -> tuple[str, dict[str, str]]:
+    """The backend (flag, else ``fallback``) and its options: flags, else ``fallback_options`` (a token's,
+    when its backend is the one chosen), else the scenario file's image."""
     name = args.backend or fallback
-    options = {"image": args.image or (scenario.image if name == "docker" else None), "restart": args.restart}
+    kept = fallback_options if fallback_options and name == fallback else {}
+    options = {"image": args.image or kept.get("image") or (scenario.image if name == "docker" else None),
+               "restart": args.restart or kept.get("restart")}
     return name, {key: value for key, value in options.items() if value is not None}
+
+
+def describe_backend(name: str, options: dict[str, str]) -> str:
+    """``backend docker (image killpoint-host:1, restart same)``: what a header line says."""
+    details = ", ".join(f"{key} {value}" for key, value in sorted(options.items()))
+    return f"backend {name}" + (f" ({details})" if details else "")
 
 
 def parse_drift(text: str | None, scenario: Scenario) -> Drift | None:
@@ -211,7 +221,7 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
     runs_dir = args.runs_dir or default_runs_dir(scenario)
     printer = SessionPrinter(out, mode="machine" if args.machine else "quiet" if args.quiet else "normal")
     backend, backend_options = backend_of(args, scenario, scenario.backend or "subprocess")
-    printer.header(f"killpoint: {scenario.name}: {described}; backend {backend}; evidence in {runs_dir}")
+    printer.header(f"killpoint: {scenario.name}: {described}; {describe_backend(backend, backend_options)}; evidence in {runs_dir}")
     started = time.monotonic()
     with printer:
         golden, outcomes = run_session(scenario, printer.track(batches), runs_dir, backend_name=backend,
@@ -263,11 +273,11 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
                           f"(token pins {token.catalogue_digest}, now {scenario.catalogue_digest})")
     schedule = tuple(parse_kill_point(text, scenario.plan) for text in token.schedule)
     drift = parse_drift(token.drift, scenario)
-    backend, backend_options = backend_of(args, scenario, token.backend)
+    backend, backend_options = backend_of(args, scenario, token.backend, token.backend_options)
     runs_dir = args.runs_dir or default_runs_dir(scenario)
     out.write(f"killpoint repro: {scenario.name}, kill at {format_schedule(schedule)}"
               f"{f', seed {token.seed}' if token.seed is not None else ''}{f', drift {drift}' if drift else ''}"
-              f"; backend {backend}; evidence in {runs_dir}\n")
+              f"; {describe_backend(backend, backend_options)}; evidence in {runs_dir}\n")
     if any(kill.after_s is not None for kill in schedule):
         out.write("note: this workload never announced crash points, so the timed kill is replayed by time "
                   "and may land elsewhere\n")

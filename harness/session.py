@@ -64,12 +64,13 @@ def default_runs_dir(scenario: Scenario) -> Path:
     return Path("killpoint-runs") / f"{stamp}-{scenario.name}-{os.getpid()}"
 
 
-def token_for(scenario: Scenario, job: Job, verdict: Verdict, backend: str = "subprocess",
+def token_for(scenario: Scenario, job: Job, verdict: Verdict, backend: Backend | None = None,
               schedule: Schedule | None = None) -> str:
     return ReproToken(
         origin=scenario.origin, plan_digest=scenario.plan.digest, catalogue_digest=scenario.catalogue_digest,
         schedule=tuple(str(kill) for kill in (schedule if schedule is not None else job.schedule)), seed=job.seed,
-        expect=verdict.properties, drift=str(job.drift) if job.drift else None, backend=backend,
+        expect=verdict.properties, drift=str(job.drift) if job.drift else None,
+        backend=backend.name if backend else "subprocess", backend_options=dict(backend.options) if backend else {},
     ).encode()
 
 
@@ -96,7 +97,7 @@ def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, bac
     run_dir = runs_dir / f"run-{job.index:05d}"
     incarnations = tuple(execute_run(scenario, job.schedule, run_dir, backend, drift=job.drift))
     verdict = check(scenario, read_evidence(run_dir), golden)
-    token = token_for(scenario, job, verdict, backend.name, pinned_schedule(job, incarnations, golden))
+    token = token_for(scenario, job, verdict, backend, pinned_schedule(job, incarnations, golden))
     outcome = RunOutcome(job, run_dir, verdict, incarnations, token, round(time.monotonic() - started, 4))
     (run_dir / "verdict.json").write_text(json.dumps(outcome_to_json(outcome), indent=1))
     return outcome

@@ -29,6 +29,7 @@ class ReproToken:
     expect: tuple[str, ...] = ()
     drift: str | None = None
     backend: str = "subprocess"
+    backend_options: dict[str, str] = field(default_factory=dict, hash=False)  # docker: image and restart mode
 
     def encode(self) -> str:
         payload = json.dumps(asdict(self), separators=(",", ":"), sort_keys=True).encode()
@@ -46,7 +47,7 @@ class ReproToken:
             return cls(origin=data["origin"], plan_digest=data["plan_digest"],
                        catalogue_digest=data["catalogue_digest"], schedule=tuple(data["schedule"]),
                        seed=data.get("seed"), expect=tuple(data.get("expect", ())), drift=data.get("drift"),
-                       backend=data.get("backend", "subprocess"))
+                       backend=data.get("backend", "subprocess"), backend_options=dict(data.get("backend_options", {})))
         except (binascii.Error, zlib.error, ValueError, KeyError, TypeError):
             raise ConfigError("repro token is damaged (it does not decode); copy it again, whole, "
                               "from the failure's 'reproduce:' line") from None

@@ -32,6 +32,7 @@ class Launched(Protocol):
 
 class Backend(Protocol):
     name: str
+    options: dict[str, str]  # what make_backend needs besides the name to start the same way (a repro token keeps it)
 
     def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> Launched:
         """Start the workload; raise WorkloadError if it cannot start at all."""

@@ -131,6 +131,7 @@ class DockerBackend:
         self.api = self.client.api
         self.image = image or _engine.DEFAULT_IMAGE
         self.restart = restart
+        self.options = {"image": self.image, "restart": restart}
         config = _engine.image_config(self.client, self.image)
         self.host_runtime = _engine.LABEL_HOST_RUNTIME in (config.get("Labels") or {})
         self.user = user or config.get("User") or _engine.NOBODY

@@ -36,6 +36,7 @@ class SubprocessBackend:
     """The workload inherits the harness's environment (PATH, HOME, ...) plus the protocol's."""
 
     name = "subprocess"
+    options: dict[str, str] = {}
 
     def __init__(self) -> None:
         nemesis.become_subreaper()

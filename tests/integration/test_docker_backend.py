@@ -29,6 +29,7 @@ from harness.evidence import read_evidence
 from harness.runner import execute_run, run_golden
 from harness.scenario import load_scenario, with_workload
 from harness.schedule import parse_kill_point
+from harness.token import ReproToken
 from tests.helpers import DEMO, ROOT, WORKLOADS, mutant_workload, workload_command as workload
 
 pytestmark = pytest.mark.integration
@@ -209,6 +210,18 @@ def test_breakout_attempts_all_fail(docker_engine, tmp_path, user):
     assert sorted(report["writable_mounts"]) == sorted((["/dev"] if user else []) + protocol_writes)
     assert report["fork_bomb"] == {"children": PIDS_LIMIT - 1, "stopped_by": "Resource temporarily unavailable"}
     assert report["memory_hog"] == {"signal": signal.SIGKILL, "exit": None}
+
+
+def test_token_keeps_the_image_and_restart_mode(docker_engine, killpoint, tmp_path):
+    exit_code, report, output = run_report(killpoint, tmp_path, "--backend", "docker", "--restart", "same",
+                                           "--kill-at", "c4:after_effect",
+                                           "--workload", mutant_workload("retry_non_idempotent"))
+    assert exit_code == 1, output
+    (run,) = report["runs"]
+    token = ReproToken.decode(run["token"])
+    assert (token.backend, token.backend_options) == ("docker", {"image": _engine.DEFAULT_IMAGE, "restart": "same"})
+    repro = killpoint("repro", run["token"])
+    assert repro.exit_code == 1 and f"backend docker (image {_engine.DEFAULT_IMAGE}, restart same)" in repro.out
 
 
 def test_restart_same_starts_the_killed_container_again(docker_engine, tmp_path):
