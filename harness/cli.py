@@ -18,7 +18,7 @@ from typing import TextIO
 
 from harness import explore, protocol
 from harness._ci import CI_SEED, ci_profile
-from harness.backends import BACKENDS, RESTART_MODES
+from harness.backends import BACKENDS, RESTART_MODES, default_backend
 from harness.catalogue_cli import add_catalogue_parser, command_catalogue
 from harness.certify.cli import add_certify_parser, command_certify
 from harness.errors import ConfigError, HarnessError
@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--workload", help="command that starts the runtime under test (with a scenario: replaces its workload)")
     source.add_argument("--plan", help="plan JSON, with --workload")
     source.add_argument("--catalogue", help="catalogue (TOML or protocol JSON), with --workload; default: the reference one")
-    source.add_argument("--backend", choices=BACKENDS, help="how incarnations run (default: the scenario's, else subprocess)")
+    source.add_argument("--backend", choices=BACKENDS, help="how incarnations run (default: the scenario's, else forkserver for a "
+                        "{python} workload, else subprocess)")
     _container_flags(source)
     schedules = run.add_argument_group("schedules")
     schedules.add_argument("--kill-at", action="append", default=[], metavar="KILL",
@@ -220,7 +221,7 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
         batches, described = explore.sharded(batches, shard, shards), f"{described}, shard {shard}/{shards}"
     runs_dir = args.runs_dir or default_runs_dir(scenario)
     printer = SessionPrinter(out, mode="machine" if args.machine else "quiet" if args.quiet else "normal")
-    backend, backend_options = backend_of(args, scenario, scenario.backend or "subprocess")
+    backend, backend_options = backend_of(args, scenario, scenario.backend or default_backend(scenario.workload))
     printer.header(f"killpoint: {scenario.name}: {described}; {describe_backend(backend, backend_options)}; evidence in {runs_dir}")
     started = time.monotonic()
     with printer:

@@ -23,7 +23,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from harness import protocol
-from harness.backends import make_backend
+from harness.backends import default_backend, make_backend
 from harness.checker import Verdict, check
 from harness.errors import ConfigError, WorkloadError
 from harness.evidence import read_evidence
@@ -95,7 +95,7 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *, max
     templates, files, state, base = template_pool(scenario_files)
     if workload is not None:
         base = with_workload(base, workload)
-    backend = make_backend("subprocess")
+    backend = make_backend(base.backend or default_backend(base.workload))
     goldens: dict[tuple[str, str | None], GoldenRun] = {}
     work = Path(tempfile.mkdtemp(prefix="killpoint-hunt-", dir=out_dir))
     counter = iter(range(10**9))
@@ -135,7 +135,7 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *, max
     failure, verdict = last_failure[-1]
     scenario_file = write_scenario(out_dir / "hunt-found.toml", scenario_for(failure), seed)
     kept = load_scenario(scenario_file)
-    token = token_for(kept, Job(0, failure.schedule, None, failure.drift), verdict)
+    token = token_for(kept, Job(0, failure.schedule, None, failure.drift), verdict, backend)
     return HuntResult(max_examples, failure, verdict, scenario_file, token)
 
 

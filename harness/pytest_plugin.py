@@ -196,6 +196,7 @@ def _run(settings: Settings, scenario_path: Path, runs_dir: Path, keep_failures_
     from dataclasses import replace
 
     from harness import explore
+    from harness.backends import default_backend
     from harness.errors import HarnessError
     from harness.scenario import load_scenario, with_workload
     from harness.schedule import RandomFaults, parse_kill_point
@@ -224,7 +225,7 @@ def _run(settings: Settings, scenario_path: Path, runs_dir: Path, keep_failures_
         if settings.shard:
             batches = explore.sharded(batches, *settings.shard)
             described += f", shard {settings.shard[0]}/{settings.shard[1]}"
-        backend = settings.backend or scenario.backend or "subprocess"
+        backend = settings.backend or scenario.backend or default_backend(scenario.workload)
         golden, outcomes = run_session(scenario, batches, runs_dir, backend_name=backend, jobs=jobs,
                                        backend_options={"image": scenario.image} if backend == "docker" and scenario.image
                                        else None, needs_rendezvous=needs_rendezvous)
