@@ -58,8 +58,9 @@ def fork_floor() -> float:
     return median_seconds(fork_and_wait, 200)
 
 
-def interpreter_floor() -> float:
-    return median_seconds(lambda: subprocess.run([sys.executable, "-c", "pass"], check=True), 20)
+def interpreter_floor(*imports: str) -> float:
+    statement = "; ".join(f"import {module}" for module in imports) or "pass"
+    return median_seconds(lambda: subprocess.run([sys.executable, "-c", statement], check=True, cwd=ROOT), 20)
 
 
 def docker_floor(image: str) -> float | None:
@@ -151,8 +152,9 @@ def main() -> None:
     demo = load_scenario(DEMO)
     rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="killpoint-floors-") as scratch:
-        floors = {"fork": fork_floor(), "interpreter": interpreter_floor(), "fsync": fsync_floor(Path(scratch)),
-                  "rendezvous": rendezvous_round_trip(Path(scratch))}
+        floors = {"fork": fork_floor(), "interpreter": interpreter_floor(),
+                  "imports": interpreter_floor("scenarios.reference_runtime", "fake_tools.tools"),
+                  "fsync": fsync_floor(Path(scratch)), "rendezvous": rendezvous_round_trip(Path(scratch))}
     floors["docker"] = docker_floor(args.image) if args.docker else None
     start_floor = {"forkserver": floors["fork"], "subprocess": floors["interpreter"], "docker": floors["docker"]}
     runs = [(backend, jobs, None) for backend in ["forkserver", "subprocess"] + (["docker"] if floors["docker"] else [])
@@ -189,6 +191,9 @@ def main() -> None:
     floor_lines = [
         f"- fork()+wait of a warm interpreter: {floors['fork'] * 1000:.2f} ms",
         f"- bare interpreter start (`python -c pass`): {floors['interpreter'] * 1000:.1f} ms",
+        f"- interpreter start importing the reference runtime and the fake tools: {floors['imports'] * 1000:.1f} ms"
+        + (" (PYTHONDONTWRITEBYTECODE is set here, so every start compiles them)"
+           if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""),
         f"- bare `docker run` of a trivial container: "
         + (f"{floors['docker'] * 1000:.0f} ms" if floors["docker"] else "not measured (no engine, or --docker not given)"),
         f"- fsync of one journal record: {floors['fsync'] * 1000:.3f} ms",
