@@ -1,14 +1,15 @@
 """The fork server: a warm interpreter that forks one child per workload incarnation.
 
-Started by ``harness.backends.forkserver`` as ``_forkserver_main FD [MODULE...]``
+Started by ``harness.backends.forkserver`` as ``_forkserver_main FD``
 with one end of a socketpair on descriptor FD. Requests and answers are JSON lines:
 
     -> {"module": "scenarios.reference_runtime", "argv": [...], "env": {...}, "cwd": ..., "stdout": ..., "stderr": ...}
     <- {"pid": 1234}                       once the child exists
     <- {"pid": 1234, "exit_code": 0}       once it has exited (or been killed) and is reaped
 
-The server imports a module before its first fork (so every child starts warm)
-and never runs workload code itself. A child gets a clean state: its own session
+Before the first fork of a workload the server imports its module and compiles
+its ``__main__`` (so every child starts warm); it runs the module's top level,
+never its ``__main__`` part. A child gets a clean state: its own session
 and process group, no descriptor but 0, 1 and 2 (stdin /dev/null, stdout and
 stderr into the run directory), the protocol environment, a reseeded ``random``,
 default signal handlers, and no threads (the server has none). The server asks
@@ -151,10 +152,7 @@ def main() -> None:
         sys.exit(0)
     import socket
 
-    control = socket.socket(fileno=int(sys.argv[1]))
-    for module in sys.argv[2:]:
-        importlib.import_module(module)
-    serve(control)
+    serve(socket.socket(fileno=int(sys.argv[1])))
 
 
 if __name__ == "__main__":

@@ -67,7 +67,6 @@ class ForkedIncarnation:
 class ForkServer:
     """The server process and its control socket; restarted if it dies."""
 
-    preload: tuple[str, ...] = ()
     restarts: list[str] = field(default_factory=list)
     _process: subprocess.Popen[bytes] | None = None
     _socket: socket.socket | None = None
@@ -77,7 +76,7 @@ class ForkServer:
     def start(self) -> None:
         ours, theirs = socket.socketpair()
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "harness.backends._forkserver_main", str(theirs.fileno()), *self.preload],
+            [sys.executable, "-m", "harness.backends._forkserver_main", str(theirs.fileno())],
             stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True,
         )
         theirs.close()
@@ -128,7 +127,7 @@ class ForkServerBackend:
 
     def __init__(self) -> None:
         nemesis.become_subreaper()
-        self.server = ForkServer(preload=("scenarios.reference_runtime", "fake_tools.tools"))
+        self.server = ForkServer()
 
     def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> ForkedIncarnation:
         target = python_target(argv)
