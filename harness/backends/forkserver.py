@@ -131,6 +131,8 @@ class ForkServerBackend:
 
     def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> ForkedIncarnation:
         target = python_target(argv)
+        for stream in (stdout, stderr):  # evidence even if a kill lands before the child opens them
+            stream.write_bytes(b"")
         request = {**target, "env": {**os.environ, **env}, "cwd": str(Path(cwd).resolve()),
                    "stdout": str(stdout.resolve()), "stderr": str(stderr.resolve())}
         pid = self.server.fork(request)

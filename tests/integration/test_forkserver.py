@@ -89,3 +89,23 @@ def test_missing_module_fails_in_the_child_as_python_would(killpoint, tmp_path):
                        "--kill-at", "c1:after_effect", "--runs-dir", tmp_path / "runs")
     assert result.exit_code == 2 and "No module named 'no_such_runtime'" in result.err
     assert "Traceback" not in result.err
+
+
+def test_kill_before_the_child_opened_its_streams_still_leaves_them(tmp_path):
+    """A timed kill at 0 s can land while the forked child is still setting itself up;
+    its stdout and stderr files are evidence all the same, and the run is judged."""
+    from harness.backends.forkserver import ForkServerBackend
+    from harness.runner import execute_run
+    from harness.scenario import load_scenario
+    from harness.schedule import parse_kill_point
+
+    scenario = load_scenario(DEMO)
+    schedule = (parse_kill_point("@0", scenario.plan),)
+    backend = ForkServerBackend()
+    try:
+        for n in range(40):
+            incarnations = execute_run(scenario, schedule, tmp_path / f"run-{n}", backend)
+            assert incarnations[-1].exit_code == 0
+            assert (tmp_path / f"run-{n}" / "incarnation-0.stderr").exists()
+    finally:
+        backend.close()
