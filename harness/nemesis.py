@@ -44,44 +44,44 @@ def process_tree(pid: int) -> list[psutil.Process]:
 
 
 def descendant_pids(pid: int) -> list[int]:
-    """Every descendant of ``pid``, walked down from it.
+    """Every descendant of ``pid``, walked down from it one generation at a time."""
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [child for parent in frontier for child in child_pids(parent)]
+        found += frontier
+    return found
 
-    The kernel lists each task's children in /proc/PID/task/TID/children, so the
-    walk costs the size of the tree; psutil's ``children`` reads every process
+
+def child_pids(pid: int) -> list[int]:
+    """The children of ``pid``.
+
+    The kernel lists each task's children in /proc/PID/task/TID/children, so
+    this costs the size of the family; psutil's ``children`` reads every process
     on the machine instead, which was a tenth of a fork-server run. Kernels
     built without those files fall back to psutil.
     """
     if not _children_files():
         try:
-            return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+            return [child.pid for child in psutil.Process(pid).children()]
         except psutil.NoSuchProcess:
             return []
-    found, frontier = [], [pid]
-    while frontier:
-        children = [child for parent in frontier for child in _children_of(parent)]
-        found += children
-        frontier = children
-    return found
-
-
-@cache
-def _children_files() -> bool:
-    return Path(f"/proc/self/task/{os.getpid()}/children").exists()
-
-
-def _children_of(pid: int) -> list[int]:
     children = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
-    except (FileNotFoundError, ProcessLookupError):
+    except FileNotFoundError:
         return []
     for task in tasks:
         try:
             with open(f"/proc/{pid}/task/{task}/children", "rb") as listing:
                 children += map(int, listing.read().split())
-        except (FileNotFoundError, ProcessLookupError):
+        except (FileNotFoundError, ProcessLookupError):  # the task ended meanwhile
             continue
     return children
+
+
+@cache
+def _children_files() -> bool:
+    return Path(f"/proc/self/task/{os.getpid()}/children").exists()
 
 
 def signal_tree(leader: int) -> list[psutil.Process]:
@@ -142,7 +142,7 @@ def sweep_leftovers(workload_dir: str) -> list[str]:
     (KILLPOINT_RUN_DIR), so children of anything else in this process are left alone.
     """
     killed = []
-    for pid in _children_of(os.getpid()) if _children_files() else [child.pid for child in psutil.Process().children()]:
+    for pid in child_pids(os.getpid()):
         try:
             child = psutil.Process(pid)
             if child.environ().get(protocol.ENV_RUN_DIR) != workload_dir:
