@@ -93,8 +93,6 @@ def verifies(tool: FakeTool) -> Callable[[Probe], Probe]:
 
 
 def lookup(name: str) -> FakeTool | None:
-    import fake_tools.tools  # noqa: F401  (registers every family)
-
     return REGISTRY.get(name)
 
 
