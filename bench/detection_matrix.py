@@ -1,6 +1,6 @@
 """Detection matrix: every mutant of the zoo under every mode; writes docs/detection.md.
 
-    .venv/bin/python bench/detection_matrix.py [--jobs 2] [--random 200] [--hunt-examples 300]
+    .venv/bin/python bench/detection_matrix.py [--jobs 2] [--random 200] [--hunt-examples 300] [--backend NAME]
 
 For each mutant and mode it records whether the mode caught the bug, whether the
 property named in the first failing run is the intended one, and how many
@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import explore
+from harness.backends import default_backend
 from harness.hunt import hunt
 from harness.runner import Drift
-from harness.scenario import load_scenario, with_workload
+from harness.scenario import Scenario, load_scenario, with_workload
 from harness.schedule import RandomFaults
 from harness.session import JobBatches, RunOutcome, run_session
 from scenarios.mutants import Mutant, zoo
@@ -48,8 +49,8 @@ def modes(plan, runs: int) -> dict[str, tuple[JobBatches, bool]]:
     }
 
 
-def run_cell(mutant: Mutant, batches: JobBatches, needs_rendezvous: bool, jobs: int, work: Path) -> Cell:
-    scenario = with_workload(load_scenario(ROOT / "scenarios" / f"{mutant.scenario}.toml"), mutant.workload)
+def run_cell(scenario: Scenario, batches: JobBatches, needs_rendezvous: bool, jobs: int, backend: str,
+             work: Path) -> Cell:
     first: list[tuple[int, float, RunOutcome]] = []
     started = time.monotonic()
     count = 0
@@ -61,6 +62,7 @@ def run_cell(mutant: Mutant, batches: JobBatches, needs_rendezvous: bool, jobs: 
             first.append((count, time.monotonic() - started, outcome))
 
     _, outcomes = run_session(scenario, batches, Path(tempfile.mkdtemp(dir=work)), jobs=jobs,
+                              backend_name=backend,
                               needs_rendezvous=needs_rendezvous, stop_at_first_failure=True, on_outcome=seen)
     if not first:
         return Cell(False, (), len(outcomes), time.monotonic() - started)
@@ -68,7 +70,8 @@ def run_cell(mutant: Mutant, batches: JobBatches, needs_rendezvous: bool, jobs: 
     return Cell(True, outcome.verdict.properties, schedules, seconds)
 
 
-def render(rows: list[tuple[Mutant, dict[str, Cell], int | None]], mode_names: list[str], command: str) -> str:
+def render(rows: list[tuple[Mutant, dict[str, Cell], int | None]], mode_names: list[str], command: str,
+           backends: str) -> str:
     lines = [
         "# Detection matrix",
         "",
@@ -77,6 +80,8 @@ def render(rows: list[tuple[Mutant, dict[str, Cell], int | None]], mode_names: l
         "in the first failing run; ✔ marks the intended property among those named, ✘ a catch under another",
         "property. `-` means the mode did not catch the bug (all its schedules passed). The last column is",
         "the number of calls in the plan `killpoint hunt` shrinks the bug to.",
+        "",
+        f"Backend of the mode columns: {backends}; `hunt` runs on the workload's default backend.",
         "",
         f"Regenerate with `{command}`.",
         "",
@@ -107,23 +112,28 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--random", type=int, default=200)
     parser.add_argument("--hunt-examples", type=int, default=300)
+    parser.add_argument("--backend", choices=("subprocess", "forkserver", "docker"),
+                        help="default: each workload's own default, as `killpoint run` picks it")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="killpoint-matrix-"))
     rows = []
     mode_names: list[str] = []
+    backends: set[str] = set()
     for mutant in zoo():
-        plan = load_scenario(ROOT / "scenarios" / f"{mutant.scenario}.toml").plan
+        scenario = with_workload(load_scenario(ROOT / "scenarios" / f"{mutant.scenario}.toml"), mutant.workload)
+        backend = args.backend or scenario.backend or default_backend(scenario.workload)  # as `killpoint run` picks
+        backends.add(backend)
         cells = {}
-        for name, (batches, needs_rendezvous) in modes(plan, args.random).items():
-            cells[name] = run_cell(mutant, batches, needs_rendezvous, args.jobs, work)
+        for name, (batches, needs_rendezvous) in modes(scenario.plan, args.random).items():
+            cells[name] = run_cell(scenario, batches, needs_rendezvous, args.jobs, backend, work)
             print(f"{mutant.name:<30} {name:<12} {cells[name]}", flush=True)
         mode_names = list(cells)
         found = hunt([ROOT / "scenarios" / f"{mutant.scenario}.toml"], mutant.workload,
                      Path(tempfile.mkdtemp(dir=work)), max_examples=args.hunt_examples, seed=1)
         rows.append((mutant, cells, len(found.failure.plan.calls) if found.failure else None))
     command = (f".venv/bin/python bench/detection_matrix.py --jobs {args.jobs} --random {args.random} "
-               f"--hunt-examples {args.hunt_examples}")
-    DOC.write_text(render(rows, mode_names, command))
+               f"--hunt-examples {args.hunt_examples}" + (f" --backend {args.backend}" if args.backend else ""))
+    DOC.write_text(render(rows, mode_names, command, ", ".join(sorted(backends))))
     print(f"wrote {DOC}")
 
 
