@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -49,10 +50,37 @@ class RunOutcome:
     seconds: float
 
     @property
+    def kills_landed(self) -> frozenset[int]:
+        """Numbers of the scheduled kills that landed (kill k is incarnation k's); a kill at the timeout is not one."""
+        return frozenset(incarnation.number for incarnation in self.incarnations
+                         if incarnation.killed_at is not None and not incarnation.timed_out)
+
+    @property
+    def killed_any(self) -> bool:
+        """Some scheduled kill really landed, so the run tested a recovery."""
+        return bool(self.kills_landed)
+
+    @property
     def unreached(self) -> tuple[str, ...]:
-        """Scheduled kills whose moment never came (the workload finished or exited first)."""
-        killed = {incarnation.number for incarnation in self.incarnations if incarnation.killed_at}
-        return tuple(str(kill) for number, kill in enumerate(self.job.schedule) if number not in killed)
+        """Scheduled kills whose moment never came (the workload finished, exited or hung first)."""
+        return tuple(str(kill) for number, kill in enumerate(self.job.schedule) if number not in self.kills_landed)
+
+    @property
+    def result(self) -> str:
+        """How the run is reported: one of ``RESULTS``.
+
+        A valid verdict counts as "passed" only when a kill landed: a run none of
+        whose kills came tested no recovery, so it is "untested", not a pass.
+        """
+        if self.verdict.valid is None:
+            return "unknown"
+        if not self.verdict.valid:
+            return "failed"
+        return "passed" if self.killed_any else "untested"
+
+
+RESULTS = ("passed", "failed", "unknown", "untested")
+VERDICT_NAME = "verdict.json"
 
 
 # Given the golden run and every outcome so far, yield the next batch of jobs.
@@ -71,6 +99,7 @@ def token_for(scenario: Scenario, job: Job, verdict: Verdict, backend: Backend |
         schedule=tuple(str(kill) for kill in (schedule if schedule is not None else job.schedule)), seed=job.seed,
         expect=verdict.properties, drift=str(job.drift) if job.drift else None,
         backend=backend.name if backend else "subprocess", backend_options=dict(backend.options) if backend else {},
+        run=job.index,
     ).encode()
 
 
@@ -91,28 +120,52 @@ def pinned_schedule(job: Job, incarnations: tuple[Incarnation, ...], golden: Gol
     return tuple(pinned)
 
 
-def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, backend: Backend) -> RunOutcome:
-    """Run one schedule in its own directory and judge it; the verdict is saved beside the evidence."""
+def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, backend: Backend, *,
+            keep_all: bool = False) -> RunOutcome:
+    """Run one schedule in its own directory and judge it; the verdict is saved beside the evidence.
+
+    Unless ``keep_all``, a valid run's directory is then reduced to its verdict (``reduce_to_verdict``).
+    """
     started = time.monotonic()
     run_dir = runs_dir / f"run-{job.index:05d}"
     incarnations = tuple(execute_run(scenario, job.schedule, run_dir, backend, drift=job.drift))
     verdict = check(scenario, read_evidence(run_dir), golden)
     token = token_for(scenario, job, verdict, backend, pinned_schedule(job, incarnations, golden))
     outcome = RunOutcome(job, run_dir, verdict, incarnations, token, round(time.monotonic() - started, 4))
-    (run_dir / "verdict.json").write_text(json.dumps(outcome_to_json(outcome), indent=1))
+    (run_dir / VERDICT_NAME).write_text(json.dumps(outcome_to_json(outcome), indent=1))
+    if verdict.valid and not keep_all:
+        reduce_to_verdict(run_dir)
     return outcome
+
+
+def reduce_to_verdict(run_dir: Path) -> None:
+    """Delete a valid run's evidence but its verdict.json, which keeps its schedule, incarnations and token.
+
+    A passing run's journal, ledger, world, copies and output are most of a
+    session's size and prove nothing (its token regenerates them). Only a valid
+    verdict is ever reduced: a failing or unknown run is evidence, kept whole.
+    Deletion is best effort (a file a container left unwritable stays); it never
+    follows a symbolic link out of the run directory.
+    """
+    for entry in run_dir.iterdir():
+        if entry.name == VERDICT_NAME:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 _worker_backend: Backend | None = None
 
 
 def _run_in_worker(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, backend_name: str,
-                   backend_options: dict[str, str]) -> RunOutcome:
+                   backend_options: dict[str, str], keep_all: bool) -> RunOutcome:
     """Entry point of a parallel worker: one backend per worker process, made on first use."""
     global _worker_backend
     if _worker_backend is None:
         _worker_backend = make_backend(backend_name, **backend_options)
-    return run_job(scenario, golden, job, runs_dir, _worker_backend)
+    return run_job(scenario, golden, job, runs_dir, _worker_backend, keep_all=keep_all)
 
 
 def run_session(
@@ -125,12 +178,15 @@ def run_session(
     jobs: int = 1,
     needs_rendezvous: bool = True,
     stop_at_first_failure: bool = False,
+    keep_all: bool = False,
     on_outcome: Callable[[RunOutcome], None] = lambda outcome: None,
 ) -> tuple[GoldenRun, list[RunOutcome]]:
     """The golden run, then every batch; ``jobs`` > 1 runs a batch in that many worker processes.
 
     With ``stop_at_first_failure`` the session ends after the first run that is not valid
-    (runs already under way in workers finish and are reported too).
+    (runs already under way in workers finish and are reported too). A valid run's
+    directory keeps only its verdict.json unless ``keep_all``; failing and unknown
+    runs and the golden run are always kept whole.
     """
     if (runs_dir / "golden").exists():
         raise ConfigError(f"--runs-dir {runs_dir} already holds a session's evidence, which is never overwritten; "
@@ -147,10 +203,10 @@ def run_session(
         try:
             for batch in batches(golden, outcomes):
                 if pool is None:
-                    done = (run_job(scenario, golden, job, runs_dir, backend) for job in batch)
+                    done = (run_job(scenario, golden, job, runs_dir, backend, keep_all=keep_all) for job in batch)
                 else:
                     futures = [pool.submit(_run_in_worker, scenario, golden, job, runs_dir, backend_name,
-                                           backend_options) for job in batch]
+                                           backend_options, keep_all) for job in batch]
                     done = (future.result() for future in as_completed(futures))
                 for outcome in done:
                     on_outcome(outcome)
@@ -185,6 +241,7 @@ def outcome_to_json(outcome: RunOutcome) -> dict[str, object]:
         "drift": str(outcome.job.drift) if outcome.job.drift else None,
         "run_dir": str(outcome.run_dir),
         "valid": outcome.verdict.valid,
+        "outcome": outcome.result,
         "findings": [asdict(finding) for finding in outcome.verdict.findings],
         "notes": list(outcome.verdict.notes),
         "error": outcome.verdict.error,
