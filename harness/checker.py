@@ -22,12 +22,12 @@ from harness.validate import trusted
 
 # Property names, in the order findings are reported (the rules' order).
 PROPERTIES: dict[str, str] = {
-    "succeeded-not-replayed": "rule 1: an operation SUCCEEDED at the kill is decided SKIP and never runs again",
-    "interrupted-action": "rule 2: an operation RUNNING at the kill gets RETRY or VERIFY as the matrix says",
-    "verify-before-replay": "rule 3: a VERIFY re-runs a call only after a read-only check, and its effect ends exactly once",
-    "failed-not-replayed": "rule 4: FAILED and NOT_STARTED operations are decided SKIP and not replayed by the recovery",
-    "liveness": "rule 5: after recovery the task completes; no incarnation crashes or hangs on its own",
-    "world-equals-golden": "rule 5: the recovered world equals the world of the same plan run without a crash",
+    "succeeded-not-replayed": "an operation SUCCEEDED at the kill is decided SKIP and never runs again",
+    "interrupted-action": "an operation RUNNING at the kill gets RETRY or VERIFY as the matrix says",
+    "verify-before-replay": "a VERIFY re-runs a call only after a read-only check, and its effect ends exactly once",
+    "failed-not-replayed": "FAILED and NOT_STARTED operations are decided SKIP and not replayed by the recovery",
+    "liveness": "after recovery the task completes; no incarnation crashes or hangs on its own",
+    "world-equals-golden": "the recovered world equals the world of the same plan run without a crash",
     "write-ahead": "the journal never runs ahead of the world: started is durable before the tool runs, finished after",
     "journal-well-formed": "one op id per call, finished after started, class snapshots as the catalogue says, one decision per call",
 }
@@ -102,7 +102,8 @@ def fold_journal(lines: tuple[Line, ...]) -> dict[str, OpState]:
             by_op[line.get("op")] = state
         elif kind == p.VERIFIED and line.get("effect_found") is True:
             verified_present.add(line.get("op"))
-        elif kind == p.FINISHED and line.get("op") in by_op:
+        elif kind == p.FINISHED and line.get("op") in by_op and line.get("status") in (p.SUCCEEDED, p.FAILED):
+            # A finished record with any other status closes nothing (journal-well-formed names it).
             state = by_op[line.get("op")]
             state.status, state.closing = line.get("status"), line
             state.closed_by_verify = line.get("op") in verified_present
@@ -228,7 +229,7 @@ def _kills(scenario: Scenario, book: ClassBook, evidence: Evidence, golden: Gold
     findings: list[Finding] = []
     segments = evidence.ledger_segments()
     killed = [incarnation for incarnation in evidence.incarnations if incarnation.killed_at is not None]
-    verify_calls: set[str] = set()
+    verify_windows: list[tuple[str, int, str]] = []  # (call, kill number, kill) of each VERIFY decided
     for kill_number, incarnation in enumerate(killed):
         if kill_number >= len(evidence.journals_at_kill) or kill_number + 1 >= len(segments):
             break
@@ -254,9 +255,9 @@ def _kills(scenario: Scenario, book: ClassBook, evidence: Evidence, golden: Gold
             next_segment = segments[kill_number + 1]
             for call, state in found.items():
                 if state.found == p.OUTCOME_UNKNOWN and _judged_class(book, state)[3] == p.VERIFY:
-                    verify_calls.add(call)
+                    verify_windows.append((call, kill_number, kill))
                     findings += _probe_before_invoke(call, next_segment, kill)
-    findings += _effects_once(verify_calls, evidence, golden)
+    findings += _effects_once(verify_windows, segments, golden)
     return findings
 
 
@@ -335,7 +336,9 @@ def _decisions(scenario: Scenario, book: ClassBook, at_kill: dict[str, OpState],
                                     call, kill, tuple(line.quote() for line in lines)))
         decision = lines[0]
         if state is None:
-            expected, because = p.SKIP, "it"
+            expected, because = p.SKIP, "it never started"
+        elif found in ACTION_BY_STATUS:
+            expected, because = ACTION_BY_STATUS[found], f"the journal says it {found}, whatever its class"
         else:
             tool_class, interactive, writer, expected = _judged_class(book, state)
             kind = "the user-interaction family" if interactive else tool_class
@@ -371,20 +374,28 @@ def _probe_before_invoke(call: str, segment: list[Line], kill: str) -> list[Find
     return []
 
 
-def _effects_once(verify_calls: set[str], evidence: Evidence, golden: GoldenRun) -> list[Finding]:
+def _effects_once(verify_windows: list[tuple[str, int, str]], segments: list[list[Line]],
+                  golden: GoldenRun) -> list[Finding]:
+    """After each kill that makes a call VERIFY, its effect may be completed, never repeated.
+
+    Each VERIFY is judged against the ledger as it stood at the kill before it:
+    the effects already there count against what the crash-free run leaves, so
+    the incarnation after that kill may add only what is missing. Effects made
+    earlier under a legitimate RETRY (an IDEMPOTENT_WRITE before a drift made it
+    VERIFY) are the world the VERIFY found, not a repeat.
+    """
     findings = []
-    effects: dict[str, list[Line]] = {}
-    for line in evidence.ledger.lines:
-        if "effect" in line.record:
-            effects.setdefault(line.get("call"), []).append(line)
-    for call in sorted(verify_calls):
-        seen, want = len(effects.get(call, [])), golden.effects_per_call.get(call, 0)
-        if seen > want:
+    for call, kill_number, kill in verify_windows:
+        had = [line for segment in segments[: kill_number + 1] for line in segment
+               if "effect" in line.record and line.get("call") == call]
+        added = [line for line in segments[kill_number + 1] if "effect" in line.record and line.get("call") == call]
+        want = golden.effects_per_call.get(call, 0)
+        if len(added) > max(0, want - len(had)):
             findings.append(Finding(
                 "verify-before-replay",
-                f"{call} left {seen} effect records where the crash-free run leaves {want}: "
-                f"an effect that had already happened was repeated", call,
-                evidence=tuple(line.quote() for line in effects[call])))
+                f"{call} had {len(had)} effect record(s) at the kill, where the crash-free run leaves {want}, "
+                f"and the recovery added {len(added)} more: an effect that had already happened was repeated",
+                call, kill, evidence=tuple(line.quote() for line in (*had, *added))))
     return findings
 
 
