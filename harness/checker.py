@@ -171,6 +171,9 @@ def _notes(evidence: Evidence) -> tuple[str, ...]:
     notes = []
     if evidence.journal.torn_tail is not None:
         notes.append(f"journal.jsonl ends with a torn record, not trusted: {evidence.journal.torn_tail[:80]!r}")
+    notes += [f"ledger line left out: {problem}" for problem in evidence.ledger.problems]
+    if evidence.ledger.torn_tail is not None:
+        notes.append(f"ledger.jsonl ends with an unterminated line, left out: {evidence.ledger.torn_tail[:80]!r}")
     for incarnation in evidence.incarnations:
         notes += [f"incarnation {incarnation.number} left {leftover} running; the sweep killed it"
                   for leftover in incarnation.leftovers]

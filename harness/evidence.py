@@ -14,6 +14,7 @@ from typing import Any
 
 from fake_tools.world import World
 from harness import protocol
+from harness._safe_files import UntrustedFile, read_bounded
 
 
 @dataclass(frozen=True)
@@ -42,9 +43,11 @@ def read_lines(path: Path, source: str | None = None) -> JsonLines:
     """Parse a JSON-lines file leniently (see module docstring)."""
     source = source or path.name
     try:
-        data = path.read_bytes()
+        data = read_bounded(path)
     except FileNotFoundError:
         return JsonLines(())
+    except UntrustedFile as refusal:
+        return JsonLines((), problems=(f"{source}: {refusal}",))
     raw_lines = data.split(b"\n")
     tail = raw_lines.pop() or None
     lines, problems = [], []
@@ -53,6 +56,9 @@ def read_lines(path: Path, source: str | None = None) -> JsonLines:
             record = json.loads(raw)
         except ValueError:
             problems.append(f"{source}:{number}: not JSON: {raw[:120]!r}")
+            continue
+        except RecursionError:
+            problems.append(f"{source}:{number}: JSON nested too deeply to read: {raw[:120]!r}")
             continue
         if isinstance(record, dict):
             lines.append(Line(source, number, record))

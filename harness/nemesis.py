@@ -20,7 +20,8 @@ from pathlib import Path
 import psutil
 
 from harness import protocol
-from harness.client import AppendOnlyFile
+from harness._safe_files import UntrustedFile, append_own_line, open_regular, read_bounded
+from harness.client import encode_record
 from harness.schedule import KillPoint
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -167,9 +168,13 @@ def tear_journal(path: Path, permille: int) -> bool:
     """Cut the journal's last record, keeping ``permille``/1000 of its bytes (at least one, never all).
 
     This is what a crash in the middle of that record's write leaves. Returns
-    False when there is no complete record to cut.
+    False when there is no complete record to cut, or when the journal is not a
+    regular file (a workload's symlink is never followed, let alone truncated).
     """
-    data = path.read_bytes() if path.exists() else b""
+    try:
+        data = read_bounded(path)
+    except (FileNotFoundError, UntrustedFile):
+        return False
     if not data.endswith(b"\n"):
         return False
     start = data.rfind(b"\n", 0, len(data) - 1) + 1
@@ -177,14 +182,20 @@ def tear_journal(path: Path, permille: int) -> bool:
     if not record:
         return False
     keep = min(max(1, len(record) * permille // 1000), len(record) - 1)
-    path.write_bytes(data[: start + keep])
+    fd = open_regular(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, start + keep)
+    finally:
+        os.close(fd)
     return True
 
 
-def mark_kill(ledger_path: Path, incarnation: int, kill: KillPoint | None) -> None:
-    """Append the harness's kill marker to the ledger (after the kill is confirmed).
+def mark_kill(ledger_path: Path, incarnation: int, kill: KillPoint | None) -> bool:
+    """Append the harness's kill marker to the ledger (after the kill is confirmed), on a line of its own.
 
-    ``kill`` None means the incarnation was killed at its timeout.
+    ``kill`` None means the incarnation was killed at its timeout. Returns True
+    when the ledger ended in an unterminated line (which the marker would
+    otherwise have been glued onto, hiding both).
     """
     marker: dict[str, object] = {"killed": incarnation}
     if kill is None:
@@ -195,8 +206,4 @@ def mark_kill(ledger_path: Path, incarnation: int, kill: KillPoint | None) -> No
         marker["point"] = str(replace(kill, torn=None))
     if kill is not None and kill.torn is not None:
         marker["torn"] = kill.torn
-    ledger = AppendOnlyFile(ledger_path, durable=False)
-    try:
-        ledger.append(marker)
-    finally:
-        ledger.close()
+    return append_own_line(ledger_path, encode_record(marker))

@@ -1,0 +1,83 @@
+"""Reading and appending to files a workload could have replaced, without trusting what is there.
+
+The harness runs as root and reads and writes files inside run directories
+that the workload under test can write too. A hostile or broken workload may
+have swapped a file for a symlink to a host file, a FIFO (an ``open`` that never
+returns), a socket or a directory, or made it huge. Every such access goes
+through here: the last path component is opened with ``O_NOFOLLOW`` and
+``O_NONBLOCK`` (a FIFO opens at once instead of hanging), the opened object
+must be a regular file, and reads are bounded. What is refused raises
+``UntrustedFile`` with the reason, for the caller to report.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+# Evidence files past this size are not read whole: no honest run writes that much.
+READ_LIMIT_BYTES = 64 * 1024 * 1024
+
+
+class UntrustedFile(OSError):
+    """A workload-writable path that is not a regular file of bounded size; the message says why."""
+
+
+def open_regular(path: Path, flags: int = os.O_RDONLY) -> int:
+    """An fd on ``path`` itself (never a symlink's target), which must be a regular file."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UntrustedFile(f"{path.name} is a symlink; it was not followed") from None
+        if error.errno == errno.ENXIO:  # a socket, or a FIFO opened for writing with no reader
+            raise UntrustedFile(f"{path.name} is not a regular file (a socket or FIFO)") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+        raise UntrustedFile(f"{path.name} is {kind}; it was not read")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def read_bounded(path: Path, limit: int = READ_LIMIT_BYTES) -> bytes:
+    """The bytes of a regular file no larger than ``limit``; FileNotFoundError when it is absent."""
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise UntrustedFile(f"{path.name} holds {size} bytes, over the {limit}-byte limit; it was not read")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:  # grew while being read
+            raise UntrustedFile(f"{path.name} grew past the {limit}-byte limit while being read")
+        return data
+    finally:
+        os.close(fd)
+
+
+def append_own_line(path: Path, line: bytes) -> bool:
+    """Append ``line`` (ending in a newline) so that it starts a line of its own.
+
+    A workload killed mid-write leaves a last line with no newline; gluing the
+    harness's record onto it would lose both. Returns True when such an
+    unterminated line was found (and closed with a newline first).
+    """
+    fd = open_regular(path, os.O_RDWR | os.O_APPEND)
+    try:
+        size = os.fstat(fd).st_size
+        unterminated = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+        os.write(fd, (b"\n" if unterminated else b"") + line)
+        return unterminated
+    finally:
+        os.close(fd)

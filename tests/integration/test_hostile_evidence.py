@@ -1,0 +1,59 @@
+"""Evidence a workload tampered with cannot hide a violation or turn the harness against the host."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from harness import nemesis
+from harness.evidence import read_lines
+from tests.helpers import DEMO, WORKLOADS
+
+pytestmark = pytest.mark.integration
+
+
+def test_an_unterminated_ledger_line_cannot_swallow_the_kill_marker(killpoint, tmp_path):
+    """The marker once glued onto the workload's half line and vanished with it: no kill was judged."""
+    result = killpoint("run", DEMO, "--kill-at", "c4:after_effect", "--workload",
+                       f"{{python}} {WORKLOADS / 'ledger_glue.py'}", "--json", tmp_path / "report.json")
+    assert result.exit_code == 1, result.out + result.err
+    (run,) = json.loads((tmp_path / "report.json").read_text())["runs"]
+    properties = {finding["property"] for finding in run["findings"]}
+    assert {"interrupted-action", "verify-before-replay"} <= properties, run["findings"]
+    assert any("ledger line left out" in note and "half a rec" in note for note in run["notes"]), run["notes"]
+
+
+def test_the_marker_starts_its_own_line(tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_bytes(b'{"invoked": "append", "call": "c1"}\n{"half')
+    assert nemesis.mark_kill(ledger, 0, None) is True
+    assert json.loads(ledger.read_bytes().split(b"\n")[-2]) == {"killed": 0, "point": "timeout"}
+    assert nemesis.mark_kill(ledger, 1, None) is False
+
+
+def test_a_journal_swapped_for_a_symlink_is_neither_read_nor_torn(tmp_path):
+    secret = tmp_path / "host-secret"
+    secret.write_bytes(b'{"kind": "started"}\n{"kind": "finished"}\n')
+    secret.chmod(0o600)
+    journal = tmp_path / "journal.jsonl"
+    os.symlink(secret, journal)
+    assert nemesis.tear_journal(journal, 500) is False
+    assert secret.read_bytes() == b'{"kind": "started"}\n{"kind": "finished"}\n'
+    read = read_lines(journal)
+    assert read.lines == () and "symlink" in read.problems[0]
+
+
+def test_a_fifo_for_a_journal_does_not_hang_the_reader(tmp_path):
+    fifo = tmp_path / "journal.jsonl"
+    os.mkfifo(fifo)
+    read = read_lines(fifo)
+    assert read.lines == () and "FIFO" in read.problems[0]
+
+
+def test_deeply_nested_json_is_a_problem_not_a_crash(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    path.write_bytes(b"[" * 100_000 + b"]" * 100_000 + b"\n" + b'{"invoked": "x", "call": "c1"}\n')
+    read = read_lines(path)
+    assert len(read.lines) == 1 and "nested too deeply" in read.problems[0]
