@@ -18,8 +18,7 @@ from harness import protocol as p
 from harness.checker import PROPERTIES
 from harness.evidence import Evidence, Incarnation, Line, read_evidence
 from harness.explore import coverage
-from harness.progress import summary_of, summary_rows
-from harness.report import repro_command
+from harness.report import coverage_figures, repro_command, summarise, summary_rows
 from harness.runner import GoldenRun
 from harness.scenario import Scenario
 from harness.schedule import format_schedule
@@ -31,6 +30,7 @@ LEFT, SLOT, TOP, LANE = 170, 26, 64, 78
 RECOVERY_SLOTS = len(p.RECOVERY_POINTS)
 DECISION_COLOURS = {p.SKIP: "#6b7280", p.RETRY: "#c2410c", p.VERIFY: "#1d4ed8"}
 _QUOTED = re.compile(r"^([\w.-]+\.jsonl):(\d+): ")
+_RULE_NUMBER = re.compile(r"^rule \d+: ")
 
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px 32px; color: #111827; }
@@ -38,6 +38,7 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8p
 h3 { font-size: 16px; margin: 0 0 8px; }
 .banner { padding: 10px 14px; border-radius: 6px; font-weight: 600; margin: 12px 0; }
 .banner.fail { background: #fee2e2; color: #991b1b; } .banner.pass { background: #dcfce7; color: #166534; }
+.banner.untested { background: #fef3c7; color: #92400e; }
 table { border-collapse: collapse; } td, th { padding: 3px 10px; border: 1px solid #e5e7eb; text-align: left; }
 th { background: #f9fafb; font-weight: 600; }
 table.heat td { text-align: center; min-width: 70px; font-variant-numeric: tabular-nums; }
@@ -78,19 +79,30 @@ def render_html(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome
 
 
 def _summary(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float, failures: list[RunOutcome]) -> str:
-    summary = summary_of(golden, outcomes, seconds)
-    banner = (f'<div class="banner fail">FAILED: {len(failures)} of {summary["runs"]} runs broke a recovery rule '
-              f"or could not be judged</div>" if failures
-              else f'<div class="banner pass">PASSED: all {summary["runs"]} runs recovered correctly</div>')
+    summary = summarise(outcomes, seconds)
+    if failures:
+        banner = (f'<div class="banner fail">FAILED: {len(failures)} of {summary.runs} runs broke a recovery rule '
+                  f"or could not be judged</div>")
+    elif summary.untested:
+        banner = (f'<div class="banner untested">{"PASSED" if summary.passed else "UNTESTED"}: {summary.passed} of '
+                  f"{summary.runs} runs recovered correctly from a kill; {summary.untested} untested: no kill of "
+                  f"their schedule landed, so they tested no recovery</div>")
+    else:
+        banner = f'<div class="banner pass">PASSED: all {summary.runs} runs recovered correctly</div>'
     rows = []
-    for label, text in summary_rows(summary, golden.seconds):
+    for label, text in summary_rows(summary, coverage_figures(golden, outcomes), golden.seconds):
         if label.startswith("["):
             prop = label.strip("[]")
-            label, text = f'<span class="prop">{escape(prop)}</span>', f"{text}: {PROPERTIES.get(prop, '')}"
+            label, text = f'<span class="prop">{escape(prop)}</span>', f"{text}: {_meaning(prop)}"
         else:
             label = escape(label)
         rows.append(f"<tr><th>{label}</th><td>{escape(text)}</td></tr>")
     return f"<h2>Summary</h2>{banner}<table>{''.join(rows)}</table>"
+
+
+def _meaning(prop: str) -> str:
+    """What a property means, without the checker's "rule N:" prefix: the report names the property, numbered nowhere."""
+    return _RULE_NUMBER.sub("", PROPERTIES.get(prop, ""))
 
 
 def _heat_map(scenario: Scenario, outcomes: list[RunOutcome]) -> str:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import io
 import json
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any, TextIO
 
 from harness._ci import ci_profile
-from harness.explore import coverage
-from harness.report import describe_failure, repro_command, summary_line, write_coverage
+from harness.report import (coverage_figures, describe_failure, repro_command, summarise, summary_json, summary_line,
+                            summary_rows, write_coverage)
 from harness.runner import GoldenRun
 from harness.scenario import Scenario
 from harness.session import JobBatches, RunOutcome, outcome_to_json
@@ -98,7 +97,7 @@ class SessionPrinter:
         """The end of the session: summary (table in normal mode) and the first failure's repro command."""
         failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
         if self.mode == "machine":
-            self._write(json.dumps({"kind": "summary", **summary_of(golden, outcomes, seconds),
+            self._write(json.dumps({"kind": "summary", **summary_json(golden, outcomes, seconds),
                                     "reproduce": repro_command(failures[0]) if failures else None}) + "\n")
             return
         if self.mode == "normal":
@@ -116,44 +115,6 @@ class SessionPrinter:
             self.out.write(text)
 
 
-def summary_of(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float) -> dict[str, Any]:
-    """The session's figures: runs by verdict, failing runs per property, kills made, coverage, time."""
-    covered = coverage(outcomes)
-    first_kills = set(covered.get(0, {}))
-    return {
-        "runs": len(outcomes),
-        "passed": sum(1 for outcome in outcomes if outcome.verdict.valid),
-        "failed": sum(1 for outcome in outcomes if outcome.verdict.valid is False),
-        "unknown": sum(1 for outcome in outcomes if outcome.verdict.valid is None),
-        "schedules": len({tuple(map(str, outcome.job.schedule)) for outcome in outcomes}),
-        "kills": sum(1 for outcome in outcomes for incarnation in outcome.incarnations if incarnation.killed_at),
-        "properties": dict(Counter(prop for outcome in outcomes for prop in outcome.verdict.properties).most_common()),
-        "coverage": {
-            "golden_points": len(golden.points),
-            "first_kill_points": len(first_kills & set(golden.points)),
-            "points_per_incarnation": {str(number): len(points) for number, points in sorted(covered.items())},
-        },
-        "seconds": round(seconds, 3),
-    }
-
-
-def summary_rows(summary: dict[str, Any], golden_seconds: float) -> list[tuple[str, str]]:
-    """(label, text) rows of the summary; a broken property's label is its name in brackets."""
-    cover, seconds = summary["coverage"], summary["seconds"]
-    deeper = ", ".join(f"incarnation {number}: {count}" for number, count in cover["points_per_incarnation"].items()
-                       if number != "0")
-    return [
-        ("runs", f"{summary['runs']}: {summary['passed']} passed, {summary['failed']} failed"
-                 + (f", {summary['unknown']} unknown" if summary["unknown"] else "")),
-        ("schedules", f"{summary['schedules']} distinct, {summary['kills']} kills made"),
-        *((f"[{prop}]", f"broken in {count} run(s)") for prop, count in summary["properties"].items()),
-        ("coverage", f"{cover['first_kill_points']} of {cover['golden_points']} crash points of the crash-free run "
-                     f"killed" + (f"; points killed later, {deeper}" if deeper else "")),
-        ("time", f"{seconds:.2f}s ({summary['runs'] / seconds if seconds > 0 else 0.0:.1f} schedules/s; "
-                 f"golden run {golden_seconds:.2f}s)"),
-    ]
-
-
 def write_summary_table(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float, out: TextIO) -> None:
     """The summary as a table (plain text off a terminal)."""
     from rich.console import Console
@@ -163,6 +124,6 @@ def write_summary_table(golden: GoldenRun, outcomes: list[RunOutcome], seconds: 
     table = Table(title="killpoint summary", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    for label, text in summary_rows(summary_of(golden, outcomes, seconds), golden.seconds):
+    for label, text in summary_rows(summarise(outcomes, seconds), coverage_figures(golden, outcomes), golden.seconds):
         table.add_row(Text(label, style="red" if label.startswith("[") else ""), text)
     Console(file=out, highlight=False, width=max(100, Console(file=out).width)).print(table)

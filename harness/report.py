@@ -11,15 +11,17 @@ import shlex
 import shutil
 import sys
 from collections import Counter
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from harness import protocol as p
 from harness.evidence import read_evidence
+from harness.explore import coverage
 from harness.runner import GoldenRun
 from harness.scenario import Scenario
 from harness.schedule import format_schedule
-from harness.session import RunOutcome, outcome_to_json
+from harness.session import RESULTS, RunOutcome, outcome_to_json
 
 
 def killpoint_command() -> str:
@@ -65,26 +67,110 @@ def describe_failure(outcome: RunOutcome, out: TextIO) -> None:
     out.write(f"  reproduce: {repro_command(outcome)}\n")
 
 
-def summary_line(outcomes: list[RunOutcome], seconds: float) -> str:
-    failed = [outcome for outcome in outcomes if outcome.verdict.valid is False]
-    unknown = [outcome for outcome in outcomes if outcome.verdict.valid is None]
-    unreached = sum(1 for outcome in outcomes if outcome.unreached)
-    by_property = Counter(prop for outcome in failed for prop in outcome.verdict.properties)
-    parts = [f"{len(outcomes)} runs: {len(outcomes) - len(failed) - len(unknown)} passed, {len(failed)} failed"]
-    if unknown:
-        parts.append(f"{len(unknown)} unknown")
-    if unreached:
-        parts.append(f"{unreached} with a kill point never reached")
-    text = ", ".join(parts)
-    if by_property:
-        text += " (" + ", ".join(f"{prop}: {count}" for prop, count in by_property.most_common()) + ")"
-    rate = len(outcomes) / seconds if seconds > 0 else 0.0
-    latencies = sorted(incarnation.kill_latency_s for outcome in outcomes for incarnation in outcome.incarnations
+@dataclass(frozen=True)
+class Summary:
+    """A session's figures, counted once: the summary line, the summary table, the JSON report,
+    the machine-mode summary and the HTML report all render this value.
+
+    Runs are counted by ``RunOutcome.result``: "passed" only when a kill landed
+    and recovery was judged correct; a valid run where no kill landed is "untested".
+    """
+
+    runs: int
+    passed: int
+    failed: int
+    unknown: int
+    untested: int
+    later_kill_never_came: int  # runs where a kill landed but a later kill of the schedule never came
+    schedules: int  # distinct ones
+    kills: int  # scheduled kills that landed (not kills at the timeout)
+    properties: dict[str, int]  # failing runs per broken property, most first
+    kill_latency_ms: dict[str, float] | None  # event kills: median and max from the event to the confirmed kill
+    seconds: float
+
+
+def summarise(outcomes: list[RunOutcome], seconds: float) -> Summary:
+    results = Counter(outcome.result for outcome in outcomes)
+    latencies = sorted(incarnation.kill_latency_s * 1000 for outcome in outcomes for incarnation in outcome.incarnations
                        if incarnation.kill_latency_s is not None)
-    if latencies:
-        text += (f"; event-to-kill latency median {latencies[len(latencies) // 2] * 1000:.2f} ms, "
-                 f"max {latencies[-1] * 1000:.2f} ms")
-    return f"{text} in {seconds:.2f}s ({rate:.1f} schedules/s)"
+    return Summary(
+        runs=len(outcomes), **{result: results[result] for result in RESULTS},
+        later_kill_never_came=sum(1 for outcome in outcomes if outcome.killed_any and outcome.unreached),
+        schedules=len({tuple(map(str, outcome.job.schedule)) for outcome in outcomes}),
+        kills=sum(len(outcome.kills_landed) for outcome in outcomes),
+        properties=dict(Counter(prop for outcome in outcomes for prop in outcome.verdict.properties).most_common()),
+        kill_latency_ms={"median": round(latencies[len(latencies) // 2], 3), "max": round(latencies[-1], 3)}
+        if latencies else None,
+        seconds=round(seconds, 3),
+    )
+
+
+def _describe_results(summary: Summary) -> str:
+    """"5 passed, 0 failed, 15 untested (no kill landed)": unknown and untested only when there are any."""
+    text = f"{summary.passed} passed, {summary.failed} failed"
+    if summary.unknown:
+        text += f", {summary.unknown} unknown"
+    if summary.untested:
+        text += f", {summary.untested} untested (no kill landed)"
+    return text
+
+
+def _describe_latency(summary: Summary) -> str | None:
+    latency = summary.kill_latency_ms
+    return f"event-to-kill latency median {latency['median']:.2f} ms, max {latency['max']:.2f} ms" if latency else None
+
+
+def _rate(summary: Summary) -> float:
+    """Schedules per second."""
+    return summary.runs / summary.seconds if summary.seconds > 0 else 0.0
+
+
+def summary_line(outcomes: list[RunOutcome], seconds: float) -> str:
+    """The session in one line, last in every mode but ``machine``."""
+    summary = summarise(outcomes, seconds)
+    text = f"{summary.runs} runs: {_describe_results(summary)}"
+    if summary.later_kill_never_came:
+        text += f", {summary.later_kill_never_came} where a later kill never came"
+    if summary.properties:
+        text += " (" + ", ".join(f"{prop}: {count}" for prop, count in summary.properties.items()) + ")"
+    if latency := _describe_latency(summary):
+        text += f"; {latency}"
+    return f"{text} in {summary.seconds:.2f}s ({_rate(summary):.1f} schedules/s)"
+
+
+def summary_rows(summary: Summary, cover: dict[str, Any], golden_seconds: float) -> list[tuple[str, str]]:
+    """(label, text) rows of the summary; a broken property's label is its name in brackets."""
+    recoveries = "; ".join(
+        f"{count} crash point{'s' if count != 1 else ''} killed in incarnation {number}, the restart after "
+        f"{number} kill{'s' if int(number) > 1 else ''}" for number, count in cover["points_per_incarnation"].items()
+        if number != "0")
+    latency = _describe_latency(summary)
+    return [
+        ("runs", f"{summary.runs}: {_describe_results(summary)}"),
+        ("schedules", f"{summary.schedules} distinct, {summary.kills} kills landed"
+                      + (f"; in {summary.later_kill_never_came} run(s) a later kill never came"
+                         if summary.later_kill_never_came else "")),
+        *((f"[{prop}]", f"broken in {count} run(s)") for prop, count in summary.properties.items()),
+        ("coverage", f"{cover['first_kill_points']} of {cover['golden_points']} crash points of the crash-free run "
+                     f"killed in the first incarnation" + (f"; {recoveries}" if recoveries else "")),
+        *((("kill latency", latency),) if latency else ()),
+        ("time", f"{summary.seconds:.2f}s ({_rate(summary):.1f} schedules/s; golden run {golden_seconds:.2f}s)"),
+    ]
+
+
+def coverage_figures(golden: GoldenRun, outcomes: list[RunOutcome]) -> dict[str, Any]:
+    """How much of the crash-free run's points the first kills covered, and crash points killed per incarnation."""
+    covered = coverage(outcomes)
+    return {
+        "golden_points": len(golden.points),
+        "first_kill_points": len(set(covered.get(0, {})) & set(golden.points)),
+        "points_per_incarnation": {str(number): len(points) for number, points in sorted(covered.items())},
+    }
+
+
+def summary_json(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float) -> dict[str, Any]:
+    """The summary and coverage as JSON: the JSON report's ``summary``, and machine mode's summary line."""
+    return {**asdict(summarise(outcomes, seconds)), "coverage": coverage_figures(golden, outcomes)}
 
 
 def write_json_report(path: Path, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], seconds: float) -> None:
@@ -93,37 +179,45 @@ def write_json_report(path: Path, scenario: Scenario, golden: GoldenRun, outcome
         "origin": scenario.origin,
         "plan_digest": scenario.plan.digest,
         "golden": {"run_dir": str(golden.run_dir), "seconds": golden.seconds, "points": list(golden.points)},
-        "summary": {
-            "runs": len(outcomes),
-            "failed": sum(1 for outcome in outcomes if outcome.verdict.valid is False),
-            "unknown": sum(1 for outcome in outcomes if outcome.verdict.valid is None),
-            "seconds": round(seconds, 3),
-        },
+        "summary": summary_json(golden, outcomes, seconds),
         "runs": [outcome_to_json(outcome) for outcome in outcomes],
     }
     path.write_text(json.dumps(report, indent=1))
 
 
-def write_coverage(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], out: TextIO) -> None:
-    """Calls x points, per incarnation: how many kills really landed there ("+" = a timed or event kill after it)."""
-    from harness.explore import coverage
+COVERAGE_COLUMNS = (*p.CALL_POINTS, *p.RECOVERY_POINTS)
+# Short headings keep calls x points within 100 columns; the map's first lines are their legend.
+COVERAGE_HEADINGS = {point: point.replace("before_", "b_").replace("after_", "a_") for point in COVERAGE_COLUMNS}
+COVERAGE_LEGEND = ("coverage: kills that landed at each crash point, per incarnation. b_ is before_, a_ is after_\n"
+                   "  (b_started: before_started); N+M: N kills at the point, M timed or event kills just after it\n")
 
+
+def write_coverage(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], out: TextIO) -> None:
+    """Calls x points, per incarnation: how many kills really landed there, under a legend of the headings."""
     covered = coverage(outcomes)
-    columns = [*p.CALL_POINTS, *p.RECOVERY_POINTS]
-    short = {point: point.replace("before_", "b_").replace("after_", "a_") for point in columns}
+    width = max(10, *(len(call) for call in scenario.plan.call_ids))
+    out.write(COVERAGE_LEGEND)
     for incarnation, counts in sorted(covered.items()):
-        out.write(f"coverage, incarnation {incarnation} (kills per call x point):\n")
-        out.write(f"  {'':<8}" + "".join(f"{short[point]:>12}" for point in columns) + "\n")
-        rows = [*scenario.plan.call_ids, None]
-        for call in rows:
-            cells = [counts.get(point if call is None else f"{call}:{point}", 0) for point in columns]
+        started = f"after {incarnation} kill{'s' if incarnation > 1 else ''}" if incarnation else "before any kill"
+        out.write(f"coverage, incarnation {incarnation} ({started}):\n")
+        out.write(f"  {'':<{width}}" + "".join(f"{COVERAGE_HEADINGS[point]:>12}" for point in COVERAGE_COLUMNS) + "\n")
+        for call in [*scenario.plan.call_ids, None]:
+            cells = [_coverage_cell(counts, point if call is None else f"{call}:{point}") for point in COVERAGE_COLUMNS]
             if any(cells):
-                out.write(f"  {call or '(task)':<8}" + "".join(f"{cell or '.':>12}" for cell in cells) + "\n")
+                out.write(f"  {call or '(recovery)':<{width}}" + "".join(f"{cell or '.':>12}" for cell in cells) + "\n")
+        if counts.get("start+"):
+            out.write(f"  {counts['start+']} timed or event kill(s) before the first crash point\n")
     reached = set(golden.points)
     never = [f"{call}:{point}" for call in scenario.plan.call_ids for point in p.CALL_POINTS
              if f"{call}:{point}" not in reached]
     if never:
         out.write(f"  never reached by the crash-free run (not counted): {', '.join(never)}\n")
+
+
+def _coverage_cell(counts: dict[str, int], point: str) -> str:
+    """"N", "N+M" or "+M": kills at the point, and timed or event kills after it (``explore.coverage``'s "point+")."""
+    at, after = counts.get(point, 0), counts.get(point + "+", 0)
+    return f"{at or ''}{f'+{after}' if after else ''}"
 
 
 def write_timeline(outcome: RunOutcome, out: TextIO) -> None:

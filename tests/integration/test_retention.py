@@ -1,0 +1,108 @@
+"""``retention.prune``: whole sessions go by count and age; nothing that is not a session is touched."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import cli
+from harness.errors import ConfigError
+from harness.retention import is_session_dir, prune
+from tests.helpers import DEMO
+
+DAY = 86400.0
+
+
+@pytest.fixture(scope="module")
+def real_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The evidence of one real killpoint session (golden run and one killed run)."""
+    session = tmp_path_factory.mktemp("real") / "session"
+    assert cli.main(["run", str(DEMO), "--kill-at", "c1:after_effect", "-q", "--runs-dir", str(session)],
+                    out=io.StringIO()) == 0
+    return session
+
+
+def sessions_aged(real_session: Path, root: Path, *ages_in_days: float) -> list[Path]:
+    """Copies of the real session under ``root``, named by age, their directories last changed that long ago."""
+    root.mkdir(exist_ok=True)
+    copies = []
+    for age in ages_in_days:
+        copy = root / f"session-{age:g}d"
+        shutil.copytree(real_session, copy, symlinks=True)
+        then = time.time() - age * DAY
+        os.utime(copy, (then, then))
+        copies.append(copy)
+    return copies
+
+
+@pytest.fixture
+def lookalikes(tmp_path: Path, real_session: Path) -> dict[str, Path]:
+    """Entries of a runs folder that are not sessions, all older than any session."""
+    root = tmp_path / "runs"
+    root.mkdir()
+    outside = tmp_path / "outside-session"
+    shutil.copytree(real_session, outside)
+    (root / "notes").mkdir()
+    (root / "notes" / "todo.txt").write_text("keep me")
+    (root / "no-plan" / "golden").mkdir(parents=True)
+    (root / "golden-is-a-link").mkdir()
+    (root / "golden-is-a-link" / "golden").symlink_to(outside / "golden")
+    (root / "link-to-a-session").symlink_to(outside)
+    (root / "report.json").write_text("{}")
+    entries = {path.name: path for path in root.iterdir()}
+    for path in entries.values():
+        os.utime(path, (time.time() - 100 * DAY,) * 2, follow_symlinks=False)
+    return {**entries, "outside": outside}
+
+
+def test_a_real_session_is_recognised_and_nothing_else_is(real_session, lookalikes):
+    assert is_session_dir(real_session)
+    assert not any(is_session_dir(path) for name, path in lookalikes.items() if name != "outside")
+
+
+def test_keep_removes_all_but_the_newest_sessions_and_only_sessions(real_session, lookalikes, tmp_path):
+    root = tmp_path / "runs"
+    young, middle, old, oldest = sessions_aged(real_session, root, 0.1, 2, 5, 30)
+    assert prune(root, keep=2, older_than_days=None) == [oldest, old]
+    assert sorted(path.name for path in root.iterdir()) == sorted(
+        [young.name, middle.name, *(name for name in lookalikes if name != "outside")])
+    assert (root / "notes" / "todo.txt").read_text() == "keep me"
+    assert is_session_dir(lookalikes["outside"]), "a link's target is never followed"
+    assert (root / "link-to-a-session").is_symlink() and (root / "golden-is-a-link" / "golden").is_symlink()
+
+
+def test_older_than_removes_only_sessions_past_that_age(real_session, lookalikes, tmp_path):
+    root = tmp_path / "runs"
+    young, middle, old = sessions_aged(real_session, root, 0.1, 2, 5)
+    assert prune(root, keep=None, older_than_days=3) == [old]
+    assert prune(root, keep=None, older_than_days=3) == []
+    assert young.is_dir() and middle.is_dir() and (root / "notes").is_dir()
+
+
+def test_with_both_a_session_goes_only_when_neither_newest_nor_young(real_session, lookalikes, tmp_path):
+    root = tmp_path / "runs"
+    young, middle, old, oldest = sessions_aged(real_session, root, 0.1, 0.5, 5, 30)
+    assert prune(root, keep=3, older_than_days=1) == [oldest]
+    assert prune(root, keep=1, older_than_days=1) == [old]
+    assert young.is_dir() and middle.is_dir()
+
+
+@pytest.mark.parametrize(("keep", "older_than_days", "message"), [
+    (None, None, "give keep (how many of the newest sessions stay) or older_than_days"),
+    (-1, None, "keep -1: give a number >= 0"),
+    (None, -2.0, "older_than_days -2.0: give a number >= 0"),
+])
+def test_a_policy_that_makes_no_sense_is_refused_with_the_fix(tmp_path, keep, older_than_days, message):
+    with pytest.raises(ConfigError) as refused:
+        prune(tmp_path, keep=keep, older_than_days=older_than_days)
+    assert message in str(refused.value)
+
+
+def test_a_missing_folder_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="no-such-runs: not a folder of killpoint sessions"):
+        prune(tmp_path / "no-such-runs", keep=1, older_than_days=None)

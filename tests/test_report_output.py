@@ -1,0 +1,205 @@
+"""What a session prints, on literal outcomes (no process runs here): untested runs counted apart
+from passes in every output, a coverage map whose headings are explained, and reproduce lines
+whose command runs as printed."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import protocol as p
+from harness.checker import Finding, Verdict
+from harness.evidence import Incarnation
+from harness.html_report import render_html
+from harness.progress import SessionPrinter
+from harness.report import (COVERAGE_HEADINGS, coverage_figures, describe_failure, killpoint_command, repro_command,
+                            summarise, summary_line, summary_rows, write_json_report)
+from harness.runner import GoldenRun
+from harness.scenario import load_scenario
+from harness.schedule import KillPoint
+from harness.session import Job, RunOutcome
+from tests.helpers import DEMO
+
+SCENARIO = load_scenario(DEMO)
+GOLDEN_POINTS = tuple(f"{call}:{point}" for call in SCENARIO.plan.call_ids for point in p.CALL_POINTS)
+GOLDEN = GoldenRun(Path("runs/golden"), {}, {}, GOLDEN_POINTS, 0.25)
+BROKEN = Finding("interrupted-action", "c4 was RUNNING at the kill; the rules say VERIFY, but it decided RETRY",
+                 call="c4", kill="c4:after_effect", evidence=("journal.jsonl:11: {}",))
+
+
+def outcome(index: int, kill: KillPoint, verdict: Verdict, *incarnations: Incarnation) -> RunOutcome:
+    return RunOutcome(Job(index, (kill,)), Path(f"runs/run-{index:05d}"), verdict, incarnations, f"kp1.token{index}", 0.1)
+
+
+def killed(number: int, at: str) -> Incarnation:
+    points = GOLDEN_POINTS[:GOLDEN_POINTS.index(at) + 1] if number == 0 else ("after_decisions", at)
+    return Incarnation(number, 100 + number, None, killed_at=at, points=points)
+
+
+def finished(number: int) -> Incarnation:
+    return Incarnation(number, 100 + number, 0, points=GOLDEN_POINTS)
+
+
+def passed(index: int) -> RunOutcome:
+    """A kill landed at c3:after_effect and recovery was judged correct."""
+    return outcome(index, KillPoint("after_effect", "c3"), Verdict(True),
+                   killed(0, "c3:after_effect"), finished(1))
+
+
+def untested(index: int) -> RunOutcome:
+    """A timed kill whose moment never came: the workload finished first, so nothing was tested."""
+    return outcome(index, KillPoint(after_s=5.0), Verdict(True), finished(0))
+
+
+def failed(index: int) -> RunOutcome:
+    return outcome(index, KillPoint("after_effect", "c4"), Verdict(False, (BROKEN,)),
+                   killed(0, "c4:after_effect"), finished(1))
+
+
+def hung(index: int) -> RunOutcome:
+    """Killed at the timeout before its scheduled kill: a liveness failure, and no scheduled kill landed."""
+    return outcome(index, KillPoint("after_effect", "c6"), Verdict(False, (Finding("liveness", "hung"),)),
+                   Incarnation(0, 100, None, killed_at="timeout", timed_out=True, points=GOLDEN_POINTS[:3]))
+
+
+def killed_twice(index: int) -> RunOutcome:
+    """Killed at c3:after_effect, then again during recovery, after its decisions."""
+    return RunOutcome(Job(index, (KillPoint("after_effect", "c3"), KillPoint("after_decisions"))),
+                      Path(f"runs/run-{index:05d}"), Verdict(True),
+                      (killed(0, "c3:after_effect"), killed(1, "after_decisions"), finished(2)), f"kp1.token{index}", 0.1)
+
+
+def unjudged(index: int) -> RunOutcome:
+    return outcome(index, KillPoint("after_started", "c2"), Verdict(None, error="checker error: KeyError('op')"),
+                   killed(0, "c2:after_started"), finished(1))
+
+
+MIXED = [passed(0), untested(1), failed(2), hung(3), unjudged(4), killed_twice(5)]
+RESULTS = ["passed", "untested", "failed", "failed", "unknown", "passed"]
+
+
+def test_a_pass_needs_a_kill_that_landed():
+    assert [run.result for run in MIXED] == RESULTS
+    assert [run.killed_any for run in MIXED] == [True, False, True, False, True, True]
+    assert hung(3).unreached == ("c6:after_effect",), "a kill at the timeout is not the scheduled kill"
+
+
+def test_summary_line_counts_untested_runs_apart_from_passes():
+    runs = [passed(index) for index in range(5)] + [untested(index) for index in range(5, 20)]
+    assert summary_line(runs, 2.0).startswith("20 runs: 5 passed, 0 failed, 15 untested (no kill landed) in 2.00s")
+    assert summary_line(MIXED, 1.0).startswith(
+        "6 runs: 2 passed, 2 failed, 1 unknown, 1 untested (no kill landed) (interrupted-action: 1, liveness: 1)")
+
+
+def test_normal_mode_prints_the_untested_count_in_the_table_and_a_legend_for_the_coverage_headings():
+    out = io.StringIO()
+    with SessionPrinter(out, mode="normal", progress_bar=False) as printer:
+        printer.finish(SCENARIO, GOLDEN, MIXED, 1.0, show_coverage=True)
+    text = out.getvalue()
+    assert re.search(r"runs\s+│ 6: 2 passed, 2 failed, 1 unknown, 1 untested \(no kill landed\)", text)
+    coverage_map = text[:text.index("killpoint summary")].splitlines()
+    assert coverage_map[:2] == [
+        "coverage: kills that landed at each crash point, per incarnation. b_ is before_, a_ is after_",
+        "  (b_started: before_started); N+M: N kills at the point, M timed or event kills just after it"]
+    for point, heading in COVERAGE_HEADINGS.items():
+        assert heading.replace("b_", "before_", 1).replace("a_", "after_", 1) == point
+    assert coverage_map[3].split() == list(COVERAGE_HEADINGS.values())
+    assert "coverage, incarnation 1 (after 1 kill):" in coverage_map
+    assert max(map(len, coverage_map)) <= 100
+
+
+def test_summary_rows_say_in_words_what_was_killed_during_recovery():
+    rows = dict(summary_rows(summarise(MIXED, 1.0), coverage_figures(GOLDEN, MIXED), GOLDEN.seconds))
+    assert rows["coverage"] == ("3 of 30 crash points of the crash-free run killed in the first incarnation; "
+                                "1 crash point killed in incarnation 1, the restart after 1 kill")
+    assert rows["schedules"] == "6 distinct, 5 kills landed"
+
+
+def test_machine_mode_gives_each_run_its_outcome_and_the_summary_its_untested_count():
+    out = io.StringIO()
+    with SessionPrinter(out, mode="machine") as printer:
+        for run in MIXED:
+            printer.on_outcome(run)
+        printer.finish(SCENARIO, GOLDEN, MIXED, 1.0)
+    *runs, summary = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [run["outcome"] for run in runs] == RESULTS
+    assert (summary["kind"], summary["passed"], summary["failed"], summary["unknown"], summary["untested"]) == (
+        "summary", 2, 2, 1, 1)
+    assert summary["reproduce"] == f"{killpoint_command()} repro kp1.token2"
+
+
+def test_json_report_has_one_summary_with_untested_and_each_run_its_outcome(tmp_path):
+    path = tmp_path / "report.json"
+    write_json_report(path, SCENARIO, GOLDEN, MIXED, 1.0)
+    report = json.loads(path.read_text())
+    assert {key: report["summary"][key] for key in ("runs", "passed", "failed", "unknown", "untested")} == {
+        "runs": 6, "passed": 2, "failed": 2, "unknown": 1, "untested": 1}
+    assert [run["outcome"] for run in report["runs"]] == RESULTS
+    assert report["summary"]["kills"] == 5, "the kill at the timeout is not counted as a kill that landed"
+
+
+def test_html_names_untested_runs_and_properties_without_rule_numbers():
+    html = render_html(SCENARIO, GOLDEN, [passed(0), untested(1)], 1.0)
+    assert "1 of 2 runs recovered correctly from a kill; 1 untested" in html and "all 2 runs recovered" not in html
+    assert "1 untested (no kill landed)" in html
+    failing = render_html(SCENARIO, GOLDEN, [passed(0), failed(1)], 1.0)
+    assert "interrupted-action" in failing and "an operation RUNNING at the kill gets RETRY or VERIFY" in failing
+    assert not re.search(r"rule \d", failing)
+
+
+@pytest.mark.integration  # runs the printed command
+def test_every_reproduce_line_starts_with_the_command_that_runs_here():
+    block = io.StringIO()
+    describe_failure(failed(2), block)
+    assert f"  reproduce: {killpoint_command()} repro kp1.token2\n" in block.getvalue()
+    assert repro_command(failed(2)) == f"{killpoint_command()} repro kp1.token2"
+    printed = subprocess.run([*shlex.split(killpoint_command()), "repro", "--help"], capture_output=True, text=True)
+    assert printed.returncode == 0 and "usage: killpoint repro" in printed.stdout
+
+
+@pytest.fixture
+def installation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fake installation: an interpreter and a killpoint script side by side, nothing on PATH."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("python", "killpoint"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    return bin_dir
+
+
+def test_killpoint_command_is_the_bare_name_only_when_path_finds_this_installation(installation, monkeypatch):
+    elsewhere = installation.parent.parent / "other" / "bin"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "killpoint").write_text("#!/bin/sh\n")
+    (elsewhere / "killpoint").chmod(0o755)
+    monkeypatch.setenv("PATH", str(elsewhere))
+    monkeypatch.chdir(installation.parent.parent)
+    assert killpoint_command() == "venv/bin/killpoint"
+    monkeypatch.setenv("PATH", f"{installation}:{elsewhere}")
+    assert killpoint_command() == "killpoint"
+
+
+def test_killpoint_command_is_relative_inside_the_cwd_and_absolute_outside(installation, monkeypatch, tmp_path):
+    monkeypatch.chdir(installation.parent)
+    assert killpoint_command() == "bin/killpoint"
+    monkeypatch.chdir(installation)
+    assert killpoint_command() == "./killpoint"
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    assert killpoint_command() == str(installation / "killpoint")
+
+
+def test_killpoint_command_falls_back_to_the_module_without_a_script(installation):
+    (installation / "killpoint").unlink()
+    assert killpoint_command() == f"{installation / 'python'} -m harness.cli"
