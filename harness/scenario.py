@@ -12,17 +12,16 @@ import json
 import shlex
 import sys
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue
-from harness.backends import BACKENDS
 from harness.errors import ConfigError
+from harness.scenario_fields import not_json, scenario_problems
 
 DEFAULT_TIMEOUT_S = 20.0
-_SCENARIO_KEYS = {"name", "description", "workload", "catalogue", "timeout", "max_incarnations", "plan",
-                  "world", "schedule", "backend", "image"}
 
 
 @dataclass(frozen=True)
@@ -113,6 +112,8 @@ def parse_plan(data: Any, where: str) -> Plan:
             problems.append(f"{here}.tool: missing or not a string")
         if not isinstance(args, dict):
             problems.append(f"{here}.args: must be a table of arguments")
+        elif (wrong := not_json(args)) is not None:
+            problems.append(f"{here}.args: {wrong}")
         unknown = sorted(set(call) - {"call_id", "tool", "args"})
         if unknown:
             problems.append(f"{here}: unknown key(s) {', '.join(unknown)}; a call has call_id, tool, args")
@@ -124,12 +125,32 @@ def parse_plan(data: Any, where: str) -> Plan:
 
 def load_plan_file(path: Path) -> Plan:
     try:
-        data = json.loads(path.read_text())
+        data = strict_json(path.read_bytes())
     except OSError as error:
         raise ConfigError(f"{path}: cannot read the plan ({error.strerror})") from None
     except ValueError as error:
         raise ConfigError(f"{path}: not valid JSON: {error}; a plan is a JSON object") from None
     return parse_plan(data, str(path))
+
+
+def strict_json(data: bytes) -> Any:
+    """JSON as a person means it: no NaN or Infinity, no key given twice, no nesting past the parser's depth."""
+
+    def no_constants(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        twice = sorted(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+        if twice:
+            raise ValueError(f"key(s) {', '.join(map(repr, twice))} given twice in one object")
+        return dict(pairs)
+
+    try:
+        return json.loads(data.decode(), parse_constant=no_constants, object_pairs_hook=no_duplicates)
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 def resolve_catalogue(reference: str | None, base: Path) -> Catalogue:
@@ -139,71 +160,68 @@ def resolve_catalogue(reference: str | None, base: Path) -> Catalogue:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read ``scenarios/NAME.toml``; relative paths in it are relative to the file."""
+    """Read ``scenarios/NAME.toml``; relative paths in it are relative to the file.
+
+    Every problem of the file, its plan and its catalogue is reported at once.
+    """
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode())
     except OSError as error:
         raise ConfigError(f"{path}: cannot read the scenario ({error.strerror}); check the path") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (not UTF-8); a scenario is a TOML file") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     base = path.parent
-    problems = [f"{path}: unknown key {key!r}; a scenario has {', '.join(sorted(_SCENARIO_KEYS))}"
-                for key in sorted(set(data) - _SCENARIO_KEYS)]
-    workload = data.get("workload")
-    if isinstance(workload, str):
-        workload = shlex.split(workload)
-    if not isinstance(workload, list) or not workload or not all(isinstance(w, str) for w in workload):
-        problems.append(f'{path}: workload: missing; give the command, e.g. workload = ["{{python}}", "-m", "my_runtime"]')
-    timeout = data.get("timeout", DEFAULT_TIMEOUT_S)
-    if not isinstance(timeout, (int, float)) or timeout <= 0:
-        problems.append(f"{path}: timeout: must be a positive number of seconds per incarnation")
-    world = data.get("world", {})
-    if not isinstance(world, dict) or not isinstance(world.get("files", {}), dict):
-        problems.append(f'{path}: world: write files as [world.files] "path" = "content"')
-        world = {}
-    problems += _latency_problems(path, world.get("state", {}))
-    if data.get("backend", "subprocess") not in BACKENDS:
-        problems.append(f"{path}: backend: {data['backend']!r} is no backend; choose one of {', '.join(BACKENDS)}")
-    if not isinstance(data.get("image", ""), str):
-        problems.append(f'{path}: image: give the name of a local Docker image, e.g. image = "killpoint-host:1"')
-    if problems:
+    problems = scenario_problems(str(path), data)
+    plan, catalogue = None, None
+    try:
+        plan_data = data.get("plan")
+        plan = load_plan_file(base / plan_data) if isinstance(plan_data, str) else parse_plan(plan_data, f"{path}: [plan]")
+    except ConfigError as error:
+        problems += error.problems or [error.message]
+    reference = data.get("catalogue")
+    if reference is None or isinstance(reference, str):
+        try:
+            catalogue = resolve_catalogue(reference, base)
+        except ConfigError as error:
+            problems += error.problems or [error.message]
+    if plan is not None and catalogue is not None:
+        problems += unknown_tool_problems(str(path), plan, catalogue)
+    if problems or plan is None or catalogue is None:
         raise ConfigError(f"{path}: the scenario has {len(problems)} problem(s)", tuple(problems))
-    plan_data = data.get("plan")
-    plan = load_plan_file(base / plan_data) if isinstance(plan_data, str) else parse_plan(plan_data, f"{path}: [plan]")
+    world = data.get("world", {})
+    workload = data["workload"]
     return Scenario(
         name=data.get("name", path.stem),
-        workload=expand_workload(workload),
+        workload=expand_workload(shlex.split(workload) if isinstance(workload, str) else workload),
         plan=plan,
-        catalogue=resolve_catalogue(data.get("catalogue"), base),
+        catalogue=catalogue,
         origin={"scenario": str(path)},
         cwd=base,
         world_files=world.get("files", {}),
         world_state=world.get("state", {}),
-        timeout_s=float(timeout),
-        max_extra_incarnations=int(data.get("max_incarnations", 3)),
+        timeout_s=float(data.get("timeout", DEFAULT_TIMEOUT_S)),
+        max_extra_incarnations=data.get("max_incarnations", 3),
         default_schedule=data.get("schedule", {}),
         backend=data.get("backend"),
         image=data.get("image"),
     )
 
 
-def _latency_problems(path: Path, state: Any) -> list[str]:
-    """``[world.state.latency]`` maps a tool to the seconds each of its calls takes."""
-    latency = state.get("latency", {}) if isinstance(state, dict) else {}
-    fix = "write it as [world.state.latency] tool_name = seconds (a number from 0 to 60)"
-    if not isinstance(latency, dict):
-        return [f"{path}: world.state.latency: {fix}"]
-    return [f"{path}: world.state.latency.{tool}: {seconds!r} is not a delay; {fix}"
-            for tool, seconds in latency.items()
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 <= seconds <= 60]
+def unknown_tool_problems(where: str, plan: Plan, catalogue: Catalogue) -> list[str]:
+    """A planned tool that neither the catalogue lists nor a fake tool implements can never run."""
+    from fake_tools.base import lookup
+
+    return [f"{where}: calls[{index}].tool: {call.tool!r} is neither in the catalogue nor a fake tool; "
+            f"check the spelling (`killpoint catalogue list` shows the tools)"
+            for index, call in enumerate(plan.calls) if call.tool not in catalogue.tools and lookup(call.tool) is None]
 
 
 def scenario_from_flags(workload: str, plan: str, catalogue: str | None) -> Scenario:
     """A scenario from ``--workload CMD --plan PLAN.json --catalogue CATALOGUE``."""
-    argv = shlex.split(workload)
-    if not argv:
-        raise ConfigError("--workload: empty command; give the command that starts your runtime")
+    argv = split_workload(workload)
     plan_path = Path(plan)
     origin = {"workload": workload, "plan": plan}
     if catalogue:
@@ -220,10 +238,19 @@ def scenario_from_flags(workload: str, plan: str, catalogue: str | None) -> Scen
 
 def with_workload(scenario: Scenario, workload: str) -> Scenario:
     """The scenario with its workload command replaced (to run a mutant, say)."""
-    argv = shlex.split(workload)
+    return replace(scenario, workload=expand_workload(split_workload(workload)),
+                   origin={**scenario.origin, "workload": workload})
+
+
+def split_workload(workload: str) -> list[str]:
+    """``--workload 'CMD ARGS'`` split as a shell would, or a usage error saying why it cannot be."""
+    try:
+        argv = shlex.split(workload)
+    except ValueError as error:
+        raise ConfigError(f"--workload {workload!r}: {error}; quote it as a shell would") from None
     if not argv:
         raise ConfigError("--workload: empty command; give the command that starts your runtime")
-    return replace(scenario, workload=expand_workload(argv), origin={**scenario.origin, "workload": workload})
+    return argv
 
 
 def scenario_from_origin(origin: dict[str, str]) -> Scenario:
