@@ -44,7 +44,8 @@ def test_torn_tail_bug_needs_torn_tails(killpoint):
 
 
 def test_torn_tail_keeps_both_journals_and_the_reference_tolerates_it(killpoint, tmp_path):
-    result = killpoint("run", DEMO, "--kill-at", "c3:after_finished/torn:400", "--runs-dir", tmp_path / "runs")
+    result = killpoint("run", DEMO, "--kill-at", "c3:after_finished/torn:400", "--runs-dir", tmp_path / "runs",
+                       "--keep-all")
     assert result.exit_code == 0, result.out
     run = tmp_path / "runs" / "run-00000"
     original = (run / "journal-at-kill-0.jsonl").read_bytes()

@@ -1,8 +1,10 @@
-"""``retention.prune``: whole sessions go by count and age; nothing that is not a session is touched."""
+"""What stays on disk: a passing run keeps only its verdict, a failing one everything; ``retention.prune``
+removes whole sessions by count and age and touches nothing that is not a session."""
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import time
@@ -13,7 +15,10 @@ import pytest
 from harness import cli
 from harness.errors import ConfigError
 from harness.retention import is_session_dir, prune
-from tests.helpers import DEMO
+from harness.scenario import load_scenario, with_workload
+from harness.schedule import KillPoint
+from harness.session import Job, fixed_batches, run_session
+from tests.helpers import DEMO, mutant_workload
 
 DAY = 86400.0
 
@@ -25,6 +30,23 @@ def real_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert cli.main(["run", str(DEMO), "--kill-at", "c1:after_effect", "-q", "--runs-dir", str(session)],
                     out=io.StringIO()) == 0
     return session
+
+
+@pytest.mark.parametrize("keep_all", [False, True])
+def test_a_passing_run_is_reduced_to_its_verdict_and_a_failing_one_kept_whole(tmp_path, keep_all):
+    scenario = with_workload(load_scenario(DEMO), mutant_workload("retry_non_idempotent"))
+    jobs = [Job(0, (KillPoint("after_effect", "c4"),)), Job(1, (KillPoint("after_effect", "c1"),))]
+    _, (failing, passing) = run_session(scenario, fixed_batches(jobs), tmp_path / "s", keep_all=keep_all)
+    assert (failing.result, passing.result) == ("failed", "passed")
+    evidence = {"workload", "world", "ledger.jsonl", "plan.json", "incarnations.json", "incarnation-0.stdout"}
+    whole = evidence | {"journal-at-kill-0.jsonl", "incarnation-1.stderr", "verdict.json"}
+    assert whole <= {path.name for path in failing.run_dir.iterdir()}
+    assert evidence <= {path.name for path in (tmp_path / "s" / "golden").iterdir()}
+    kept = {path.name for path in passing.run_dir.iterdir()}
+    assert kept >= whole if keep_all else kept == {"verdict.json"}
+    verdict = json.loads((passing.run_dir / "verdict.json").read_text())
+    assert (verdict["outcome"], verdict["schedule"], verdict["token"]) == ("passed", ["c1:after_effect"], passing.token)
+    assert verdict["incarnations"][0]["killed_at"] == "c1:after_effect"
 
 
 def sessions_aged(real_session: Path, root: Path, *ages_in_days: float) -> list[Path]:
