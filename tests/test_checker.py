@@ -89,9 +89,15 @@ def test_decision_matrix_table(found, tool_class, interactive, action):
 
 
 def test_every_status_and_class_has_an_action():
-    statuses = (p.SUCCEEDED, p.FAILED, p.NOT_STARTED, p.OUTCOME_UNKNOWN)
-    for found, tool_class, interactive in itertools.product(statuses, p.CLASSES, (False, True)):
-        assert expected_action(found, tool_class, interactive) in p.ACTIONS
+    """All 32 cells: a settled or unstarted call is SKIP whatever its class; an interrupted one goes by its
+    class (recovery-rules.md's matrix), except that a question is asked again."""
+    by_class = {p.READ_ONLY: p.RETRY, p.IDEMPOTENT_WRITE: p.RETRY, p.NON_IDEMPOTENT: p.VERIFY, p.UNKNOWN: p.VERIFY}
+    assert set(by_class) == set(p.CLASSES)
+    for tool_class, interactive in itertools.product(p.CLASSES, (False, True)):
+        for found in (p.SUCCEEDED, p.FAILED, p.NOT_STARTED):
+            assert expected_action(found, tool_class, interactive) == p.SKIP, (found, tool_class, interactive)
+        want = p.RETRY if interactive else by_class[tool_class]
+        assert expected_action(p.OUTCOME_UNKNOWN, tool_class, interactive) == want, (tool_class, interactive)
 
 
 def test_succeeded_decided_retry_is_rule_1():

@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from harness.checker import check
+from harness.checker import PROPERTIES, check
 from harness.evidence import JsonLines, Line
 from tests.test_checker import AT_KILL, GOLDEN, LEDGER, RECOVERY, SCENARIO, evidence
 
@@ -56,10 +56,18 @@ def as_lines(source: str, records: list[dict]) -> JsonLines:
 @given(mangled(AT_KILL), mangled(AT_KILL + RECOVERY), mangled(LEDGER))
 @example([], [], [])
 @example(AT_KILL, AT_KILL + RECOVERY, [{"killed": 0}] * 3)
+@example(AT_KILL, AT_KILL + RECOVERY, LEDGER)
 def test_checker_always_gives_a_verdict(at_kill, journal, ledger):
+    """A verdict whose findings name a known property and quote only lines that are really in the evidence."""
+    sources = {"journal.jsonl": journal, "journal-at-kill-0.jsonl": at_kill, "ledger.jsonl": ledger}
     damaged = replace(evidence(), journal=as_lines("journal.jsonl", journal),
                       journals_at_kill=(as_lines("journal-at-kill-0.jsonl", at_kill),),
                       ledger=as_lines("ledger.jsonl", ledger))
     verdict = check(SCENARIO, damaged, GOLDEN)
     assert verdict.error is None, verdict.error
-    assert verdict.valid is (not verdict.findings)
+    quotable = {line.quote() for source, records in sources.items() for line in as_lines(source, records).lines}
+    for finding in verdict.findings:
+        assert finding.property in PROPERTIES, finding
+        assert set(finding.evidence) <= quotable, finding  # the world is never damaged here, so no world diffs
+    if (at_kill, journal, ledger) == (AT_KILL, AT_KILL + RECOVERY, LEDGER):
+        assert verdict.valid is True, verdict.findings  # undamaged evidence of a correct recovery

@@ -62,5 +62,12 @@ def test_rendezvous_waits_for_the_reply(tmp_path):
     assert b'"point":"after_decisions"' in received[1]
 
 
-def test_rendezvous_without_control_socket_runs_freely():
-    Rendezvous(None, 0).point("after_started", call="c1")
+@pytest.mark.parametrize("control_path", [None, ""], ids=["unset", "empty"])
+def test_rendezvous_without_control_socket_runs_freely(monkeypatch, control_path):
+    opened = []
+    monkeypatch.setattr(socket, "socket", lambda *args: opened.append(args))
+    rendezvous = Rendezvous(control_path, 0)
+    for point in ("after_started", "after_effect", "after_finished"):
+        rendezvous.point(point, call="c1", op="t-op1")
+    rendezvous.close()
+    assert opened == [], "with no control socket the workload must not try to reach a harness"

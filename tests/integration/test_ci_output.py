@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import pty
+import threading
+import tty
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+import pytest
 
 from harness.progress import SessionPrinter
 from tests.helpers import DEMO, mutant_workload
 
+HIDE_CURSOR, SHOW_CURSOR, ERASE_LINE = b"\x1b[?25l", b"\x1b[?25h", b"\x1b[2K"
 MUTANT_ONCE = ("--workload", mutant_workload("retry_non_idempotent"), "--kill-at", "c4:after_started")
 
 
@@ -47,19 +57,67 @@ def test_ci_profile_fixes_the_seed(killpoint, monkeypatch):
     assert "2 random schedules, seed 0;" in killpoint("run", DEMO, "--random", "2").out
 
 
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
+@contextmanager
+def pseudo_terminal() -> Iterator[tuple[TextIO, bytearray]]:
+    """A real terminal (a pty): yields its writable end and the bytes drawn on it, complete once the block ends."""
+    master, slave = pty.openpty()
+    tty.setraw(slave)  # no newline translation: the bytes read are the bytes written
+    drawn = bytearray()
+
+    def read_until_closed() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: every writer of the terminal has closed it
+                return
+            if not chunk:
+                return
+            drawn.extend(chunk)
+
+    reader = threading.Thread(target=read_until_closed)
+    reader.start()
+    try:
+        with open(slave, "w", encoding="utf-8") as terminal:
+            yield terminal, drawn
+    finally:
+        reader.join(10)
+        os.close(master)
 
 
-def test_the_progress_bar_shows_on_a_terminal_but_never_in_ci(monkeypatch):
-    monkeypatch.delenv("CI", raising=False)
-    with SessionPrinter(Terminal()) as printer:
-        assert "bar on" in repr(printer)
-    with SessionPrinter(io.StringIO()) as printer:
-        assert "bar off" in repr(printer)
-    with SessionPrinter(Terminal(), mode="quiet") as printer:
-        assert "bar off" in repr(printer)
-    monkeypatch.setenv("CI", "true")
-    with SessionPrinter(Terminal()) as printer:
-        assert "bar off" in repr(printer)
+def print_a_header(out: TextIO, **options: str) -> None:
+    with SessionPrinter(out, **options) as printer:
+        printer.header("killpoint: demo")
+
+
+@pytest.fixture
+def rich_sees_a_terminal(monkeypatch):
+    """The environment a terminal session has, whatever this one's: the bar's decision is the harness's."""
+    monkeypatch.setenv("TERM", "xterm-256color")
+    for name in ("CI", "TTY_COMPATIBLE", "FORCE_COLOR", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_the_progress_bar_is_drawn_on_a_terminal(rich_sees_a_terminal):
+    with pseudo_terminal() as (terminal, drawn):
+        print_a_header(terminal)
+    assert HIDE_CURSOR in drawn and SHOW_CURSOR in drawn, bytes(drawn)
+    assert b"golden run" in drawn and b"0 failing" in drawn and b"schedules/s" in drawn, bytes(drawn)
+    assert b"killpoint: demo\n" in drawn  # printed above the live bar, not lost
+    assert drawn.endswith(ERASE_LINE)  # the bar is gone when the session ends: the summary follows on a clean line
+
+
+@pytest.mark.parametrize("ci", ["true", "1", "yes"])
+def test_the_progress_bar_is_never_drawn_in_ci(rich_sees_a_terminal, monkeypatch, ci):
+    monkeypatch.setenv("CI", ci)
+    with pseudo_terminal() as (terminal, drawn):
+        print_a_header(terminal)
+    assert bytes(drawn) == b"killpoint: demo\n"
+
+
+def test_the_progress_bar_is_never_drawn_off_a_terminal_or_in_quiet_mode(rich_sees_a_terminal):
+    log = io.StringIO()
+    print_a_header(log)
+    assert log.getvalue() == "killpoint: demo\n"
+    with pseudo_terminal() as (terminal, drawn):
+        print_a_header(terminal, mode="quiet")
+    assert bytes(drawn) == b""  # quiet prints no header, and no bar
