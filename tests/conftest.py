@@ -1,8 +1,11 @@
-"""Shared fixtures: run the CLI in-process, and prove no workload process outlives a test."""
+"""Shared fixtures: run the CLI in-process, prove no workload process outlives a test, and keep the
+``integration`` marker true: the tests that start real processes carry it, and no other test starts one."""
 
 from __future__ import annotations
 
 import io
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -11,6 +14,86 @@ import pytest
 
 from harness import cli, protocol
 from tests.helpers import CliResult
+
+TESTS = Path(__file__).resolve().parent
+# Folders say the policy: every test below these spawns and SIGKILLs real processes (a few config-error
+# tests there stop before anything starts; marking the folder keeps the rule one line, not a list).
+INTEGRATION_FOLDERS = ("integration", "plugin")
+# The certification tests that start a tool (a command, or the certify fork server) and kill it; the rest
+# of tests/certify judges literal observations in-process. The spawn guard below names any test missing here.
+CERTIFY_TESTS_THAT_KILL = frozenset({
+    "test_certifying_the_whole_reference_catalogue_confirms_every_class",
+    "test_a_torn_write_is_refuted_only_by_the_kill_part_way",
+    "test_a_true_idempotent_write_survives_every_kill",
+    "test_a_shell_tool_is_certified_with_kills_at_the_points_it_declares",
+    "test_a_shell_tool_fed_on_stdin_and_snapshotted_by_a_command_is_refuted",
+    "test_a_command_that_declares_no_points_is_killed_after_seeded_delays",
+    "test_one_python_function_can_serve_a_whole_catalogue",
+    "test_the_same_seed_reproduces_a_certification_exactly",
+    "test_a_changed_script_makes_its_certificate_stale",
+    "test_a_changed_python_tool_makes_its_certificate_stale",
+    "test_a_catalogue_from_mcp_hints_is_certified_and_contradicted_hints_are_named",
+    "test_a_kill_at_each_point_of_a_fake_tool_leaves_exactly_the_writes_before_it",
+    "test_a_command_is_killed_at_its_declared_point_and_its_helpers_die_with_it",
+    "test_a_command_without_points_is_killed_after_a_delay",
+    "test_a_command_that_hangs_is_killed_at_the_timeout",
+})
+# The audit events (PEP 578) of every way this interpreter starts another process.
+SPAWN_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec", "os.spawn",
+                          "os.system"})
+
+
+def starts_processes(item: pytest.Item) -> bool:
+    """Whether ``item`` is a test that starts real processes, by its folder or, in tests/certify, by name."""
+    if not item.path.is_relative_to(TESTS):
+        return False
+    folder = item.path.relative_to(TESTS).parts[0]
+    return folder in INTEGRATION_FOLDERS or (folder == "certify"
+                                               and getattr(item, "originalname", item.name) in CERTIFY_TESTS_THAT_KILL)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if starts_processes(item):
+            item.add_marker(pytest.mark.integration)
+
+
+class SpawnRecorder:
+    """Records the processes started while ``watching``; an audit hook cannot be removed, so it is installed once."""
+
+    def __init__(self) -> None:
+        self.watching = False
+        self.started: list[str] = []
+        self._lock = threading.Lock()
+        sys.addaudithook(self._on_event)
+
+    def _on_event(self, event: str, args: tuple) -> None:
+        if self.watching and event in SPAWN_EVENTS:
+            with self._lock:
+                self.started.append(f"{event} {args[1] if event == 'subprocess.Popen' else args[:1]!r}")
+
+
+SPAWNS = SpawnRecorder()
+
+
+@pytest.fixture(autouse=True)
+def no_process_outside_integration(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test without the ``integration`` marker starts no process, so ``-m "not integration"`` is truly fast
+    and safe. It sees what this interpreter starts, not what a fork server started earlier forks for it."""
+    if request.node.get_closest_marker("integration") is not None:
+        yield
+        return
+    SPAWNS.started.clear()
+    SPAWNS.watching = True
+    try:
+        yield
+    finally:
+        SPAWNS.watching = False
+    assert SPAWNS.started == [], (
+        f"{request.node.nodeid} starts processes but has no integration marker: {SPAWNS.started[:3]}; "
+        f"move it under tests/integration, or mark it @pytest.mark.integration (in tests/certify: add it to "
+        f"CERTIFY_TESTS_THAT_KILL in tests/conftest.py)")
+
 
 def workload_processes(under: Path) -> list[psutil.Process]:
     """Live processes started by killpoint for a run below ``under`` (found by their protocol env)."""
