@@ -20,7 +20,7 @@ TESTS = Path(__file__).resolve().parent
 # tests there stop before anything starts; marking the folder keeps the rule one line, not a list).
 INTEGRATION_FOLDERS = ("integration", "plugin")
 # The certification tests that start a tool (a command, or the certify fork server) and kill it; the rest
-# of tests/certify judges literal observations in-process. The spawn guard below names any test missing here.
+# of tests/certify judges literal observations in-process. A new one can carry @pytest.mark.integration itself.
 CERTIFY_TESTS_THAT_KILL = frozenset({
     "test_certifying_the_whole_reference_catalogue_confirms_every_class",
     "test_a_torn_write_is_refuted_only_by_the_kill_part_way",
@@ -91,8 +91,7 @@ def no_process_outside_integration(request: pytest.FixtureRequest) -> Iterator[N
         SPAWNS.watching = False
     assert SPAWNS.started == [], (
         f"{request.node.nodeid} starts processes but has no integration marker: {SPAWNS.started[:3]}; "
-        f"move it under tests/integration, or mark it @pytest.mark.integration (in tests/certify: add it to "
-        f"CERTIFY_TESTS_THAT_KILL in tests/conftest.py)")
+        f"mark it @pytest.mark.integration (or move it under tests/integration)")
 
 
 def workload_processes(under: Path) -> list[psutil.Process]:
