@@ -1,9 +1,10 @@
-"""The docker backend, for real: one contract suite run against both backends, then what only
-containers add — isolation that a breakout workload cannot get through, ``--restart same``, and
-no container left behind even when the harness itself is SIGKILLed.
+"""The backends, for real: one contract suite run against every backend (subprocess, forkserver,
+docker), then what only containers add — isolation that a breakout workload cannot get through,
+``--restart same``, and no container left behind even when the harness itself is SIGKILLed.
 
-Without an engine these tests skip, saying why; with CI=true they fail instead (CI starts
-dockerd in .ci/run, so a missing engine there is a broken build, not a reason to skip).
+Without an engine the docker tests skip, saying why; under the CI profile (``CI`` set, see
+harness/_ci.py) they fail instead (CI starts dockerd in .ci/run, so a missing engine there is a
+broken build, not a reason to skip).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends import _engine
+from harness._ci import ci_profile
+from harness.backends import BACKENDS, _engine
 from harness.backends.docker import PIDS_LIMIT, DockerBackend
 from harness.checker import check
 from harness.errors import ConfigError
@@ -31,8 +33,6 @@ from harness.scenario import load_scenario, with_workload
 from harness.schedule import parse_kill_point
 from harness.token import ReproToken
 from tests.helpers import DEMO, ROOT, WORKLOADS, mutant_workload, workload_command as workload
-
-pytestmark = pytest.mark.integration
 
 # (mutant, schedule) -> the properties its findings name, on every backend. One schedule of
 # each mutant is caught, one is not.
@@ -61,8 +61,8 @@ def docker_engine() -> None:
     problem = _engine_problem()
     if problem is None:
         return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true but the container tests cannot run: {problem}")
+    if ci_profile():
+        pytest.fail(f"CI={os.environ['CI']} but the container tests cannot run: {problem}")
     pytest.skip(f"no usable Docker engine: {problem}")
 
 
@@ -95,7 +95,7 @@ def leftover_sweeps_serialised(request: pytest.FixtureRequest, tmp_path_factory:
         yield
 
 
-@pytest.fixture(params=["subprocess", "docker"])
+@pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     if request.param == "docker":
         request.getfixturevalue("docker_engine")
@@ -113,7 +113,7 @@ def run_report(killpoint, tmp_path: Path, *args: str) -> tuple[int, dict, str]:
 def test_container_flags_need_the_docker_backend(killpoint):
     result = killpoint("run", DEMO, "--image", "my-agent:dev", "--kill-at", "c1:after_effect")
     assert result.exit_code == 2
-    assert "--image and --restart choose how containers run; they go with --backend docker" in result.err
+    assert "--image" in result.err and "they go with --backend docker" in result.err
 
 
 def test_scenario_file_names_a_known_backend(killpoint, tmp_path):
@@ -163,9 +163,15 @@ def test_workload_exiting_at_once_is_a_workload_error(backend, killpoint):
     assert "fatal: cannot load the agent configuration" in result.err
 
 
-def test_workload_gone_before_its_pid_is_read_still_counts_as_exited(backend, killpoint):
+def test_workload_gone_before_its_pid_is_read_still_counts_as_exited(backend, killpoint, tmp_path):
     # A container can exit before the engine reports its pid; a reaped-on-wait host child stands in for it.
-    result = killpoint("run", DEMO, "--backend", backend, "--workload", "/usr/bin/true", "--kill-at", "c1:after_effect")
+    # The fork server runs Python only (it refuses /usr/bin/true, see the next test): its stand-in is an empty
+    # script, a child the server often reaps before the runner watches it.
+    command = "/usr/bin/true"
+    if backend == "forkserver":
+        (tmp_path / "exits_0.py").write_text("")
+        command = f"{sys.executable} {tmp_path / 'exits_0.py'}"
+    result = killpoint("run", DEMO, "--backend", backend, "--workload", command, "--kill-at", "c1:after_effect")
     assert result.exit_code == 2
     assert "exited 0 without journaling task COMPLETED" in result.err
 
@@ -173,9 +179,24 @@ def test_workload_gone_before_its_pid_is_read_still_counts_as_exited(backend, ki
 def test_missing_command_cannot_start(backend, killpoint):
     result = killpoint("run", DEMO, "--backend", backend, "--workload", "/nonexistent/agent", "--kill-at", "c1:after_effect")
     assert result.exit_code == 2
-    assert ("workload '/nonexistent/agent' cannot start" in result.err
-            or "use --backend subprocess" in result.err)  # the fork server refuses non-Python commands up front
+    if backend == "forkserver":  # it runs Python workloads only, and refuses any other command before starting it
+        assert "'/nonexistent/agent' is not one: use --backend subprocess" in result.err
+        assert "could not run the plan" not in result.err
+    else:
+        assert "workload '/nonexistent/agent' cannot start" in result.err
     assert "Traceback" not in result.err
+
+
+def test_missing_python_script_fails_as_python_would(backend, killpoint, request):
+    if backend == "forkserver":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "harness/backends/_forkserver_main.py opens the script in the server and the child reports "
+            "'FileNotFoundError: ...' and exits 1; python itself says \"can't open file\" and exits 2")))
+    result = killpoint("run", DEMO, "--backend", backend, "--workload", "{python} /nonexistent/agent.py",
+                       "--kill-at", "c1:after_effect")
+    assert result.exit_code == 2
+    assert "exited with code 2" in result.err, result.err
+    assert "can't open file '/nonexistent/agent.py': [Errno 2] No such file or directory" in result.err
 
 
 # What containers add.
