@@ -1,6 +1,8 @@
 """What people read: failing runs with their evidence, a summary, a timeline, JSON.
 
-Every failing run's block ends with the one command that reproduces it.
+Every failing run's block ends with the one command that reproduces it, written
+so that it runs where it is printed (``killpoint_command``). Every summary is
+rendered from one ``Summary`` value.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from harness.evidence import Incarnation
 from harness.html_report import render_html
 from harness.progress import SessionPrinter
 from harness.report import (COVERAGE_HEADINGS, coverage_figures, describe_failure, killpoint_command, repro_command,
-                            summarise, summary_line, summary_rows, write_json_report)
+                            summarise, summary_line, summary_rows, write_coverage, write_json_report)
 from harness.runner import GoldenRun
 from harness.scenario import load_scenario
 from harness.schedule import KillPoint
@@ -113,6 +113,16 @@ def test_normal_mode_prints_the_untested_count_in_the_table_and_a_legend_for_the
     assert coverage_map[3].split() == list(COVERAGE_HEADINGS.values())
     assert "coverage, incarnation 1 (after 1 kill):" in coverage_map
     assert max(map(len, coverage_map)) <= 100
+
+
+def test_a_timed_kill_counts_just_after_the_last_point_announced():
+    timed = outcome(6, KillPoint(after_s=0.05), Verdict(True),
+                    Incarnation(0, 100, None, killed_at="@0.0500", points=GOLDEN_POINTS[:7]), finished(1))
+    out = io.StringIO()
+    write_coverage(SCENARIO, GOLDEN, [passed(0), timed, killed_twice(5)], out)
+    rows = {line.split()[0]: line.split()[1:] for line in out.getvalue().splitlines()[4:7]}
+    assert rows == {"c2": [".", "+1", ".", ".", ".", ".", "."], "c3": [".", ".", "2", ".", ".", ".", "."],
+                    "coverage,": ["incarnation", "1", "(after", "1", "kill):"]}
 
 
 def test_summary_rows_say_in_words_what_was_killed_during_recovery():
