@@ -24,6 +24,10 @@ class ToolFailed(Exception):
     """The tool ran and refused: the call is FAILED, with this message."""
 
 
+# What a tool may raise to refuse a call: ``invoke`` turns each into a FAILED call with its message.
+REFUSALS = (ToolFailed, SandboxError, OSError, UnicodeError)
+
+
 @dataclass
 class ToolContext:
     """What ``act`` may touch: the world, and ``effect`` to record each change it makes."""
@@ -129,7 +133,7 @@ def _act(name: str, call: str, args: dict[str, Any], world: World, ledger: Ledge
     _take_time(world, name)
     try:
         return ToolResult(ok=True, output=tool.act(ToolContext(world, ledger, name, call), args))
-    except (ToolFailed, SandboxError, OSError, UnicodeError) as refusal:
+    except REFUSALS as refusal:
         return ToolResult(ok=False, error=f"{name}: {refusal}")
 
 

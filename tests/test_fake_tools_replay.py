@@ -139,8 +139,6 @@ def test_read_mode_of_a_writing_tool_changes_nothing(tool: str) -> None:
 
 WORLD_CHANGING = [tool for tool in sorted(CATALOGUE.tools)
                   if CATALOGUE.class_of(tool) != p.READ_ONLY and not CATALOGUE.is_interactive(tool)]
-# ``append`` judges from the file's content, which cannot tell two calls apart.
-CONTENT_PROBES = {"append"}
 
 
 @pytest.mark.parametrize("tool", WORLD_CHANGING)
@@ -158,11 +156,27 @@ def test_probe_sees_the_effect_only_after_the_call(tool: str, data: st.DataObjec
             return  # a put of the value already there, or a read: nothing for a probe to find
         assert present_before is False
         assert seeded.probe(tool, args) is True
-        if CATALOGUE.class_of(tool) != p.IDEMPOTENT_WRITE and tool not in CONTENT_PROBES:
+        if CATALOGUE.class_of(tool) != p.IDEMPOTENT_WRITE:
             assert seeded.probe(tool, args, call="another") is False, "the probe mistook another call's effect"
         if CATALOGUE.class_of(tool) == p.NON_IDEMPOTENT:
             seeded.call(tool, args)
             assert seeded.probe(tool, args) is True, "after a replay the effect is there all the same"
+
+
+@pytest.mark.parametrize(("tool", "args"), [
+    ("shell_execute", {"command": "mkdir made ../out"}),
+    ("terminal_exec", {"session": "1", "command": "mkdir made ../out"}),
+    ("code_runner", {"code": "echo x >> notes/log.txt\ncat missing.txt"}),
+])
+def test_a_command_refused_part_way_is_logged_and_its_probe_finds_it(tool: str, args: dict[str, Any]) -> None:
+    """What ran before the refusal stays done (a folder made, a line appended): were the run not logged, a
+    VERIFY's probe would miss it and the redo would repeat it (a second effect record, a second line)."""
+    with bench(CATALOGUE.families[tool]) as seeded:
+        assert seeded.probe(tool, args) is False
+        result = seeded.call(tool, args)
+        assert not result.ok and seeded.effects() >= 2, result
+        assert seeded.probe(tool, args) is True
+        assert seeded.probe(tool, args, call="another") is False
 
 
 @pytest.mark.parametrize("tool", sorted(CATALOGUE.tools))
@@ -184,11 +198,13 @@ class Killed(BaseException):
     """Stands for a SIGKILL inside the tool: nothing after it runs (not an Exception, so nothing catches it)."""
 
 
-def _kill_on(call_number: int, real: Callable[..., Any]) -> Callable[..., Any]:
+def _kill_on(call_number: int, real: Callable[..., Any],
+             counts: Callable[..., bool] = lambda *args, **kwargs: True) -> Callable[..., Any]:
+    """``real``, except that its ``call_number``-th call among those ``counts`` accepts is killed."""
     calls = {"count": 0}
 
     def maybe_kill(*args: Any, **kwargs: Any) -> Any:
-        calls["count"] += 1
+        calls["count"] += counts(*args, **kwargs)
         if calls["count"] == call_number:
             raise Killed
         return real(*args, **kwargs)
@@ -196,8 +212,13 @@ def _kill_on(call_number: int, real: Callable[..., Any]) -> Callable[..., Any]:
     return maybe_kill
 
 
+def _appending(path: Path, mode: str = "r", *args: Any, **kwargs: Any) -> bool:
+    return mode == "ab"
+
+
 @pytest.mark.parametrize(("tool", "args", "target", "nth"), [
     ("edit_file", {"path": "notes/todo.txt", "old": "tea", "new": "coffee"}, "write_atomically", 1),
+    ("append", {"path": "notes/todo.txt", "text": "milk\n"}, "open", 1),  # the file ends with the text already
     ("delete_file", {"path": "inbox/a.txt"}, "unlink", 1),
     ("copy_move_file", {"source": "inbox/a.txt", "destination": "backup/a.txt"}, "write_atomically", 1),
     ("copy_move_file", {"source": "inbox/a.txt", "destination": "inbox/b.md", "mode": "move"}, "replace", 1),
@@ -216,6 +237,8 @@ def test_a_file_change_cut_after_its_log_reads_as_not_done_and_a_redo_converges(
         with monkeypatch.context() as patch:
             if target == "unlink":
                 patch.setattr(Path, "unlink", _kill_on(nth, Path.unlink))
+            elif target == "open":
+                patch.setattr(Path, "open", _kill_on(nth, Path.open, _appending))
             elif target == "replace":
                 patch.setattr(files.os, "replace", _kill_on(nth, files.os.replace))
             else:

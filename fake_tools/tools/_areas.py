@@ -48,7 +48,8 @@ class Refused(ToolFailed):
     """A refusal the service logs in its area: the thing to act on is gone (a replay's signature).
 
     A real service logs such a request too ("uninstall: unknown package"); here
-    the log is also what makes a blind replay of a removal visible in the world.
+    the log is also what makes a blind replay of a removal visible in the world,
+    and what tells a probe that this call has run (``refusal_logged``).
     """
 
     def __init__(self, message: str, **fields: Any) -> None:
@@ -99,10 +100,18 @@ def stamp(entries: list[dict[str, Any]], ctx: ToolContext, entry: dict[str, Any]
 
 
 def has_ref(entries: Any, call: str) -> bool:
-    """Does a non-refused entry of ``entries`` carry ``call`` as its ref?"""
-    return isinstance(entries, list) and any(
-        isinstance(entry, dict) and entry.get("ref") == call and "refused" not in entry for entry in entries
-    )
+    """Does an entry of ``entries`` carry ``call`` as its ref?"""
+    return isinstance(entries, list) and any(isinstance(entry, dict) and entry.get("ref") == call for entry in entries)
+
+
+def refusal_logged(state: State, call: str) -> bool:
+    """Does the area's ``log`` hold an entry of ``call``: its refusal (see ``Refused``), or its own log entry?
+
+    A logged refusal means the call has run and its outcome is in the world: a
+    redo would only be refused and logged again, doubling the log, so a probe
+    reads it as "done".
+    """
+    return has_ref(state.get("log"), call)
 
 
 def log_of(state: State, args: Args) -> list[dict[str, Any]]:
@@ -174,8 +183,13 @@ def probe_of(tool: FakeTool) -> Callable[[Probe], Probe]:
 
 
 def probe_ref(tool: FakeTool, area: str, default: State, entries: Entries = log_of) -> None:
-    """Attach the probe "an entry of ``entries(state, args)`` carries this call's ref"."""
-    probe_of(tool)(lambda world, args, call: has_ref(entries(load_area(world, area, default), args), call))
+    """Attach the probe "an entry of ``entries(state, args)`` carries this call's ref, or its refusal is logged"."""
+
+    def probe(world: World, args: Args, call: str) -> bool:
+        state = load_area(world, area, default)
+        return refusal_logged(state, call) or has_ref(entries(state, args), call)
+
+    probe_of(tool)(probe)
 
 
 def setter(name: str, *, family: str, schema: dict[str, Any], area: str, default: State,

@@ -1,13 +1,16 @@
 """File tools: the device file system under the world's ``files/``.
 
-Reads never touch anything. The NON_IDEMPOTENT file operations (edit, delete,
-copy/move, organize) keep a file history (``state/file_history.json``), as a
-files app's activity view does: each change is logged *before* the files are
-touched, with the content digests it will leave, and the probe believes an
-entry only when the files agree. So a kill between the log and the files reads
-as "not done" and a redo converges on the crash-free world instead of doubling
-the change. A request whose file is gone is refused and logged (a replay's
-signature), so a blind replay shows in the world.
+Reads never touch anything. The NON_IDEMPOTENT file operations (edit, append,
+delete, copy/move, organize) keep a file history (``state/file_history.json``),
+as a files app's activity view does: each change is logged *before* the files
+are touched, stamped with the call id and with the content digests it will
+leave, and the probe believes an entry of its own call only when the files
+agree. So a kill between the log and the files reads as "not done" and a redo
+converges on the crash-free world instead of doubling the change, and two
+identical calls (two appends of the same line) are told apart by their ref,
+never by the content they leave. A request whose file is gone is refused and
+logged (a replay's signature), so a blind replay shows in the world; the
+probe reads that refusal as "this call has run".
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from fake_tools.base import ToolContext, ToolFailed, fake_tool
 from fake_tools.schema import PATH, TEXT, obj
-from fake_tools.tools._areas import SHORT, TEXT1, Args, State, enum, load_area, probe_of, stamp
+from fake_tools.tools._areas import SHORT, TEXT1, Args, State, enum, load_area, probe_of, refusal_logged, stamp
 from fake_tools.tools.web import DEFAULT_WEB
 from fake_tools.world import SandboxError, World, write_atomically
 
@@ -131,22 +134,6 @@ def _file_has_content(world: World, args: dict[str, Any], call: str) -> bool:
     return _text_of(world, args["path"]) == args["content"]
 
 
-@fake_tool("append", family="file", schema=obj({"path": PATH, "text": {"type": "string", "minLength": 1, "maxLength": 4096}}))
-def append(ctx: ToolContext, args: dict[str, Any]) -> int:
-    target = ctx.world.path(args["path"])
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("a") as stream:
-        stream.write(args["text"])
-    ctx.effect("file_appended")
-    return target.stat().st_size
-
-
-@probe_of(append)
-def _file_ends_with_text(world: World, args: dict[str, Any], call: str) -> bool:
-    text = _text_of(world, args["path"])
-    return text is not None and text.endswith(args["text"])
-
-
 @fake_tool("create_directory", family="file", schema=obj({"path": PATH}))
 def create_directory(ctx: ToolContext, args: Args) -> str:
     """mkdir -p: a folder that exists already is success, a file in the way is not."""
@@ -191,15 +178,20 @@ def _download_saved(world: World, args: Args, call: str) -> bool:
 # -- the file history: changes logged before they are made ---------------------
 
 
-def _digest(world: World, relative: str) -> str | None:
-    """sha256 of a world file's bytes, or None when it is absent."""
+def _digest(world: World, relative: str, size: int | None = None) -> str | None:
+    """sha256 of a world file's bytes (only its first ``size`` bytes, if given), or None when it is absent."""
     target = world.path(relative)
-    return hashlib.sha256(target.read_bytes()).hexdigest() if target.is_file() else None
+    return hashlib.sha256(target.read_bytes()[:size]).hexdigest() if target.is_file() else None
 
 
 def _shows(world: World, entry: dict[str, Any]) -> bool:
-    """Do the files show every digest this history entry promised?"""
-    return all(_digest(world, relative) == expected for relative, expected in entry["after"].items())
+    """Do the files show every digest this history entry promised?
+
+    An append promises only the file's first ``size`` bytes (what it left), so
+    appends made after it keep it visible, as they keep its text in the file.
+    """
+    size = entry.get("size")
+    return all(_digest(world, relative, size) == expected for relative, expected in entry["after"].items())
 
 
 def _pending(world: World, history: State, call: str) -> dict[str, Any] | None:
@@ -227,8 +219,10 @@ def _refuse(ctx: ToolContext, op: str, path: str, reason: str) -> ToolFailed:
 
 
 def _probe_history(world: World, args: Args, call: str) -> bool:
+    """This call's change is logged and the files show it, or its refusal is logged."""
     history = load_area(world, HISTORY, DEFAULT_HISTORY)
-    return any(entry.get("ref") == call and _shows(world, entry) for entry in history["changes"])
+    return refusal_logged(history, call) or any(
+        entry.get("ref") == call and _shows(world, entry) for entry in history["changes"])
 
 
 def _content_of(ctx: ToolContext, op: str, path: str) -> str:
@@ -257,6 +251,24 @@ def edit_file(ctx: ToolContext, args: Args) -> str:
     write_atomically(ctx.world.path(path), edited)
     ctx.effect("file_edited")
     return f"edited {path}"
+
+
+@fake_tool("append", family="file", schema=obj({"path": PATH, "text": TEXT1}))
+def append(ctx: ToolContext, args: Args) -> int:
+    """Add ``text`` at the end of a file (created if absent); a replay adds it again."""
+    path = args["path"]
+    target = ctx.world.path(path)
+    if target.is_dir():
+        raise ToolFailed(f"append {path!r}: it is a folder; append writes to files")
+    before = target.read_bytes() if target.is_file() else b""
+    added = args["text"].encode()
+    _log_change(ctx, {"op": "append", "path": path, "size": len(before) + len(added),
+                      "after": {path: hashlib.sha256(before + added).hexdigest()}})
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("ab") as stream:
+        stream.write(added)
+    ctx.effect("file_appended")
+    return target.stat().st_size
 
 
 @fake_tool("delete_file", family="file", schema=obj({"path": PATH}))
@@ -346,5 +358,5 @@ def _plan_moves(world: World, folder: Path) -> list[list[str]]:
     return moves
 
 
-for _tool in (edit_file, delete_file, copy_move_file, file_organizer):
+for _tool in (edit_file, append, delete_file, copy_move_file, file_organizer):
     probe_of(_tool)(_probe_history)

@@ -1,9 +1,10 @@
 """A confined shell (a handful of commands over the world's files, never /bin/sh), and device facts.
 
 Every command is appended to the shell history (``state/shell.json``) with the
-call's request reference, as a terminal log would show it; that history is how
-a read-only probe tells whether a command already ran. ``run_confined`` is also
-the engine of ``terminal_exec`` and ``code_runner``. The rest of the "shell"
+call's request reference, as a terminal log would show it, a command that
+failed part-way included; that history is how a read-only probe tells whether
+a command already ran. ``run_logged`` is also the engine of ``terminal_exec``,
+``terminal_send`` and ``code_runner``. The rest of the "shell"
 family reads device facts (areas ``device``, ``clock``, ``logcat``,
 ``notifications``, ``screen``) or writes settings and the clipboard.
 """
@@ -18,7 +19,7 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
-from fake_tools.base import ToolContext, ToolFailed, fake_tool
+from fake_tools.base import REFUSALS, ToolContext, ToolFailed, fake_tool
 from fake_tools.schema import NAME, TEXT, obj
 from fake_tools.tools._areas import NO_ARGS, SHORT, Args, State, area_view, bounded, change, enum, load_area, \
     probe_of, probe_ref, reader, stamp
@@ -81,17 +82,41 @@ def _read(world: World, operand: str) -> str:
         raise ToolFailed(f"cat: {operand!r} is not a text file") from None
 
 
+Log = Callable[[str, dict[str, str]], None]
+
+
+def run_logged(ctx: ToolContext, commands: list[str], log: Log) -> str:
+    """Run ``commands`` through ``run_confined`` in turn and return their output; ``log`` the run either way.
+
+    ``log(output, failure)`` records the run stamped with the call id; ``failure``
+    is ``{"failed": message}`` when a command was refused, and the refusal is then
+    raised. A run that stops part-way may have changed the world already (a
+    ``>>`` line before a refused one), so it is logged too: the probe then sees
+    that the call ran, and a VERIFY does not redo (and double) what it did.
+    """
+    output = ""
+    try:
+        for command in commands:
+            output += run_confined(ctx, command)
+    except REFUSALS as refusal:
+        log(output, {"failed": str(refusal)})
+        raise
+    log(output, {})
+    return output
+
+
 COMMAND = {"type": "string", "minLength": 1, "maxLength": 1000}
 
 
 @fake_tool("shell_execute", family="shell", schema=obj({"command": COMMAND}))
 def shell_execute(ctx: ToolContext, args: dict[str, Any]) -> str:
-    output = run_confined(ctx, args["command"])
-    history = ctx.world.load("shell", [])
-    history.append({"command": args["command"], "ref": ctx.call})
-    ctx.world.save("shell", history)
-    ctx.effect("history_recorded")
-    return output
+    def record(output: str, failure: dict[str, str]) -> None:
+        history = ctx.world.load("shell", [])
+        history.append({"command": args["command"], "ref": ctx.call, **failure})
+        ctx.world.save("shell", history)
+        ctx.effect("history_recorded")
+
+    return run_logged(ctx, [args["command"]], record)
 
 
 @probe_of(shell_execute)

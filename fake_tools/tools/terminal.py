@@ -3,8 +3,8 @@
 Each session has an ``open`` flag, a ``foreground`` job (a command still
 running, such as ``top``, or null at the prompt) and a ``history`` of what was
 typed, run and signalled, each entry stamped with the call id as ``ref``: the
-scrollback an agent would read back. Commands run through ``run_confined``
-(never a real shell). Closing is logged in the area's ``log``; closing a closed
+scrollback an agent would read back. Commands run through ``run_logged``
+(never a real shell), a refused one logged too. Closing is logged in the area's ``log``; closing a closed
 session is refused and logged.
 """
 
@@ -16,7 +16,7 @@ from fake_tools.base import ToolContext, ToolFailed, fake_tool
 from fake_tools.schema import NAME, obj
 from fake_tools.tools._areas import TEXT1, Args, Refused, State, bounded, change, enum, load_area, logged_tool, \
     pick, probe_ref, reader, stamp
-from fake_tools.tools.shell import COMMAND, run_confined
+from fake_tools.tools.shell import COMMAND, run_logged
 
 DEFAULT_TERMINAL: State = {"sessions": {}, "log": []}
 SESSION = obj({"session": NAME})
@@ -56,14 +56,14 @@ def _type(ctx: ToolContext, args: Args, text: str, *, to_job: bool, effect: str)
     if job and not to_job:
         raise ToolFailed(f"terminal session {args['session']!r} is busy running {job!r}: "
                          f"send it input or a signal first")
+
+    def record(entry: dict[str, Any]) -> None:
+        change(ctx, "terminal", DEFAULT_TERMINAL, lambda state: stamp(_history(state, args), ctx, entry), effect=effect)
+
     if job:
-        entry: dict[str, Any] = {"input": text, "to": job}
-        output = ""
-    else:
-        output = run_confined(ctx, text)
-        entry = {"command": text, "output": output}
-    change(ctx, "terminal", DEFAULT_TERMINAL, lambda state: stamp(_history(state, args), ctx, entry), effect=effect)
-    return output
+        record({"input": text, "to": job})
+        return ""
+    return run_logged(ctx, [text], lambda output, failure: record({"command": text, "output": output, **failure}))
 
 
 @fake_tool("terminal_exec", family="terminal", schema=obj({"session": NAME, "command": COMMAND}))

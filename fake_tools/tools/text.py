@@ -4,7 +4,8 @@ They are functions of their arguments (``data_analyzer`` may read a file), so
 they never save anything: a replay returns the same answer and leaves the world
 as it was. ``code_runner`` is the exception (UNKNOWN): it runs each line of its
 code through the confined shell, never a real interpreter, and logs the run
-stamped with the call id in ``state/code_runs.json``.
+(one that stopped at a refused line included) stamped with the call id in
+``state/code_runs.json``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from fake_tools.base import FakeTool, ToolContext, ToolFailed, fake_tool
 from fake_tools.schema import PATH, TEXT, obj
 from fake_tools.tools._areas import OBJECT, STRINGS, TEXT1, Args, State, bounded, change, enum, probe_ref, stamp
-from fake_tools.tools.shell import run_confined
+from fake_tools.tools.shell import run_logged
 
 TRANSFORMS = {
     "upper": str.upper,
@@ -140,11 +141,13 @@ def code_runner(ctx: ToolContext, args: Args) -> str:
     lines = [line.strip() for line in args["code"].splitlines() if line.strip() and not line.strip().startswith("#")]
     if not lines:
         raise ToolFailed("code_runner: the code has no command to run")
-    output = "".join(run_confined(ctx, line) for line in lines)
-    change(ctx, "code_runs", DEFAULT_RUNS,
-           lambda state: stamp(_runs(state, args), ctx, {"code": args["code"], "output": output}),
-           effect="code_run_logged")
-    return output
+
+    def record(output: str, failure: dict[str, str]) -> None:
+        change(ctx, "code_runs", DEFAULT_RUNS,
+               lambda state: stamp(_runs(state, args), ctx, {"code": args["code"], "output": output, **failure}),
+               effect="code_run_logged")
+
+    return run_logged(ctx, lines, record)
 
 
 probe_ref(code_runner, "code_runs", DEFAULT_RUNS, _runs)
