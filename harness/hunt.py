@@ -6,14 +6,19 @@ plan, optionally with a torn tail, a second kill during recovery, and
 catalogue drift. Hypothesis shrinks a failing example by dropping calls and
 kills, so what is printed is small: a scenario file the user can keep and a
 repro token that reruns it exactly.
+
+The runs' evidence goes to a temporary directory: deleted when the hunt
+passes, kept (``HuntResult.evidence`` names the failing run in it) when it
+fails, so a hunt leaves nothing in the user's tree but the shrunk scenario.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -23,7 +28,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from harness import protocol
-from harness.backends import default_backend, make_backend
+from harness.backends import Backend, default_backend, make_backend
 from harness.checker import Verdict, check
 from harness.errors import ConfigError, WorkloadError
 from harness.evidence import read_evidence
@@ -31,6 +36,9 @@ from harness.runner import Drift, GoldenRun, execute_run, run_golden
 from harness.scenario import Plan, PlannedCall, Scenario, load_scenario, with_workload
 from harness.schedule import TEARABLE_POINTS, KillPoint, Schedule
 from harness.session import Job, token_for
+
+DEFAULT_MAX_CALLS = 6
+FOUND_NAME = "hunt-found.toml"
 
 
 @dataclass(frozen=True)
@@ -42,15 +50,30 @@ class Example:
 
 @dataclass(frozen=True)
 class HuntResult:
-    examples: int
+    examples: int  # examples run, shrinking included
     failure: Example | None
     verdict: Verdict | None
     scenario_file: Path | None
     token: str | None
+    evidence: Path | None = None  # the shrunk failure's run directory, kept
 
 
-def template_pool(scenario_files: Iterable[Path]) -> tuple[list[PlannedCall], dict[str, str], dict[str, object], Scenario]:
-    """Every call of the given scenarios (deduplicated), and their worlds merged."""
+@dataclass(frozen=True)
+class CallPool:
+    """What plans are drawn from: distinct calls of some scenarios, run in one scenario holding all their worlds."""
+
+    templates: tuple[PlannedCall, ...]
+    base: Scenario
+
+    def scenario_for(self, plan: Plan) -> Scenario:
+        return replace(self.base, name="hunt", plan=plan)
+
+
+def call_pool(scenario_files: Iterable[Path], workload: str | None = None) -> CallPool:
+    """Every call of the given scenarios (deduplicated), in the first one's settings with their worlds merged.
+
+    ``workload`` replaces the first scenario's workload (to hunt in another runtime).
+    """
     templates: list[PlannedCall] = []
     files: dict[str, str] = {}
     state: dict[str, object] = {}
@@ -65,10 +88,15 @@ def template_pool(scenario_files: Iterable[Path]) -> tuple[list[PlannedCall], di
                 templates.append(call)
     if base is None:
         raise ConfigError("hunt: give at least one scenario file to draw calls from")
-    return templates, files, state, base
+    if workload is not None:
+        base = with_workload(base, workload)
+    return CallPool(tuple(templates), replace(base, world_files=files, world_state=state))
 
 
-def examples(templates: list[PlannedCall], catalogue_classes: tuple[str, ...], *, max_calls: int) -> st.SearchStrategy[Example]:
+def examples(templates: tuple[PlannedCall, ...], catalogue_classes: tuple[str, ...], *,
+             max_calls: int) -> st.SearchStrategy[Example]:
+    """Plans of up to ``max_calls`` calls (the same template may repeat), one or two kills, maybe drift."""
+
     @st.composite
     def draw(data: st.DrawFn) -> Example:
         chosen = data(st.lists(st.sampled_from(templates), min_size=1, max_size=max_calls))
@@ -89,41 +117,82 @@ def examples(templates: list[PlannedCall], catalogue_classes: tuple[str, ...], *
     return draw()
 
 
-def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *, max_examples: int = 200,
-         max_calls: int = 6, seed: int = 0) -> HuntResult:
-    """Search until a run fails or the budget is spent; shrink the failure; write it out."""
-    templates, files, state, base = template_pool(scenario_files)
-    if workload is not None:
-        base = with_workload(base, workload)
-    backend = make_backend(base.backend or default_backend(base.workload))
-    goldens: dict[tuple[str, str | None], GoldenRun] = {}
-    work = Path(tempfile.mkdtemp(prefix="killpoint-hunt-", dir=out_dir))
-    counter = iter(range(10**9))
-    last_failure: list[tuple[Example, Verdict]] = []
+def _search(pool: CallPool, attempt: Callable[[Example], None], *, seed: int, max_examples: int, max_calls: int,
+            phases: list[Phase]) -> Callable[[], None]:
+    """The seeded Hypothesis search hunt runs; drawing and hunting share it, so they see the same examples."""
+    classes = tuple(sorted(set(protocol.CLASSES)))
+    return hypothesis_seed(seed)(settings(
+        max_examples=max_examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+        phases=phases, print_blob=False,
+    )(given(examples(pool.templates, classes, max_calls=max_calls))(attempt)))
 
-    def scenario_for(example: Example) -> Scenario:
-        return replace(base, name="hunt", plan=example.plan, world_files=files, world_state=state)
+
+def draw_examples(pool: CallPool, count: int, *, seed: int, max_calls: int = DEFAULT_MAX_CALLS) -> list[Example]:
+    """The first ``count`` examples a hunt with ``seed`` tries, in order; the same seed draws the same list."""
+    drawn: list[Example] = []
+    if count <= 0:
+        return drawn
+
+    def collect(example: Example) -> None:
+        drawn.append(example)
+
+    _search(pool, collect, seed=seed, max_examples=count, max_calls=max_calls, phases=[Phase.generate])()
+    return drawn[:count]
+
+
+class ExampleJudge:
+    """Runs examples of one pool on one backend and judges each; a plan's golden run is made once."""
+
+    def __init__(self, pool: CallPool, backend: Backend, work: Path) -> None:
+        self.pool, self.backend, self.work = pool, backend, work
+        self.goldens: dict[str, GoldenRun | None] = {}
+        self.runs = 0
+
+    def judge(self, example: Example) -> tuple[Verdict, Path] | None:
+        """(verdict, run directory); None when the workload cannot run the plan even without a crash,
+        which is not a recovery question."""
+        scenario = self.pool.scenario_for(example.plan)
+        digest = example.plan.digest
+        if digest not in self.goldens:
+            try:
+                self.goldens[digest] = run_golden(scenario, self.work / f"golden-{digest}", self.backend)
+            except WorkloadError:
+                self.goldens[digest] = None
+        golden = self.goldens[digest]
+        if golden is None:
+            return None
+        self.runs += 1
+        run_dir = self.work / f"run-{self.runs}"
+        execute_run(scenario, example.schedule, run_dir, self.backend, drift=example.drift)
+        return check(scenario, read_evidence(run_dir), golden), run_dir
+
+    def keep(self, example: Example, verdict: Verdict, path: Path, seed: int) -> tuple[Path, str]:
+        """Write the failing example as a scenario file at ``path``; (that file, a repro token for it)."""
+        scenario_file = write_scenario(path, self.pool.scenario_for(example.plan), seed)
+        job = Job(0, example.schedule, None, example.drift)
+        return scenario_file, token_for(load_scenario(scenario_file), job, verdict, self.backend)
+
+
+def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *, max_examples: int = 200,
+         max_calls: int = DEFAULT_MAX_CALLS, seed: int = 0) -> HuntResult:
+    """Search until a run fails or the budget is spent; shrink the failure; write its scenario to ``out_dir``."""
+    pool = call_pool(scenario_files, workload)
+    backend = make_backend(pool.base.backend or default_backend(pool.base.workload))
+    work = Path(tempfile.mkdtemp(prefix="killpoint-hunt-"))
+    judge = ExampleJudge(pool, backend, work)
+    tried = 0
+    last_failure: list[tuple[Example, Verdict, Path]] = []
 
     def attempt(example: Example) -> None:
-        scenario = scenario_for(example)
-        key = (example.plan.digest, str(example.drift))
-        if key not in goldens:
-            try:
-                goldens[key] = run_golden(scenario, work / f"golden-{next(counter)}", backend)
-            except WorkloadError:
-                return  # a plan this workload cannot run even without a crash is not a recovery question
-        run_dir = work / f"run-{next(counter)}"
-        execute_run(scenario, example.schedule, run_dir, backend, drift=example.drift)
-        verdict = check(scenario, read_evidence(run_dir), goldens[key])
-        if not verdict.valid:
-            last_failure.append((example, verdict))
-            raise AssertionError(f"{verdict.properties}")
+        nonlocal tried
+        tried += 1
+        judged = judge.judge(example)
+        if judged is not None and not judged[0].valid:
+            last_failure.append((example, *judged))
+            raise AssertionError(f"{judged[0].properties}")
 
-    classes = tuple(sorted(set(protocol.CLASSES)))
-    search = hypothesis_seed(seed)(settings(
-        max_examples=max_examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
-        phases=[Phase.generate, Phase.shrink], print_blob=False,
-    )(given(examples(templates, classes, max_calls=max_calls))(attempt)))
+    search = _search(pool, attempt, seed=seed, max_examples=max_examples, max_calls=max_calls,
+                     phases=[Phase.generate, Phase.shrink])
     try:
         search()
     except AssertionError:
@@ -131,12 +200,12 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *, max
     finally:
         backend.close()
     if not last_failure:
-        return HuntResult(max_examples, None, None, None, None)
-    failure, verdict = last_failure[-1]
-    scenario_file = write_scenario(out_dir / "hunt-found.toml", scenario_for(failure), seed)
-    kept = load_scenario(scenario_file)
-    token = token_for(kept, Job(0, failure.schedule, None, failure.drift), verdict, backend)
-    return HuntResult(max_examples, failure, verdict, scenario_file, token)
+        shutil.rmtree(work)
+        return HuntResult(tried, None, None, None, None)
+    failure, verdict, run_dir = last_failure[-1]  # Hypothesis replays the shrunk example last
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scenario_file, token = judge.keep(failure, verdict, out_dir / FOUND_NAME, seed)
+    return HuntResult(tried, failure, verdict, scenario_file, token, run_dir)
 
 
 def write_scenario(path: Path, scenario: Scenario, seed: int) -> Path:
