@@ -1,11 +1,22 @@
-"""False-positive soak: the reference runtime across every scenario, random schedules
-with torn tails and timed kills mixed in. It must report 0 findings.
+"""False-positive soak: correct runtimes under every mode of exploration. It must report 0 findings.
 
-    .venv/bin/python bench/soak.py --runs 10000 --jobs 2 [--seed 0] [--backend forkserver]
+    .venv/bin/python bench/soak.py --runs 10000 --jobs 2 [--seed 0] [--hunt-share 0.3] [--backend NAME]
 
-The runs are split evenly across scenarios/*.toml; each scenario gets its own
-seed derived from --seed, so a finding prints a token that replays it alone. The
-evidence is deleted after a clean soak and kept (its directory printed) otherwise.
+Two parts share the runs:
+
+- scenario schedules: the reference runtime over every scenarios/*.toml, random
+  schedules of up to two kills with torn tails and timed kills mixed in; each
+  scenario gets its own seed derived from --seed, so a finding's token replays it;
+- hunt plans (``--hunt-share`` of the runs, weighted between the runtimes): the
+  examples ``killpoint hunt`` draws from the calls of every scenario (plans that
+  repeat a call, catalogue drift, torn tails, a second kill during recovery),
+  run against the reference runtime and against the standalone one, which shares
+  no code with killpoint. A failing example's scenario file is written beside
+  its evidence, and its token replays it.
+
+Every workload runs on its default backend (the fork server for ``{python}``
+workloads) unless --backend says otherwise. The evidence is deleted after a
+clean soak and kept (its directory printed) otherwise.
 """
 
 from __future__ import annotations
@@ -15,34 +26,132 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from harness.backends import BACKENDS
+from harness.backends import BACKENDS, default_backend, make_backend
 from harness.explore import random_batches
+from harness.hunt import FOUND_NAME, CallPool, Example, ExampleJudge, call_pool, draw_examples
 from harness.scenario import load_scenario
 from harness.schedule import RandomFaults
 from harness.session import run_session
 
 ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
 MIXED = RandomFaults(max_kills=2, torn_rate=0.25, timed_rate=0.25)
+# The correct runtimes hunt plans run against: (workload, weight in the hunt share). None keeps the
+# scenarios' own workload, the reference runtime. The standalone one starts `python -m fake_tools` for
+# every tool call, which makes its runs about fifteen times slower, so it gets a smaller share.
+RUNTIMES: dict[str, tuple[str | None, int]] = {
+    "reference": (None, 4),
+    "standalone": (f"{{python}} {ROOT / 'scenarios' / 'standalone' / 'runtime.py'}", 1),
+}
 
 
-def soak(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str) -> tuple[int, int, float, list[str]]:
-    """(runs, findings, seconds, repro tokens of failing runs)."""
-    scenarios = sorted((ROOT / "scenarios").glob("*.toml"))
-    started = time.monotonic()
-    total, tokens = 0, []
-    for number, path in enumerate(scenarios):
-        share = runs // len(scenarios) + (1 if number < runs % len(scenarios) else 0)
+def split(total: int, weights: list[int]) -> list[int]:
+    """``total`` shared out in proportion to ``weights``; what rounding leaves goes one each to the first."""
+    shares = [total * weight // sum(weights) for weight in weights]
+    for index in range(total - sum(shares)):
+        shares[index] += 1
+    return shares
+
+
+@dataclass
+class Tally:
+    """What one part of the soak ran: judged runs, failing ones, plans the runtime could not run at all."""
+
+    name: str
+    runs: int = 0
+    tokens: tuple[str, ...] = ()
+    unrunnable: int = 0
+    seconds: float = 0.0
+
+    @property
+    def findings(self) -> int:
+        return len(self.tokens)
+
+
+def scenario_schedules(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str | None) -> list[Tally]:
+    """``runs`` random schedules spread evenly over the scenario files, the reference runtime."""
+    tallies = []
+    for number, (path, share) in enumerate(zip(SCENARIOS, split(runs, [1] * len(SCENARIOS)))):
+        if not share:
+            continue
+        started = time.monotonic()
         scenario = load_scenario(path)
         _, outcomes = run_session(scenario, random_batches(scenario.plan, seed + number, share, MIXED,
                                                            window_from_golden=True),
-                                  runs_dir / path.stem, backend_name=backend, jobs=jobs)
-        total += len(outcomes)
-        tokens += [outcome.token for outcome in outcomes if not outcome.verdict.valid]
-        print(f"{path.stem:<20} {len(outcomes):>6} runs  "
-              f"{sum(1 for o in outcomes if not o.verdict.valid)} findings", flush=True)
-    return total, len(tokens), time.monotonic() - started, tokens
+                                  runs_dir / path.stem, jobs=jobs,
+                                  backend_name=backend or scenario.backend or default_backend(scenario.workload))
+        tallies.append(Tally(path.stem, len(outcomes),
+                             tuple(outcome.token for outcome in outcomes if not outcome.verdict.valid),
+                             seconds=time.monotonic() - started))
+        print(describe(tallies[-1]), flush=True)
+    return tallies
+
+
+_worker_judge: ExampleJudge | None = None
+
+
+def _start_worker(pool: CallPool, backend: str, work: Path) -> None:
+    global _worker_judge
+    _worker_judge = ExampleJudge(pool, make_backend(backend), Path(tempfile.mkdtemp(prefix="worker-", dir=work)))
+
+
+def _judge_in_worker(example: Example, *, seed: int) -> tuple[bool, str | None] | None:
+    """(valid, repro token if not); None for a plan the runtime cannot run even without a crash."""
+    assert _worker_judge is not None
+    judged = _worker_judge.judge(example)
+    if judged is None:
+        return None
+    verdict, run_dir = judged
+    if verdict.valid:
+        return True, None
+    return False, _worker_judge.keep(example, verdict, run_dir / FOUND_NAME, seed)[1]
+
+
+def hunt_plans(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str | None) -> list[Tally]:
+    """``runs`` hunt examples drawn from every scenario's calls, split between the runtimes (same draws for each)."""
+    tallies = []
+    shares = split(runs, [weight for _, weight in RUNTIMES.values()])
+    for (name, (workload, _)), share in zip(RUNTIMES.items(), shares):
+        if not share:
+            continue
+        started = time.monotonic()
+        pool = call_pool(SCENARIOS, workload)
+        work = runs_dir / f"hunt-{name}"
+        work.mkdir(parents=True)
+        chosen = backend or pool.base.backend or default_backend(pool.base.workload)
+        tally = Tally(f"hunt plans, {name}")
+        with ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(pool, chosen, work)) as workers:
+            for judged in workers.map(partial(_judge_in_worker, seed=seed), draw_examples(pool, share, seed=seed)):
+                if judged is None:
+                    tally.unrunnable += 1
+                    continue
+                tally.runs += 1
+                if not judged[0]:
+                    tally.tokens += (judged[1],)
+        tally.seconds = time.monotonic() - started
+        tallies.append(tally)
+        print(describe(tally), flush=True)
+    return tallies
+
+
+def soak(runs: int, jobs: int, seed: int, runs_dir: Path, *, hunt_share: float = 0.3,
+         backend: str | None = None) -> tuple[list[Tally], float]:
+    """Every part's tally, and the wall seconds of the whole soak."""
+    started = time.monotonic()
+    hunted = round(runs * hunt_share)
+    tallies = scenario_schedules(runs - hunted, jobs, seed, runs_dir, backend)
+    tallies += hunt_plans(hunted, jobs, seed, runs_dir, backend)
+    return tallies, time.monotonic() - started
+
+
+def describe(tally: Tally) -> str:
+    unrunnable = f"  ({tally.unrunnable} plans the runtime cannot run uncrashed, skipped)" if tally.unrunnable else ""
+    return f"{tally.name:<24} {tally.runs:>6} runs  {tally.findings} findings  {tally.seconds:6.1f}s{unrunnable}"
 
 
 def main() -> int:
@@ -50,17 +159,19 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--backend", choices=BACKENDS, default="subprocess")
+    parser.add_argument("--hunt-share", type=float, default=0.3, help="share of the runs given to hunt plans (default 0.3)")
+    parser.add_argument("--backend", choices=BACKENDS, help="default: each workload's own (forkserver for {python})")
     args = parser.parse_args()
     runs_dir = Path(tempfile.mkdtemp(prefix="killpoint-soak-"))
-    runs, findings, seconds, tokens = soak(args.runs, args.jobs, args.seed, runs_dir, args.backend)
-    print(f"soak: {runs} runs on {args.backend}, {findings} failing, {seconds:.0f}s wall "
-          f"({runs / seconds:.1f} runs/s)")
+    tallies, seconds = soak(args.runs, args.jobs, args.seed, runs_dir, hunt_share=args.hunt_share,
+                            backend=args.backend)
+    runs, findings = sum(tally.runs for tally in tallies), sum(tally.findings for tally in tallies)
+    print(f"soak: {runs} runs, {findings} failing, {seconds:.0f}s wall ({runs / seconds:.1f} runs/s)")
     if findings:
         print(f"evidence kept in {runs_dir}")
     else:
         shutil.rmtree(runs_dir)
-    for token in tokens[:10]:
+    for token in [token for tally in tallies for token in tally.tokens][:10]:
         print(f"reproduce: killpoint repro {token}")
     return 1 if findings else 0
 

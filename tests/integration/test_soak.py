@@ -1,12 +1,33 @@
-"""A short false-positive soak: the reference runtime, every scenario, random schedules
-with torn tails and timed kills mixed in: not one finding (bench/soak.py runs 10,000)."""
+"""A short false-positive soak: correct runtimes must give not one finding (bench/soak.py runs 10,000).
+
+The reference runtime over every scenario with random schedules (torn tails and timed
+kills mixed in), and the plans ``killpoint hunt`` draws (repeated calls, drift, torn
+tails, a second kill during recovery) against the reference and the standalone runtime,
+each on its default backend.
+"""
 
 from __future__ import annotations
 
-from bench.soak import soak
+from bench.soak import SCENARIOS, soak
+from harness.hunt import call_pool, draw_examples
 
 
-def test_reference_runtime_soak_has_no_findings(tmp_path):
-    runs, findings, _, tokens = soak(504, 2, 7, tmp_path, "subprocess")
-    assert runs == 504
-    assert findings == 0, "\n".join(f"killpoint repro {token}" for token in tokens[:5])
+def test_correct_runtimes_soak_has_no_findings(tmp_path):
+    tallies, _ = soak(500, 2, 7, tmp_path, hunt_share=0.3)
+    runs = {tally.name: tally.runs for tally in tallies}
+    assert sum(runs[path.stem] for path in SCENARIOS) == 350, runs
+    assert runs["hunt plans, reference"] >= 100 and runs["hunt plans, standalone"] >= 20, runs
+    tokens = [token for tally in tallies for token in tally.tokens]
+    assert not tokens, "\n".join(f"killpoint repro {token}" for token in tokens[:5])
+
+
+def test_the_soaks_hunt_plans_are_drawn_the_same_every_time_and_cover_every_mode():
+    pool = call_pool(SCENARIOS)
+    drawn = draw_examples(pool, 120, seed=7)
+    assert drawn == draw_examples(pool, 120, seed=7) and drawn != draw_examples(pool, 120, seed=8)
+    assert len(drawn) == 120
+    assert any(len({(call.tool, str(call.args)) for call in example.plan.calls}) < len(example.plan.calls)
+               for example in drawn), "no plan repeats a call"
+    assert any(example.drift for example in drawn), "no drift"
+    assert any(kill.torn for example in drawn for kill in example.schedule), "no torn tail"
+    assert any(len(example.schedule) == 2 for example in drawn), "no second kill"
