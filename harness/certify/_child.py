@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.certify.points import Child, PipePoints
+from harness.nemesis import kill_tree
 
 STDERR_NAME = "child-stderr.txt"
 _MESSAGE_BYTES = 1 << 20
@@ -79,7 +80,11 @@ def _run_job(job: dict[str, Any], target: Any, points_fd: int) -> None:
 
 
 class ForkServer:
-    """The parent's handle on one fork server process; ``close`` ends and reaps it."""
+    """The parent's handle on one fork server process; ``close`` ends and reaps it.
+
+    Each child it forks is killed by ``points.drive`` (tree, reap, confirmation)
+    like a command; the server's ``exit CODE`` report is that child's reap.
+    """
 
     def __init__(self) -> None:
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -119,12 +124,12 @@ class ForkServer:
         return message.split(" ", 1)[1]
 
     def close(self) -> None:
+        """Close the control socket, which tells the server to exit; SIGKILL its tree if it lingers."""
         self.control.close()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            kill_tree(self.process)  # reaps it and confirms any child it was running dead too
 
 
 _SERVER: list[ForkServer] = []

@@ -4,8 +4,10 @@ Why points and not a timer: a SIGKILL after a seeded delay lands wherever the
 scheduler happens to be, so the same seed would not give the same
 certificate. Instead the child announces each point over a pipe and waits for
 the parent's "go"; the parent answers every point but the chosen one, where it
-kills the child's process group with a real SIGKILL while the child is blocked
-there. The world is then exactly "every write before point K done, none after".
+SIGKILLs the child's process group and whole process tree (the nemesis's
+``signal_tree``) while the child is blocked there, reaps it, and confirms
+every other member dead before it goes on. The world is then exactly "every
+write before point K done, none after".
 
 A Python tool gets its points without cooperating: ``Instrumented`` wraps the
 write primitives (``open`` for writing and each ``write`` on it, ``os.replace``,
@@ -24,13 +26,14 @@ import builtins
 import io
 import os
 import selectors
-import signal
 import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from harness.nemesis import CONFIRM_TIMEOUT_S, KillFailed, confirm_dead, kill_stragglers, signal_tree
 
 OnPoint = Callable[[str], None]
 ENV_POINT_SCRIPT = "KILLPOINT_POINT"
@@ -197,7 +200,7 @@ class Child:
     points_in: int                           # the parent reads announcements here
     points_out: int                          # and answers "go" here
     watch: dict[str, int]                    # output name -> fd to collect; "exit" -> an fd readable once it ended
-    reap: Callable[[float], int | None]      # wait up to that long; the return code, None if still alive
+    reap: Callable[[float], int | None]      # wait up to that long; the return code, None if still alive (call once)
     close: Callable[[], None]                # release the parent's ends
 
 
@@ -254,16 +257,20 @@ def start_command(argv: list[str], *, cwd: Path, env: dict[str, str], stdin: str
 
 def drive(child: Child, *, kill_at: int | None = None, kill_after_s: float | None = None,
           timeout_s: float = 30.0) -> ChildRun:
-    """Answer the child's points; SIGKILL its group at point ``kill_at`` or after ``kill_after_s``; reap it.
+    """Answer the child's points; SIGKILL its tree at point ``kill_at``, after ``kill_after_s`` or past ``timeout_s``.
 
-    On every path the child is dead and reaped when this returns (a child left
-    blocked at a point would be released by the closing pipe and run on).
+    On every path the child is reaped when this returns, and after a kill every
+    process of its tree is dead too (a child left blocked at a point would be
+    released by the closing pipe and run on). A child that ends on its own has
+    whatever it left in its process group killed, as the run backends do.
+    Raises ``KillFailed`` when a kill cannot be confirmed.
     """
     started = time.monotonic()
     labels: list[str] = []
     outputs: dict[str, bytes] = {name: b"" for name in child.watch if name != "exit"}
     killed_at: int | None = None
     killed_after: float | None = None
+    returncode: int | None = None
     timed_out = False
     try:
         with selectors.DefaultSelector() as selector:
@@ -274,7 +281,7 @@ def drive(child: Child, *, kill_at: int | None = None, kill_after_s: float | Non
             while selector.get_map() and not ended and killed_at is None and killed_after is None and not timed_out:
                 elapsed = time.monotonic() - started
                 if kill_after_s is not None and elapsed >= kill_after_s:
-                    _kill(child)
+                    returncode = _kill(child)
                     killed_after = elapsed
                     break
                 timed_out = elapsed > timeout_s
@@ -292,18 +299,22 @@ def drive(child: Child, *, kill_at: int | None = None, kill_after_s: float | Non
                             line, pending = pending.split(b"\n", 1)
                             labels.append(line.decode(errors="replace"))
                             if len(labels) == kill_at:
-                                _kill(child)
+                                returncode = _kill(child)
                                 killed_at = len(labels)
                             else:
                                 os.write(child.points_out, b"go\n")
-        returncode = child.reap(timeout_s)
-        if returncode is None:
-            timed_out = True
-            _kill(child)
+        if returncode is None and not timed_out:  # it ended on its own (or closed everything we watch)
             returncode = child.reap(timeout_s)
+            timed_out = returncode is None
+            if returncode is not None:
+                kill_stragglers(child.pid)
+        if returncode is None:
+            returncode = _kill(child)
+    except KillFailed:
+        raise  # the kill did all a kill can; killing again could only reach a reused pid
     except BaseException:
-        _kill(child)
-        child.reap(timeout_s)
+        if returncode is None:
+            _kill(child)
         raise
     finally:
         child.close()
@@ -312,12 +323,16 @@ def drive(child: Child, *, kill_at: int | None = None, kill_after_s: float | Non
                     outputs.get("stderr", b"").decode(errors="replace"), timed_out)
 
 
-def _kill(child: Child) -> None:
-    """A real SIGKILL to the child's whole process group (its helpers too), or to it alone if it has none yet."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        try:
-            os.kill(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+def _kill(child: Child) -> int:
+    """SIGKILL the child's process group and whole tree, reap it, confirm the rest dead; its return code.
+
+    The leader is proved dead by its reap (ours, or the fork server's report);
+    every other member by ``confirm_dead``, which reaps those that are our
+    children and waits, up to its deadline, for the others to be gone.
+    """
+    tree = signal_tree(child.pid)
+    returncode = child.reap(CONFIRM_TIMEOUT_S)
+    if returncode is None:
+        raise KillFailed(f"pid {child.pid} was not reaped {CONFIRM_TIMEOUT_S}s after SIGKILL")
+    confirm_dead([member for member in tree if member.pid != child.pid])
+    return returncode

@@ -22,6 +22,8 @@ from harness.certify.strategies import from_schema
 from harness.errors import ConfigError
 
 lookup("read_file")
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = "tests.certify.tools.helpers"
 REAL_PRIMITIVES = (builtins.open, io.open, os.replace, os.open)
 HANDWRITTEN = {"type": "object", "required": ["n", "tags"], "additionalProperties": False, "properties": {
     "n": {"type": "integer", "minimum": 3, "maximum": 5}, "ratio": {"type": "number", "minimum": 0, "maximum": 1},
@@ -87,17 +89,42 @@ def test_a_kill_at_each_point_of_a_fake_tool_leaves_exactly_the_writes_before_it
     assert (world / "files/out/new.txt").read_text() == "hello"
 
 
+def is_dead(pid: int) -> bool:
+    """Gone, or a zombie: dead, and only waiting for its parent (init, or us if we adopted it) to reap it."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def test_a_command_is_killed_at_its_declared_point_and_its_helpers_die_with_it(tmp_path: Path) -> None:
+    """One helper stays in the command's process group; the other has left it (setsid) before the kill point, so
+    only the tree walk finds it.
+
+    No wait before the last assertion: the kill returns only once it has confirmed every process of the tree dead.
+    """
     world = tmp_path / "world"
     world.mkdir()
     script = ('echo one > a.txt; "$KILLPOINT_POINT" after a; sleep 30 & echo $! > helper.pid; '
-              '"$KILLPOINT_POINT" after helper; echo two > b.txt')
+              "setsid sh -c 'echo $$ > escaped.pid; exec sleep 30' & "
+              'until [ -s escaped.pid ]; do sleep 0.01; done; "$KILLPOINT_POINT" after helpers; echo two > b.txt')
     run = drive(start_command(["sh", "-c", script], cwd=world, env=dict(os.environ), stdin="", scratch=tmp_path),
                 kill_at=2)
-    assert run.labels == ("after a", "after helper") and run.killed_at == 2 and run.returncode == -signal.SIGKILL
+    assert run.labels == ("after a", "after helpers") and run.killed_at == 2 and run.returncode == -signal.SIGKILL
     assert (world / "a.txt").exists() and not (world / "b.txt").exists()
-    helper = int((world / "helper.pid").read_text())
-    assert not psutil.pid_exists(helper) or psutil.Process(helper).status() == psutil.STATUS_ZOMBIE
+    helpers = [int((world / name).read_text()) for name in ("helper.pid", "escaped.pid")]
+    assert [pid for pid in helpers if not is_dead(pid)] == []
+
+
+@pytest.mark.integration  # it starts the certify fork server and a helper, as CERTIFY_TESTS_THAT_KILL says of the rest
+def test_a_python_tool_killed_in_the_fork_server_takes_the_helper_it_started_with_it(tmp_path: Path) -> None:
+    target = external_target("spawn_then_write", ExternalSpec(python=f"{TOOLS}:spawn_then_write", cwd=str(REPO)))
+    world = target.fresh_world(tmp_path)
+    # points: open(w) helper.pid, write helper.pid, open(w) done.txt: the kill lands with the pid file closed
+    run = target.kill(world, {}, tmp_path, at_point=3)
+    assert run.killed_at == 3 and run.returncode == -signal.SIGKILL, run
+    assert not (world / "done.txt").exists()
+    assert is_dead(int((world / "helper.pid").read_text()))
 
 
 def test_a_command_without_points_is_killed_after_a_delay(tmp_path: Path) -> None:
