@@ -1,4 +1,9 @@
-"""``killpoint certify``: flags, the terminal table, and exit codes (0 all hold, 1 a claim REFUTED or a stale certificate, 2 bad input).
+"""``killpoint certify``: flags, the terminal table, and exit codes.
+
+0 every claim CONFIRMED; 1 a claim REFUTED (or a certificate stale or not
+checkable); 2 bad input; 3 inconclusive: nothing was refuted but a claim could
+not be established (a tool with no way to run it, calls all refused, a
+NON_IDEMPOTENT claim with no witness). INCONCLUSIVE is not a pass.
 
 Kept light: the heavy modules (Hypothesis, the fake tools) load only when the
 command runs, so ``killpoint --help`` stays fast.
@@ -17,7 +22,10 @@ from harness._ci import CI_SEED, ci_profile
 from harness.errors import ConfigError
 
 DEFAULT_TRIALS = 25
-EXIT_OK, EXIT_REFUTED = 0, 1
+EXIT_OK, EXIT_REFUTED, EXIT_INCONCLUSIVE = 0, 1, 3
+HOW_TO_RUN_THEM = ("give certify a way to run them: --python MODULE:FUNCTION (called as FUNCTION(world_dir, args, "
+                   "tool=NAME)) or --command 'ARGV {tool} {args}' (the arguments as JSON; on stdin without {args}); "
+                   "see docs/certify.md")
 
 
 def add_certify_parser(commands: Any) -> None:
@@ -67,10 +75,12 @@ def command_certify(args: argparse.Namespace, out: TextIO) -> int:
                             args.schema)
     claims = claims_from_catalogue(args.catalogue, args.tool) if args.catalogue else [single_claim(args.tool, args.claim)]
     seed = args.seed if args.seed is not None else CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32)
-    out.write(f"killpoint certify: {len(claims)} tool(s), {args.trials} draws each, seed {seed}"
-              f"{', no kills' if args.no_kill else ''}; certificates in {args.out}\n")
-    out.write(f"{'TOOL':<24} {'CLAIM':<17} {'VERDICT':<13} {'SUPPORTED':<17} {'TRIALS':>6}  NOTE\n")
     started = time.monotonic()
+
+    def header() -> None:
+        out.write(f"killpoint certify: {len(claims)} tool(s), {args.trials} draws each, seed {seed}"
+                  f"{', no kills' if args.no_kill else ''}; certificates in {args.out}\n")
+        out.write(f"{'TOOL':<24} {'CLAIM':<17} {'VERDICT':<13} {'SUPPORTED':<17} {'TRIALS':>6}  NOTE\n")
 
     def row(certified: Any) -> None:
         data = certified.certificate.data
@@ -80,14 +90,23 @@ def command_certify(args: argparse.Namespace, out: TextIO) -> int:
         out.flush()
 
     done = certify(claims, external, trials=args.trials, seed=seed, out=args.out, kill=not args.no_kill,
-                   strict=not args.catalogue, on_done=row)
+                   strict=not args.catalogue, on_start=header, on_done=row)
     for certified in done:
         _details(certified, out)
     counts = {verdict: sum(c.certificate.verdict == verdict for c in done)
               for verdict in ("CONFIRMED", "REFUTED", "INCONCLUSIVE")}
     out.write(f"certify: {len(done)} tool(s): " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
               + f" in {time.monotonic() - started:.1f}s; seed {seed}; certificates in {args.out}\n")
-    return EXIT_REFUTED if counts["REFUTED"] else EXIT_OK
+    unrunnable = sum(c.certificate.data["adapter"].get("adapter") == "none" for c in done)
+    if unrunnable:
+        out.write(f"certify: {unrunnable} tool(s) could not be run (none of the fake tools, no adapter given); "
+                  f"{HOW_TO_RUN_THEM}\n")
+    return exit_code(refuted=counts["REFUTED"] > 0, inconclusive=counts["INCONCLUSIVE"] > 0)
+
+
+def exit_code(*, refuted: bool, inconclusive: bool) -> int:
+    """1 if anything was refuted, else 3 if anything was left inconclusive, else 0."""
+    return EXIT_REFUTED if refuted else EXIT_INCONCLUSIVE if inconclusive else EXIT_OK
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -155,5 +174,5 @@ def _check(folder: Path, out: TextIO) -> int:
         out.write(f"{row.tool:<24} {row.verdict:<13} {row.status}\n")
     bad = [row for row in rows if not row.ok]
     out.write(f"certify --check: {len(rows)} certificate(s), {len(bad)} stale, refuted or uncheckable in {folder}\n")
-    return EXIT_REFUTED if bad else EXIT_OK
+    return exit_code(refuted=bool(bad), inconclusive=any(row.verdict == "INCONCLUSIVE" for row in rows))
 

@@ -10,7 +10,6 @@ import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue
 from harness import protocol
@@ -74,29 +73,38 @@ def target_for(tool: str, external: ExternalSpec) -> Target:
     return external_target(tool, external) if external.given else fake_target(tool)
 
 
-def reproduce_line(claim: Claim, adapter: dict[str, Any], *, seed: int, trials: int) -> str:
-    """The one command that certifies this tool again exactly (from the directory it was run in)."""
+def reproduce_line(claim: Claim, external: ExternalSpec, *, seed: int, trials: int) -> str:
+    """The one command that certifies this tool again exactly, from the directory it was run in.
+
+    The adapter flags are written as they were given, so a path stays relative
+    (a line from a CI log still works in another checkout).
+    """
     words = ["killpoint", "certify", claim.tool, "--claim", claim.tool_class, "--seed", str(seed),
              "--trials", str(trials)]
-    for key, flag in (("python", "--python"), ("python_snapshot", "--python-snapshot"), ("command", "--command"),
-                      ("snapshot_command", "--snapshot-command"), ("world", "--world"), ("schema", "--schema")):
-        if adapter.get(key):
-            words += [flag, str(adapter[key])]
+    for value, flag in ((external.python, "--python"), (external.python_snapshot, "--python-snapshot"),
+                        (external.command, "--command"), (external.snapshot_command, "--snapshot-command"),
+                        (external.world, "--world"), (external.schema, "--schema")):
+        if value:
+            words += [flag, value]
     return shlex.join(words)
 
 
 def certify(claims: list[Claim], external: ExternalSpec, *, trials: int, seed: int, out: Path,
-            kill: bool = True, strict: bool = True, on_done: Callable[[Certified], None] = lambda _: None,
-            ) -> list[Certified]:
+            kill: bool = True, strict: bool = True, on_start: Callable[[], None] = lambda: None,
+            on_done: Callable[[Certified], None] = lambda _: None) -> list[Certified]:
     """Certify every claim in order, writing one certificate each into ``out``.
 
-    ``strict``: a tool that cannot be run is a usage error (ConfigError); else
-    (a whole catalogue) it gets an INCONCLUSIVE certificate saying why.
+    Every tool's target is built before ``on_start`` and the first trial, so bad
+    input is one ConfigError before anything runs. ``strict``: a tool that
+    cannot be run is such an error; else (a whole catalogue) it gets an
+    INCONCLUSIVE certificate saying why.
     """
     done = []
     try:
-        for claim in claims:
-            certified = _certify_one(claim, external, trials=trials, seed=seed, out=out, kill=kill, strict=strict)
+        targets = [_target_or_why(claim, external, strict=strict) for claim in claims]
+        on_start()
+        for claim, (target, why) in zip(claims, targets):
+            certified = _certify_one(claim, target, why, external, trials=trials, seed=seed, out=out, kill=kill)
             on_done(certified)
             done.append(certified)
     finally:
@@ -104,15 +112,19 @@ def certify(claims: list[Claim], external: ExternalSpec, *, trials: int, seed: i
     return done
 
 
-def _certify_one(claim: Claim, external: ExternalSpec, *, trials: int, seed: int, out: Path, kill: bool,
-                 strict: bool) -> Certified:
+def _target_or_why(claim: Claim, external: ExternalSpec, *, strict: bool) -> tuple[Target | None, str]:
+    """The tool's target, or None and why it cannot be run (only when not ``strict`` and no adapter was given)."""
     try:
-        target: Target | None = target_for(claim.tool, external)
+        return target_for(claim.tool, external), ""
     except ConfigError:
         if strict or external.given:
             raise
-        target, cannot = None, (f"{claim.tool!r} is none of the fake tools; run the catalogue's other tools with "
-                                f"--command 'ARGV {{tool}} {{args}}' or --python MODULE:FUNCTION (given tool=NAME)")
+        return None, (f"{claim.tool!r} is none of the fake tools; run the catalogue's other tools with "
+                      f"--command 'ARGV {{tool}} {{args}}' or --python MODULE:FUNCTION (given tool=NAME)")
+
+
+def _certify_one(claim: Claim, target: Target | None, cannot: str, external: ExternalSpec, *, trials: int, seed: int,
+                 out: Path, kill: bool) -> Certified:
     if target is not None:
         result = search(target, claim.tool_class, interactive=claim.interactive, trials=trials, seed=seed, kill=kill)
         adapter, identity = target.spec, target.identity
@@ -123,7 +135,7 @@ def _certify_one(claim: Claim, external: ExternalSpec, *, trials: int, seed: int
     certificate = make_certificate(
         tool=claim.tool, claim=claim.tool_class, interactive=claim.interactive, result=result, judgement=judgement,
         seed=seed, trials=trials, adapter=adapter, identity=identity, why=claim.why,
-        reproduce=reproduce_line(claim, adapter, seed=seed, trials=trials))
+        reproduce=reproduce_line(claim, external, seed=seed, trials=trials))
     previous = read_certificate(certificate_path(out, claim.tool))
     replaced = staleness(previous, identity) if previous is not None else None
     return Certified(certificate, write_certificate(out, certificate), replaced)

@@ -50,6 +50,7 @@ def test_bad_input_is_one_clear_message_and_exit_2(killpoint: Killpoint, tmp_pat
     assert result.exit_code == 2, result
     assert result.err.startswith("killpoint: ") and message in result.err, result.err
     assert "Traceback" not in result.err and not (tmp_path / "certificates").exists()
+    assert result.out == "", "bad input is found before anything is printed or run"
 
 
 def test_a_bad_catalogue_lists_every_problem(killpoint: Killpoint, tmp_path: Path) -> None:
@@ -142,3 +143,44 @@ def test_a_catalogue_from_mcp_hints_is_certified_and_contradicted_hints_are_name
     assert read(tmp_path / "c", "read_file")["hint"]["contradiction"] is None
     assert "no way to run it" in read(tmp_path / "c", "notes_search")["reason"]
     assert "contradicts MCP hint idempotentHint, readOnlyHint" in result.out
+
+
+def test_a_catalogue_no_tool_of_which_can_be_run_is_inconclusive_exit_3_and_says_how_to_run_them(
+        killpoint: Killpoint, tmp_path: Path) -> None:
+    tools = [{"name": "weather_lookup", "annotations": {"readOnlyHint": True}}, {"name": "send_invoice"}]
+    (tmp_path / "tools.json").write_text(json.dumps({"tools": tools}))
+    assert killpoint("catalogue", "from-mcp", tmp_path / "tools.json", "--out", tmp_path / "mcp.toml").exit_code == 0
+    result = killpoint("certify", "--catalogue", tmp_path / "mcp.toml", "--seed", "0", "--out", tmp_path / "c")
+    assert result.exit_code == 3, result.out
+    verdicts = [read(tmp_path / "c", tool)["verdict"] for tool in ("send_invoice", "weather_lookup")]
+    assert verdicts == ["INCONCLUSIVE", "INCONCLUSIVE"]
+    assert "2 tool(s): 0 CONFIRMED, 0 REFUTED, 2 INCONCLUSIVE" in result.out
+    advice = result.out.splitlines()[-1]
+    assert advice.startswith("certify: 2 tool(s) could not be run (none of the fake tools, no adapter given); give "
+                             "certify a way to run them: --python MODULE:FUNCTION"), advice
+    assert "--command 'ARGV {tool} {args}'" in advice
+
+
+def test_an_inconclusive_claim_exits_3_and_so_does_checking_its_fresh_certificate(killpoint: Killpoint,
+                                                                                  tmp_path: Path) -> None:
+    """A NON_IDEMPOTENT claim on a tool no replay repeats looks over-cautious: not refuted, not established."""
+    result = killpoint("certify", "write_file", "--claim", "NON_IDEMPOTENT", "--trials", "3", "--seed", "0",
+                       "--no-kill", "--out", tmp_path)
+    assert result.exit_code == 3 and read(tmp_path, "write_file")["verdict"] == "INCONCLUSIVE", result.out
+    assert "could not be run" not in result.out, "write_file can be run: no advice about adapters"
+    check = killpoint("certify", "--check", tmp_path)
+    assert check.exit_code == 3 and "write_file               INCONCLUSIVE  fresh" in check.out, check.out
+
+
+def test_the_reproduce_line_keeps_the_adapter_flags_as_given(killpoint: Killpoint, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Relative, as typed: the line still works from another checkout (the certificate's adapter keeps the paths)."""
+    monkeypatch.chdir(TOOLS.parents[2])
+    result = killpoint("certify", "atomic_write", "--claim", "IDEMPOTENT_WRITE", "--python",
+                       "tests.certify.tools.misclassified:atomic_write", "--world", "tests/certify/tools/world",
+                       "--trials", "2", "--seed", "0", "--no-kill", "--out", tmp_path)
+    data = read(tmp_path, "atomic_write")
+    assert result.exit_code == 0 and data["reproduce"] == (
+        "killpoint certify atomic_write --claim IDEMPOTENT_WRITE --seed 0 --trials 2 "
+        "--python tests.certify.tools.misclassified:atomic_write --world tests/certify/tools/world"), data["reproduce"]
+    assert data["adapter"]["world"] == str(TOOLS / "world")
