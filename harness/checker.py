@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fake_tools.catalogue import Catalogue
 from fake_tools.world import diff_snapshots
 from harness import protocol as p
-from harness.evidence import Evidence, Line
+from harness.evidence import Evidence, Incarnation, Line
 from harness.runner import GoldenRun
 from harness.scenario import Scenario
 from harness.validate import trusted
@@ -146,6 +146,10 @@ class ClassBook:
         return self.by_incarnation.get(writer, self.base), writer
 
 
+class MissingEvidence(Exception):
+    """A kill the harness made has no journal copy or no kill marker: the run is unknown, never a pass."""
+
+
 def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun) -> Verdict:
     """Judge one run; never raises (an internal error makes the verdict unknown)."""
     notes = _notes(evidence)
@@ -160,6 +164,8 @@ def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun) -> Verdict:
             *_liveness(evidence),
             *_world(evidence, golden),
         ]
+    except MissingEvidence as missing:
+        return Verdict(None, (), notes, f"evidence missing, so the kills cannot be judged: {missing}")
     except Exception as error:  # noqa: BLE001 - a checker bug must not pass as a verdict
         return Verdict(None, (), notes, f"checker error: {type(error).__name__}: {error}")
     order = list(PROPERTIES)
@@ -233,9 +239,8 @@ def _kills(scenario: Scenario, book: ClassBook, evidence: Evidence, golden: Gold
     segments = evidence.ledger_segments()
     killed = [incarnation for incarnation in evidence.incarnations if incarnation.killed_at is not None]
     verify_windows: list[tuple[str, int, str]] = []  # (call, kill number, kill) of each VERIFY decided
+    _require_kill_evidence(killed, evidence)
     for kill_number, incarnation in enumerate(killed):
-        if kill_number >= len(evidence.journals_at_kill) or kill_number + 1 >= len(segments):
-            break
         kill = incarnation.killed_at
         written = fold_journal(evidence.journals_at_kill[kill_number].lines)
         found = fold_journal(evidence.journal_found(kill_number).lines)
@@ -262,6 +267,23 @@ def _kills(scenario: Scenario, book: ClassBook, evidence: Evidence, golden: Gold
                     findings += _probe_before_invoke(call, next_segment, kill)
     findings += _effects_once(verify_windows, segments, golden)
     return findings
+
+
+def _require_kill_evidence(killed: list[Incarnation], evidence: Evidence) -> None:
+    """Each kill the harness made has its journal copy and its marker in the ledger, in order.
+
+    The markers split the ledger into what ran before and after each kill. One
+    missing (deleted, overwritten) or forged by the workload would misalign every
+    judgement after it, so the run cannot be judged at all.
+    """
+    if len(evidence.journals_at_kill) < len(killed):
+        raise MissingEvidence(f"{len(killed)} kill(s) made but {len(evidence.journals_at_kill)} journal copies found")
+    markers = [line for line in evidence.ledger.lines if "killed" in line.record]
+    if [line.get("killed") for line in markers] != [incarnation.number for incarnation in killed]:
+        found = ", ".join(line.quote() for line in markers) or "none"
+        raise MissingEvidence(
+            f"the ledger's kill markers do not match the kills made (of incarnations "
+            f"{[incarnation.number for incarnation in killed]}): found {found}; a marker was lost or forged")
 
 
 def _judged_class(book: ClassBook, state: OpState) -> tuple[str, bool, int, str]:

@@ -16,6 +16,7 @@ from typing import TextIO
 import pytest
 
 from harness.progress import SessionPrinter
+from harness.report import killpoint_command
 from tests.helpers import DEMO, mutant_workload
 
 HIDE_CURSOR, SHOW_CURSOR, ERASE_LINE = b"\x1b[?25l", b"\x1b[?25h", b"\x1b[2K"
@@ -29,7 +30,7 @@ def test_quiet_prints_failures_summary_and_repro_only(killpoint):
     assert "killpoint summary" not in result.out and "evidence in" not in result.out
     summary, repro = result.out.strip().splitlines()[-2:]
     assert summary.startswith("1 runs: 0 passed, 1 failed (interrupted-action: 1, verify-before-replay: 1)")
-    assert repro.startswith("first failure reproduces with: killpoint repro kp1.")
+    assert repro.startswith(f"first failure reproduces with: {killpoint_command()} repro kp1.")
 
 
 def test_machine_prints_one_json_line_per_run_then_a_summary(killpoint):
@@ -41,7 +42,7 @@ def test_machine_prints_one_json_line_per_run_then_a_summary(killpoint):
     assert lines[-1]["runs"] == 3 and lines[-1]["passed"] == 3 and lines[-1]["reproduce"] is None
 
     failing = [json.loads(line) for line in killpoint("run", DEMO, *MUTANT_ONCE, "--machine").out.splitlines()]
-    assert failing[0]["valid"] is False and failing[-1]["reproduce"] == f"killpoint repro {failing[0]['token']}"
+    assert failing[0]["valid"] is False and failing[-1]["reproduce"] == f"{killpoint_command()} repro {failing[0]['token']}"
 
 
 def test_normal_mode_ends_with_a_summary_table(killpoint):

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from harness.report import killpoint_command
 from tests.helpers import DEMO, MUTANTS, mutant_workload
 
 
@@ -33,7 +34,7 @@ def test_mutant_is_caught_and_its_repro_reproduces(killpoint, mutant):
     first_failure = result.out.split("FAIL run ", 1)[1]
     assert f"[{expected}]" in first_failure.split("reproduce:")[0]
     command = result.out.strip().splitlines()[-1]
-    assert command.startswith("first failure reproduces with: killpoint repro kp1.")
+    assert command.startswith(f"first failure reproduces with: {killpoint_command()} repro kp1.")
     token = command.rsplit(" ", 1)[1]
 
     repro = killpoint("repro", token)

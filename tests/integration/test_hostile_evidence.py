@@ -8,8 +8,10 @@ import os
 import pytest
 
 from harness import nemesis
+from harness.checker import check
 from harness.evidence import read_lines
 from tests.helpers import DEMO, WORKLOADS
+from tests.test_checker import GOLDEN, LEDGER, SCENARIO, evidence
 
 pytestmark = pytest.mark.integration
 
@@ -57,3 +59,12 @@ def test_deeply_nested_json_is_a_problem_not_a_crash(tmp_path):
     path.write_bytes(b"[" * 100_000 + b"]" * 100_000 + b"\n" + b'{"invoked": "x", "call": "c1"}\n')
     read = read_lines(path)
     assert len(read.lines) == 1 and "nested too deeply" in read.problems[0]
+
+
+@pytest.mark.parametrize("ledger", [
+    [{"killed": 0, "point": "c1:after_effect"}, *LEDGER],  # a marker the workload forged before the real one
+    [record for record in LEDGER if "killed" not in record],  # the real marker deleted
+])
+def test_a_forged_or_lost_kill_marker_makes_the_run_unknown_not_a_pass(ledger):
+    verdict = check(SCENARIO, evidence(ledger=ledger), GOLDEN)
+    assert verdict.valid is None and "a marker was lost or forged" in verdict.error
