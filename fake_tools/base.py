@@ -134,7 +134,7 @@ def _act(name: str, call: str, args: dict[str, Any], world: World, ledger: Ledge
     try:
         return ToolResult(ok=True, output=tool.act(ToolContext(world, ledger, name, call), args))
     except REFUSALS as refusal:
-        return ToolResult(ok=False, error=f"{name}: {refusal}")
+        return ToolResult(ok=False, error=f"{name}: {world.describe(refusal)}")
 
 
 def _take_time(world: World, name: str) -> None:

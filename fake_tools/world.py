@@ -50,6 +50,24 @@ class World:
             raise SandboxError(f"path {relative!r} refused: a symlink leads out of the world")
         return candidate
 
+    def describe(self, refusal: BaseException) -> str:
+        """A refusal as the agent sees it: an OS error names the world-relative path, never the host's.
+
+        The message may be logged into the world; an absolute path there would
+        differ between every run directory and the crash-free run's.
+        """
+        if isinstance(refusal, OSError) and refusal.filename is not None:
+            return f"{refusal.strerror}: {self.relative(refusal.filename)!r}"
+        return str(refusal)
+
+    def relative(self, path: str | os.PathLike[str]) -> str:
+        """``path`` relative to ``files/`` when inside it, else relative to the world root, else its name."""
+        path = Path(path)
+        for base in (self.files_root, self.root):
+            if path.is_relative_to(base):
+                return path.relative_to(base).as_posix()
+        return path.name
+
     def load(self, area: str, default: Any) -> Any:
         """The state of one simulated service, or ``default`` if it was never written."""
         try:

@@ -199,3 +199,21 @@ def test_a_path_with_a_nul_byte_is_refused(world: World, tool: str) -> None:
     result = call(world, tool, {"path": "notes/\x00todo.txt", "content": "x"} if tool == "write_file"
                   else {"path": "notes/\x00todo.txt"})
     assert not result.ok and "refused" in result.error
+
+
+@pytest.mark.parametrize(("tool", "args"), [
+    ("shell_execute", {"command": "echo order submitted >> nodir/log.txt"}),
+    ("code_runner", {"language": "sh", "code": "echo x >> nodir/f"}),
+    ("append", {"path": "notes/todo.txt/inside", "text": "x"}),
+])
+def test_a_refusal_never_writes_the_host_path_into_the_world(tmp_path, tool, args):
+    """The crash-free run and every killed run live in different folders: a logged absolute path made their
+    worlds differ on every schedule (found by ``killpoint hunt``, seed 1, on the correct reference runtime)."""
+    results, snapshots = [], []
+    for run in ("golden", "run-00000"):
+        world = seed_world(tmp_path / run / "world", {"notes/todo.txt": "tea\n"}, {})
+        results.append(call(world, tool, args))
+        snapshots.append(world.snapshot())
+    assert not results[0].ok and results[0].error == results[1].error, results
+    assert str(tmp_path) not in results[0].error
+    assert snapshots[0] == snapshots[1]

@@ -99,7 +99,7 @@ def run_logged(ctx: ToolContext, commands: list[str], log: Log) -> str:
         for command in commands:
             output += run_confined(ctx, command)
     except REFUSALS as refusal:
-        log(output, {"failed": str(refusal)})
+        log(output, {"failed": ctx.world.describe(refusal)})
         raise
     log(output, {})
     return output
