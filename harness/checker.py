@@ -162,8 +162,13 @@ def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun) -> Verdict:
             *_journal_well_formed(book, evidence),
             *_kills(scenario, book, evidence, golden),
             *_liveness(evidence),
-            *_world(evidence, golden),
         ]
+        world = _world(evidence, golden)
+        excuses = _retries_made_unsafe_by_drift(book, evidence)
+        if world and excuses:
+            notes += tuple(f"{excuse}; so the world is not held to the crash-free run's" for excuse in excuses)
+        else:
+            findings += world
     except MissingEvidence as missing:
         return Verdict(None, (), notes, f"evidence missing, so the kills cannot be judged: {missing}")
     except Exception as error:  # noqa: BLE001 - a checker bug must not pass as a verdict
@@ -422,6 +427,33 @@ def _effects_once(verify_windows: list[tuple[str, int, str]], segments: list[lis
                 f"and the recovery added {len(added)} more: an effect that had already happened was repeated",
                 call, kill, evidence=tuple(line.quote() for line in (*had, *added))))
     return findings
+
+
+def _retries_made_unsafe_by_drift(book: ClassBook, evidence: Evidence) -> list[str]:
+    """The RETRYs the rules required only because a drifted catalogue called a tool safer than it is.
+
+    When an incarnation handed a drifted catalogue starts a call that the
+    scenario's own catalogue says is NON_IDEMPOTENT or UNKNOWN under a retry-safe
+    class, and is killed after its effect, the recovery must RETRY by that
+    snapshot and repeat the effect. No runtime can then leave the crash-free
+    world; every other property still judges the run.
+    """
+    excuses = []
+    segments = evidence.ledger_segments()
+    killed = [incarnation for incarnation in evidence.incarnations if incarnation.killed_at is not None]
+    for kill_number, incarnation in enumerate(killed[: len(evidence.journals_at_kill)]):
+        before = [line for segment in segments[: kill_number + 1] for line in segment if "effect" in line.record]
+        for call, state in fold_journal(evidence.journal_found(kill_number).lines).items():
+            if state.found != p.OUTCOME_UNKNOWN or not any(line.get("call") == call for line in before):
+                continue
+            tool_class, interactive, writer, expected = _judged_class(book, state)
+            tool = state.started.get("tool")
+            truly = expected_action(state.found, book.base.class_of(tool), book.base.is_interactive(tool))
+            if writer in book.by_incarnation and expected == p.RETRY and truly == p.VERIFY:
+                excuses.append(f"{call}'s tool {tool} is {book.base.class_of(tool)} in the scenario's catalogue, but "
+                               f"the drifted one given to incarnation {writer} called it {tool_class}: the RETRY the "
+                               f"rules require after kill {incarnation.killed_at} repeated its effect")
+    return excuses
 
 
 def _liveness(evidence: Evidence) -> list[Finding]:

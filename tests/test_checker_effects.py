@@ -23,7 +23,7 @@ from harness.checker import check
 from harness.evidence import Evidence, Incarnation, JsonLines, Line
 from harness.runner import GoldenRun
 from harness.scenario import Plan, PlannedCall, Scenario
-from tests.helpers import ROOT
+from tests.helpers import DEMO, ROOT
 
 CATALOGUE = load_catalogue(REFERENCE_CATALOGUE)
 ARGS = {"path": "orders/summary.txt", "content": "2 x tea\n"}
@@ -148,3 +148,25 @@ def test_both_runtimes_pass_the_schedule_hunt_found(killpoint, tmp_path, runtime
                        "--drift", DRIFT)
     assert result.exit_code == 0, result.out + result.err
     assert "1 passed, 0 failed" in result.out
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_a_retry_a_drift_made_unsafe_is_noted_not_failed(killpoint, tmp_path, runtime):
+    """Found by hunt (standalone, seed 1): incarnation 1 is told append is READ_ONLY, starts c4 under that snapshot
+    and is killed after its effect; the RETRY the rules then require appends twice. The world cannot equal the
+    crash-free one, and no runtime is to blame; the run passes with a note saying why."""
+    result = killpoint("run", DEMO, "--workload", RUNTIMES[runtime], "--drift", "append=READ_ONLY",
+                       "--kill-at", "c1:before_started", "--kill-at", "c4:after_effect",
+                       "--json", tmp_path / "report.json")
+    assert result.exit_code == 0, result.out + result.err
+    (run,) = json.loads((tmp_path / "report.json").read_text())["runs"]
+    assert any("the drifted one given to incarnation 1 called it READ_ONLY" in note for note in run["notes"])
+
+
+@pytest.mark.integration
+def test_a_drift_excuses_only_the_retry_it_forced(killpoint, tmp_path):
+    """The same drift, but a runtime that also replays a SUCCEEDED call is still caught."""
+    result = killpoint("run", DEMO, "--workload", "{python} -m scenarios.mutants.replays_succeeded",
+                       "--drift", "append=READ_ONLY", "--kill-at", "c1:before_started", "--kill-at", "c4:after_effect")
+    assert result.exit_code == 1 and "[succeeded-not-replayed]" in result.out, result.out
