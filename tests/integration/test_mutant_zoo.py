@@ -4,9 +4,11 @@ property its bug breaks named in the first failing run."""
 from __future__ import annotations
 
 import json
+import tempfile
 
 import pytest
 
+from harness.hunt import hunt
 from scenarios.mutants import zoo
 from tests.helpers import ROOT
 
@@ -26,3 +28,12 @@ def test_mutant_is_caught_with_its_property_named(killpoint, tmp_path, mutant):
     assert result.exit_code == 1, result.out[-2000:]
     failing = [run for run in json.loads((tmp_path / "report.json").read_text())["runs"] if run["valid"] is False]
     assert mutant.caught_by in {finding["property"] for finding in failing[0]["findings"]}, failing[0]["findings"]
+
+
+def test_a_hunt_that_catches_a_mutant_keeps_the_evidence_of_the_shrunk_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mutant = next(mutant for mutant in ZOO if mutant.name == "retry_non_idempotent")
+    result = hunt([ROOT / "scenarios" / "demo.toml"], mutant.workload, tmp_path / "out", max_examples=300, seed=1)
+    assert result.failure is not None and result.evidence is not None
+    assert result.evidence.parent.parent == tmp_path and (result.evidence / "ledger.jsonl").is_file()
+    assert result.scenario_file == tmp_path / "out" / "hunt-found.toml" and result.scenario_file.is_file()

@@ -8,8 +8,11 @@ each on its default backend.
 
 from __future__ import annotations
 
+import tempfile
+
 from bench.soak import SCENARIOS, soak
 from harness.hunt import call_pool, draw_examples
+from tests.helpers import DEMO
 
 
 def test_correct_runtimes_soak_has_no_findings(tmp_path):
@@ -31,3 +34,15 @@ def test_the_soaks_hunt_plans_are_drawn_the_same_every_time_and_cover_every_mode
     assert any(example.drift for example in drawn), "no drift"
     assert any(kill.torn for example in drawn for kill in example.schedule), "no torn tail"
     assert any(len(example.schedule) == 2 for example in drawn), "no second kill"
+
+
+def test_a_hunt_that_passes_leaves_nothing_behind(killpoint, tmp_path, monkeypatch):
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where hunt keeps its runs' evidence
+    out = tmp_path / "out"
+    result = killpoint("hunt", DEMO, "--examples", "25", "--seed", "4", "--out", out)
+    assert result.exit_code == 0, result.out
+    assert "no failure in 25 examples" in result.out
+    assert list(temp.iterdir()) == []
+    assert not out.exists() or list(out.iterdir()) == []
