@@ -194,7 +194,7 @@ def main() -> None:
         f"- interpreter start importing the reference runtime and the fake tools: {floors['imports'] * 1000:.1f} ms"
         + (" (PYTHONDONTWRITEBYTECODE is set here, so every start compiles them)"
            if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""),
-        f"- bare `docker run` of a trivial container: "
+        "- bare `docker run` of a trivial container: "
         + (f"{floors['docker'] * 1000:.0f} ms" if floors["docker"] else "not measured (no engine, or --docker not given)"),
         f"- fsync of one journal record: {floors['fsync'] * 1000:.3f} ms",
         f"- rendezvous round trip per crash point: {floors['rendezvous'] * 1e6:.0f} µs",

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, catalogue_problems, load_catalogue
 from harness import protocol
+from harness._command import killpoint_command
 from harness.errors import ConfigError
 
 # The MCP ToolAnnotations hints that bear on a class; each must be a JSON boolean.
@@ -156,7 +157,7 @@ def from_mcp_command(path: Path, out_path: Path | None, family: str, out: TextIO
     except OSError as error:
         raise ConfigError(f"--out {out_path}: cannot write the catalogue ({error.strerror})") from None
     out.write(f"wrote {len(classified)} tools to {out_path}; review their classes, then "
-              f"run `killpoint catalogue check {out_path}`\n")
+              f"run `{killpoint_command()} catalogue check {out_path}`\n")
     return 0
 
 

@@ -10,7 +10,7 @@ the run: it becomes an "unknown" verdict carrying the error (Jepsen's rule).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fake_tools.catalogue import Catalogue
 from fake_tools.world import diff_snapshots

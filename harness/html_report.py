@@ -30,7 +30,6 @@ LEFT, SLOT, TOP, LANE = 170, 26, 64, 78
 RECOVERY_SLOTS = len(p.RECOVERY_POINTS)
 DECISION_COLOURS = {p.SKIP: "#6b7280", p.RETRY: "#c2410c", p.VERIFY: "#1d4ed8"}
 _QUOTED = re.compile(r"^([\w.-]+\.jsonl):(\d+): ")
-_RULE_NUMBER = re.compile(r"^rule \d+: ")
 
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px 32px; color: #111827; }
@@ -93,16 +92,11 @@ def _summary(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float, fail
     for label, text in summary_rows(summary, coverage_figures(golden, outcomes), golden.seconds):
         if label.startswith("["):
             prop = label.strip("[]")
-            label, text = f'<span class="prop">{escape(prop)}</span>', f"{text}: {_meaning(prop)}"
+            label, text = f'<span class="prop">{escape(prop)}</span>', f"{text}: {PROPERTIES.get(prop, '')}"
         else:
             label = escape(label)
         rows.append(f"<tr><th>{label}</th><td>{escape(text)}</td></tr>")
     return f"<h2>Summary</h2>{banner}<table>{''.join(rows)}</table>"
-
-
-def _meaning(prop: str) -> str:
-    """What a property means, without the checker's "rule N:" prefix: the report names the property, numbered nowhere."""
-    return _RULE_NUMBER.sub("", PROPERTIES.get(prop, ""))
 
 
 def _heat_map(scenario: Scenario, outcomes: list[RunOutcome]) -> str:

@@ -8,43 +8,19 @@ rendered from one ``Summary`` value.
 from __future__ import annotations
 
 import json
-import os
-import shlex
-import shutil
-import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from harness import protocol as p
+from harness._command import killpoint_command
 from harness.evidence import read_evidence
 from harness.explore import coverage
 from harness.runner import GoldenRun
 from harness.scenario import Scenario
 from harness.schedule import format_schedule
 from harness.session import RESULTS, RunOutcome, outcome_to_json
-
-
-def killpoint_command() -> str:
-    """The command prefix that runs this killpoint when pasted where it is printed.
-
-    ``killpoint`` only when that name on PATH is this installation's script: the
-    README's venv set-up (``.venv/bin/pip install -e .``) puts nothing on PATH.
-    Else the script beside the running interpreter (relative to the current
-    directory when inside it, e.g. ``.venv/bin/killpoint``), else ``python -m``.
-    """
-    script = Path(sys.executable).parent / "killpoint"
-    if not script.is_file():
-        return f"{shlex.quote(sys.executable)} -m harness.cli"
-    on_path = shutil.which("killpoint")
-    if on_path is not None and os.path.samefile(on_path, script):
-        return "killpoint"
-    script = script.absolute()
-    if script.is_relative_to(Path.cwd()):
-        relative = script.relative_to(Path.cwd())
-        return shlex.quote(str(relative) if len(relative.parts) > 1 else f"./{relative}")
-    return shlex.quote(str(script))
 
 
 def repro_command(outcome: RunOutcome) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fake_tools.catalogue import REFERENCE_CATALOGUE, catalogue_problems, load_catalogue
+from harness._command import killpoint_command
 from harness.catalogue_cli import classify
 
 REFERENCE_CLASSES = Counter(load_catalogue(REFERENCE_CATALOGUE).tools.values())
@@ -225,7 +226,7 @@ def test_from_mcp_out_file_and_family(killpoint, tmp_path):
                        "--out", out_file, "--family", "notes")
     assert result.exit_code == 0, result.err
     assert result.out == (f"wrote 5 tools to {out_file}; review their classes, then run "
-                          f"`killpoint catalogue check {out_file}`\n")
+                          f"`{killpoint_command()} catalogue check {out_file}`\n")
     catalogue = load_catalogue(out_file)
     assert set(catalogue.families.values()) == {"notes"}
     assert catalogue.reasons["add_note"] == "readOnlyHint and idempotentHint not true; destructiveHint: false"

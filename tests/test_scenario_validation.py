@@ -12,7 +12,7 @@ import pytest
 
 from harness.scenario import load_scenario
 from tests.helpers import ROOT
-from tests.test_config_errors import GOOD_CALL, HEADER, assert_usage_error, write
+from tests.test_config_errors import GOOD_CALL, assert_usage_error, write
 
 WORKLOAD = 'workload = ["{python}", "-m", "scenarios.reference_runtime"]\n'
 PLAN = '[plan]\ntask_id = "t"\n' + GOOD_CALL

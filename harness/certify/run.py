@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue
 from harness import protocol
+from harness._command import killpoint_command
 from harness.certify._child import close_fork_server
 from harness.certify.adapters import ExternalSpec, Target, external_target, fake_target, target_from_spec
 from harness.certify.certificate import (Certificate, judge, make_certificate, read_certificate, certificate_path,
@@ -79,7 +80,7 @@ def reproduce_line(claim: Claim, external: ExternalSpec, *, seed: int, trials: i
     The adapter flags are written as they were given, so a path stays relative
     (a line from a CI log still works in another checkout).
     """
-    words = ["killpoint", "certify", claim.tool, "--claim", claim.tool_class, "--seed", str(seed),
+    words = [*shlex.split(killpoint_command()), "certify", claim.tool, "--claim", claim.tool_class, "--seed", str(seed),
              "--trials", str(trials)]
     for value, flag in ((external.python, "--python"), (external.python_snapshot, "--python-snapshot"),
                         (external.command, "--command"), (external.snapshot_command, "--snapshot-command"),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness._command import killpoint_command
 from tests.helpers import CliResult
 
 TOOLS = Path(__file__).parent / "tools"
@@ -83,7 +84,7 @@ def test_a_certificate_records_claim_verdict_trials_seed_digest_identity_and_ver
     assert (data["claim"], data["verdict"], data["seed"]) == ("IDEMPOTENT_WRITE", "REFUTED", 3)
     assert data["identity"]["kind"] == "fake tool source" and data["identity"]["digest"].startswith("sha256:")
     assert data["killpoint_version"] == "0.1.0" and data["adapter"] == {"adapter": "fake", "tool": "append"}
-    assert data["reproduce"] == "killpoint certify append --claim IDEMPOTENT_WRITE --seed 3 --trials 25"
+    assert data["reproduce"] == f"{killpoint_command()} certify append --claim IDEMPOTENT_WRITE --seed 3 --trials 25"
     assert f"reproduce: {data['reproduce']}" in result.out
     again = killpoint(*shlex.split(data["reproduce"])[1:], "--out", tmp_path / "again")
     assert again.exit_code == 1 and read(tmp_path / "again", "append")["evidence_digest"] == data["evidence_digest"]
@@ -181,6 +182,6 @@ def test_the_reproduce_line_keeps_the_adapter_flags_as_given(killpoint: Killpoin
                        "--trials", "2", "--seed", "0", "--no-kill", "--out", tmp_path)
     data = read(tmp_path, "atomic_write")
     assert result.exit_code == 0 and data["reproduce"] == (
-        "killpoint certify atomic_write --claim IDEMPOTENT_WRITE --seed 0 --trials 2 "
+        f"{killpoint_command()} certify atomic_write --claim IDEMPOTENT_WRITE --seed 0 --trials 2 "
         "--python tests.certify.tools.misclassified:atomic_write --world tests/certify/tools/world"), data["reproduce"]
     assert data["adapter"]["world"] == str(TOOLS / "world")
