@@ -4,7 +4,9 @@ A kill is SIGKILL to the incarnation's whole process group plus every
 descendant psutil can find (a child that called setsid has left the group but
 not the tree). It is confirmed dead before anything is written about it: only
 then does the ledger get its kill marker, so no record of the dead process can
-land after the marker.
+land after the marker. The host backends kill a whole cgroup instead where they
+can (``harness.backends._cgroup``): the tree walk and the environment sweep here
+are their fallback, and what the certify tools use.
 """
 
 from __future__ import annotations
@@ -148,13 +150,26 @@ def sweep_leftovers(workload_dir: str) -> list[str]:
             child = psutil.Process(pid)
             if child.environ().get(protocol.ENV_RUN_DIR) != workload_dir:
                 continue
-            description = f"pid {child.pid} ({' '.join(child.cmdline())[:80]})"
+            description = describe(child)
             child.kill()
             child.wait(CONFIRM_TIMEOUT_S)
             killed.append(description)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return killed
+
+
+def describe(process: psutil.Process) -> str:
+    """``pid N (command line)``: how the evidence names a leftover."""
+    return f"pid {process.pid} ({' '.join(process.cmdline())[:80]})"
+
+
+def describe_pid(pid: int) -> str | None:
+    """``describe`` for a pid; None if it is gone."""
+    try:
+        return describe(psutil.Process(pid))
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
 
 
 def _is_alive(member: psutil.Process) -> bool:

@@ -4,13 +4,15 @@ Starting a Python interpreter and importing a runtime costs tens of
 milliseconds; forking one that has already imported it costs a couple. The
 server (``_forkserver_main``) is a child of the harness; each incarnation is a
 child of the server, in its own session, watched by the runner through a pidfd
-like any other. Kills, timeouts, sweeps and evidence are exactly those of the
-subprocess backend; only the start differs. Python workloads only:
+like any other, and born in its own cgroup (``_cgroup``). Kills, timeouts,
+sweeps and evidence are exactly those of the subprocess backend; only the start
+differs. Python workloads only:
 ``{python} -m MODULE ...`` or ``{python} SCRIPT.py ...`` with this interpreter.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -18,9 +20,13 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from harness import nemesis, protocol
+from harness import protocol
+from harness.backends._cgroup import IncarnationCgroup
+from harness.backends._host import HostIncarnation, prepare_containment
 from harness.errors import ConfigError, HarnessError
+
 
 class ForkServerDied(HarnessError, RuntimeError):
     """The fork server exited under the harness; the backend restarts it and says so."""
@@ -39,28 +45,6 @@ def python_target(argv: tuple[str, ...]) -> dict[str, object]:
         raise ConfigError(f"--backend forkserver: interpreter option {argv[1]!r} is not supported; "
                           f"use --backend subprocess")
     return {"script": argv[1], "argv": list(argv[1:])}
-
-
-@dataclass
-class ForkedIncarnation:
-    server: ForkServer
-    pid: int
-    workload_dir: str
-    exit_code: int | None = None
-
-    def kill(self) -> None:
-        tree = nemesis.signal_tree(self.pid)
-        self.exit_code = self.server.reaped(self.pid)  # the server has reaped it: it is dead
-        nemesis.confirm_dead(tree[1:])
-
-    def wait(self) -> int:
-        if self.exit_code is None:
-            self.exit_code = self.server.reaped(self.pid)
-        nemesis.kill_stragglers(self.pid)
-        return self.exit_code
-
-    def sweep(self) -> list[str]:
-        return nemesis.sweep_leftovers(self.workload_dir)
 
 
 @dataclass
@@ -91,6 +75,9 @@ class ForkServer:
         self._socket.sendall(json.dumps(request).encode() + b"\n")
         while True:
             answer = self._answer()
+            if "error" in answer:
+                raise HarnessError(f"the fork server cannot start the incarnation ({answer['error']}); "
+                                   f"use --backend subprocess")
             if "exit_code" in answer:
                 self._exits[answer["pid"]] = answer["exit_code"]
             else:
@@ -104,7 +91,7 @@ class ForkServer:
                 self._exits[answer["pid"]] = answer["exit_code"]
         return self._exits.pop(pid)
 
-    def _answer(self) -> dict[str, int]:
+    def _answer(self) -> dict[str, Any]:
         try:
             line = self._reader.readline()
         except ConnectionError:
@@ -126,17 +113,24 @@ class ForkServerBackend:
     options: dict[str, str] = {}
 
     def __init__(self) -> None:
-        nemesis.become_subreaper()
+        prepare_containment()
         self.server = ForkServer()
 
-    def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> ForkedIncarnation:
+    def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> HostIncarnation:
         target = python_target(argv)
         for stream in (stdout, stderr):  # evidence even if a kill lands before the child opens them
             stream.write_bytes(b"")
+        cgroup = IncarnationCgroup.create()
         request = {**target, "env": {**os.environ, **env}, "cwd": str(Path(cwd).resolve()),
-                   "stdout": str(stdout.resolve()), "stderr": str(stderr.resolve())}
-        pid = self.server.fork(request)
-        return ForkedIncarnation(self.server, pid, env[protocol.ENV_RUN_DIR])
+                   "stdout": str(stdout.resolve()), "stderr": str(stderr.resolve()),
+                   "cgroup": str(cgroup.path) if cgroup is not None else None}
+        try:
+            pid = self.server.fork(request)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.discard()
+            raise
+        return HostIncarnation(pid, functools.partial(self.server.reaped, pid), env[protocol.ENV_RUN_DIR], cgroup)
 
     def close(self) -> None:
         self.server.close()

@@ -1,35 +1,15 @@
-"""The subprocess backend: each incarnation a child process in its own session."""
+"""The subprocess backend: each incarnation a child process in its own session (and its own cgroup, see ``_cgroup``)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
-from harness import nemesis, protocol
-from harness.errors import WorkloadError
-
-
-@dataclass
-class ChildIncarnation:
-    process: subprocess.Popen[bytes]
-    workload_dir: str
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def kill(self) -> None:
-        nemesis.kill_tree(self.process)
-
-    def wait(self) -> int:
-        exit_code = self.process.wait()
-        nemesis.kill_stragglers(self.process.pid)
-        return exit_code
-
-    def sweep(self) -> list[str]:
-        return nemesis.sweep_leftovers(self.workload_dir)
+from harness import protocol
+from harness.backends._cgroup import IncarnationCgroup, preexec_joiner
+from harness.backends._host import HostIncarnation, prepare_containment
+from harness.errors import HarnessError, WorkloadError
 
 
 class SubprocessBackend:
@@ -39,17 +19,22 @@ class SubprocessBackend:
     options: dict[str, str] = {}
 
     def __init__(self) -> None:
-        nemesis.become_subreaper()
+        prepare_containment()
 
-    def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> ChildIncarnation:
-        with stdout.open("wb") as out, stderr.open("wb") as err:
+    def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> HostIncarnation:
+        cgroup = IncarnationCgroup.create()
+        with stdout.open("wb") as out, stderr.open("wb") as err, preexec_joiner(cgroup) as join_cgroup:
             try:
                 process = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                           start_new_session=True, close_fds=True)
+                                           start_new_session=True, close_fds=True, preexec_fn=join_cgroup)
             except OSError as error:
+                if cgroup is not None:
+                    cgroup.discard()
                 raise WorkloadError(f"workload {' '.join(argv)!r} cannot start: {error.strerror}"
                                     f" (cwd {cwd}); check the workload command") from None
-        return ChildIncarnation(process, env[protocol.ENV_RUN_DIR])
+            except subprocess.SubprocessError:  # only the preexec_fn raises it
+                raise HarnessError(f"cannot start the incarnation in its cgroup {cgroup.path}") from None
+        return HostIncarnation(process.pid, process.wait, env[protocol.ENV_RUN_DIR], cgroup)
 
     def close(self) -> None:
         pass
