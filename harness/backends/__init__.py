@@ -24,7 +24,7 @@ class Launched(Protocol):
         """SIGKILL every process of the incarnation; return once all are confirmed dead."""
 
     def wait(self) -> int:
-        """The exit code, once the incarnation has exited on its own; kill what it left in its group."""
+        """The exit code, once the incarnation has exited on its own; kill what it left (its cgroup, else its group)."""
 
     def sweep(self) -> list[str]:
         """Kill anything the incarnation left running elsewhere; describe each one killed."""
