@@ -109,7 +109,8 @@ def _judge_in_worker(example: Example, *, seed: int) -> tuple[bool, str | None] 
     verdict, run_dir = judged
     if verdict.valid:
         return True, None
-    return False, _worker_judge.keep(example, verdict, run_dir / FOUND_NAME, seed)[1]
+    description = f"a hunt plan drawn by bench/soak.py (seed {seed}) that failed on a correct runtime"
+    return False, _worker_judge.keep(example, verdict, run_dir / FOUND_NAME, description)[1]
 
 
 def hunt_plans(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str | None) -> list[Tally]:

@@ -166,9 +166,9 @@ class ExampleJudge:
         execute_run(scenario, example.schedule, run_dir, self.backend, drift=example.drift)
         return check(scenario, read_evidence(run_dir), golden), run_dir
 
-    def keep(self, example: Example, verdict: Verdict, path: Path, seed: int) -> tuple[Path, str]:
+    def keep(self, example: Example, verdict: Verdict, path: Path, description: str) -> tuple[Path, str]:
         """Write the failing example as a scenario file at ``path``; (that file, a repro token for it)."""
-        scenario_file = write_scenario(path, self.pool.scenario_for(example.plan), seed)
+        scenario_file = write_scenario(path, self.pool.scenario_for(example.plan), description)
         job = Job(0, example.schedule, None, example.drift)
         return scenario_file, token_for(load_scenario(scenario_file), job, verdict, self.backend)
 
@@ -204,17 +204,18 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *, max
         return HuntResult(tried, None, None, None, None)
     failure, verdict, run_dir = last_failure[-1]  # Hypothesis replays the shrunk example last
     out_dir.mkdir(parents=True, exist_ok=True)
-    scenario_file, token = judge.keep(failure, verdict, out_dir / FOUND_NAME, seed)
+    scenario_file, token = judge.keep(failure, verdict, out_dir / FOUND_NAME,
+                                      f"found and shrunk by killpoint hunt (seed {seed})")
     return HuntResult(tried, failure, verdict, scenario_file, token, run_dir)
 
 
-def write_scenario(path: Path, scenario: Scenario, seed: int) -> Path:
-    """A scenario file (and its catalogue beside it) holding exactly the shrunk plan and its world."""
+def write_scenario(path: Path, scenario: Scenario, description: str) -> Path:
+    """A scenario file (and its catalogue beside it) holding exactly the example's plan and its world."""
     catalogue = path.with_suffix(".catalogue.json")
     catalogue.write_text(json.dumps(scenario.catalogue.to_protocol(), indent=1))
     document = {
         "name": path.stem,
-        "description": f"found and shrunk by killpoint hunt (seed {seed})",
+        "description": description,
         "workload": [word.replace(sys.executable, "{python}") for word in scenario.workload],
         "catalogue": catalogue.name,
         "timeout": scenario.timeout_s,
