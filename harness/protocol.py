@@ -15,6 +15,8 @@ ENV_WORLD = "KILLPOINT_WORLD"
 ENV_LEDGER = "KILLPOINT_LEDGER"
 ENV_CONTROL = "KILLPOINT_CONTROL"
 ENV_INCARNATION = "KILLPOINT_INCARNATION"
+# Every incarnation hashes strings the same way, so a workload iterating a set behaves the same each run.
+WORKLOAD_HASH_SEED = "0"
 
 JOURNAL_NAME = "journal.jsonl"
 

@@ -136,7 +136,11 @@ def _child(request: dict[str, Any], target: Program | BaseException) -> None:
         os.environ.update(request["env"])
         random.seed()
         sys.argv = list(request["argv"])
-        if isinstance(target, BaseException):  # the interpreter's own words before running anything
+        if isinstance(target, OSError) and request.get("script"):  # python's own words and status
+            print(f"{sys.executable}: can't open file {request['script']!r}: [Errno {target.errno}] "
+                  f"{target.strerror}", file=sys.stderr)
+            code = 2
+        elif isinstance(target, BaseException):  # the interpreter's own words before running anything
             print(f"{sys.executable}: " + "".join(traceback.format_exception_only(target)).strip(), file=sys.stderr)
         else:
             _run_as_main(target)

@@ -59,9 +59,12 @@ class ForkServer:
 
     def start(self) -> None:
         ours, theirs = socket.socketpair()
+        # Hash randomisation is fixed when an interpreter starts, so a forked child keeps the server's:
+        # the server must start with the PYTHONHASHSEED every incarnation is given.
         self._process = subprocess.Popen(
             [sys.executable, "-m", "harness.backends._forkserver_main", str(theirs.fileno())],
             stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True,
+            env={**os.environ, "PYTHONHASHSEED": protocol.WORKLOAD_HASH_SEED},
         )
         theirs.close()
         self._socket, self._reader = ours, ours.makefile("rb")
@@ -118,6 +121,8 @@ class ForkServerBackend:
 
     def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> HostIncarnation:
         target = python_target(argv)
+        if "script" in target:  # as python would, from the incarnation's working directory
+            target["script"] = str(Path(cwd, str(target["script"])).absolute())
         for stream in (stdout, stderr):  # evidence even if a kill lands before the child opens them
             stream.write_bytes(b"")
         cgroup = IncarnationCgroup.create()

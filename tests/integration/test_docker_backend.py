@@ -187,11 +187,7 @@ def test_missing_command_cannot_start(backend, killpoint):
     assert "Traceback" not in result.err
 
 
-def test_missing_python_script_fails_as_python_would(backend, killpoint, request):
-    if backend == "forkserver":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "harness/backends/_forkserver_main.py opens the script in the server and the child reports "
-            "'FileNotFoundError: ...' and exits 1; python itself says \"can't open file\" and exits 2")))
+def test_missing_python_script_fails_as_python_would(backend, killpoint):
     result = killpoint("run", DEMO, "--backend", backend, "--workload", "{python} /nonexistent/agent.py",
                        "--kill-at", "c1:after_effect")
     assert result.exit_code == 2

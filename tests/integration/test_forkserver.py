@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from tests.helpers import DEMO, MUTANTS, mutant_workload, workload_command
+from tests.helpers import DEMO, MUTANTS, WORKLOADS, mutant_workload, workload_command
 
 
 def findings_by_schedule(path) -> dict[str, tuple[str, ...]]:
@@ -99,3 +99,23 @@ def test_kill_before_the_child_opened_its_streams_still_leaves_them(tmp_path):
             assert (tmp_path / f"run-{n}" / "incarnation-0.stderr").exists()
     finally:
         backend.close()
+
+
+def test_children_hash_strings_as_every_other_incarnation_does(killpoint, tmp_path):
+    """Hash randomisation is fixed when an interpreter starts: the server itself must start with the seed."""
+    printed = set()
+    for backend in ("forkserver", "forkserver", "subprocess"):  # a new fork server per session
+        runs = tmp_path / f"runs-{len(printed)}-{backend}-{len(list(tmp_path.iterdir()))}"
+        result = killpoint("run", DEMO, "--backend", backend, "--workload", f"{{python}} {WORKLOADS / 'prints_hash.py'}",
+                           "--kill-at", "c1:after_effect", "--runs-dir", runs)
+        assert result.exit_code == 0, result.out + result.err
+        printed.add((runs / "golden" / "incarnation-0.stdout").read_text())
+    assert len(printed) == 1, printed
+
+
+def test_a_relative_script_is_found_from_the_scenarios_folder_as_python_would(killpoint):
+    """The demo's workloads run in scenarios/: ``standalone/runtime.py`` is found there on every backend."""
+    for backend in ("forkserver", "subprocess"):
+        result = killpoint("run", DEMO, "--backend", backend, "--workload", "{python} standalone/runtime.py",
+                           "--kill-at", "c1:after_effect")
+        assert result.exit_code == 0, (backend, result.out + result.err)
