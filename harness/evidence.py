@@ -3,18 +3,23 @@
 They never raise on what a workload wrote: a line that does not parse becomes
 a ``problem`` (quoted with its line number) and a torn last line is kept aside,
 reported but not trusted. Every record keeps its file and line for quoting.
+What the harness itself wrote and the judgement needs (incarnations.json, the
+journal copies at each kill, the ledger) but cannot be read is listed in
+``Evidence.unreadable``: such a run is unknown, never judged on what is left.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fake_tools.world import World
 from harness import protocol
-from harness._safe_files import UntrustedFile, read_bounded
+from harness._safe_files import read_bounded
 
 
 @dataclass(frozen=True)
@@ -37,23 +42,30 @@ class JsonLines:
     lines: tuple[Line, ...]
     torn_tail: bytes | None = None
     problems: tuple[str, ...] = ()
+    refused: str | None = None  # why the file was not read at all (a symlink, a FIFO, too big); also a problem
 
 
 def read_lines(path: Path, source: str | None = None) -> JsonLines:
-    """Parse a JSON-lines file leniently (see module docstring)."""
+    """Parse a JSON-lines file leniently (see module docstring); a missing file has no lines."""
     source = source or path.name
     try:
         data = read_bounded(path)
     except FileNotFoundError:
         return JsonLines(())
-    except UntrustedFile as refusal:
-        return JsonLines((), problems=(f"{source}: {refusal}",))
+    except OSError as refusal:  # UntrustedFile (a symlink, a FIFO, too big) says why in its message
+        return JsonLines((), problems=(f"{source}: {refusal}",), refused=str(refusal))
     raw_lines = data.split(b"\n")
     tail = raw_lines.pop() or None
     lines, problems = [], []
     for number, raw in enumerate(raw_lines, start=1):
         try:
-            record = json.loads(raw)
+            record = json.loads(raw.decode(), object_pairs_hook=_keys_once)
+        except UnicodeDecodeError:  # decoded here: json.loads would take bytes in UTF-16 or UTF-32 too
+            problems.append(f"{source}:{number}: not UTF-8: {raw[:120]!r}")
+            continue
+        except _KeyTwice as twice:
+            problems.append(f"{source}:{number}: {twice}: {raw[:120]!r}")
+            continue
         except ValueError:
             problems.append(f"{source}:{number}: not JSON: {raw[:120]!r}")
             continue
@@ -65,6 +77,23 @@ def read_lines(path: Path, source: str | None = None) -> JsonLines:
         else:
             problems.append(f"{source}:{number}: not a JSON object: {raw[:120]!r}")
     return JsonLines(tuple(lines), tail, tuple(problems))
+
+
+class _KeyTwice(ValueError):
+    """A JSON object names one key twice: readers disagree on which value counts, so the record says nothing."""
+
+
+def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        twice = sorted(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+        raise _KeyTwice(f"key(s) {', '.join(map(repr, twice))} given twice in one object")
+    return record
+
+
+def is_of(value: Any, kinds: tuple[type, ...]) -> bool:
+    """``isinstance``, except that a bool is a number only where ``kinds`` names bool (JSON tells them apart)."""
+    return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
 
 
 @dataclass(frozen=True)
@@ -85,6 +114,64 @@ class Incarnation:
     protocol_problems: tuple[str, ...] = ()  # control messages that were not crash points
 
 
+_NONE = type(None)
+# incarnations.json holds one object per incarnation with exactly these keys (the runner writes asdict).
+INCARNATION_FIELDS: dict[str, tuple[type, ...]] = {
+    "number": (int,), "pid": (int,), "exit_code": (int, _NONE), "killed_at": (str, _NONE), "timed_out": (bool,),
+    "points": (list,), "seconds": (int, float), "stderr_tail": (str,), "leftovers": (list,),
+    "catalogue_drift": (str, _NONE), "kill_latency_s": (int, float, _NONE), "protocol_problems": (list,),
+}
+_STRING_LISTS = ("points", "leftovers", "protocol_problems")
+
+
+def _fits(key: str, value: Any) -> bool:
+    if key in _STRING_LISTS:
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    return is_of(value, INCARNATION_FIELDS[key])
+
+
+def incarnation_problem(index: int, entry: Any) -> str | None:
+    """Why entry ``index`` of incarnations.json is not an incarnation as the runner writes it, or None."""
+    if not isinstance(entry, dict):
+        return f"entry {index} is {type(entry).__name__}, not an object"
+    problems = []
+    if missing := sorted(set(INCARNATION_FIELDS) - set(entry)):
+        problems.append(f"no {', '.join(missing)}")
+    if unknown := sorted(set(entry) - set(INCARNATION_FIELDS)):
+        problems.append(f"unknown key(s) {', '.join(map(repr, unknown))}")
+    if wrong := [f"{key}={value!r:.40}" for key, value in entry.items() if key in INCARNATION_FIELDS
+                 and not _fits(key, value)]:
+        problems.append(f"ill-typed {', '.join(wrong)}")
+    if problems:
+        return f"entry {index} has {'; '.join(problems)}"
+    if entry["number"] != index:
+        return f"entry {index} is numbered {entry['number']}; incarnations are numbered 0, 1, ... in order"
+    return None
+
+
+def read_incarnations(path: Path) -> tuple[tuple[Incarnation, ...], str | None]:
+    """The incarnations the runner recorded, or () and why they cannot be read.
+
+    Without them no kill is known, so a run is judged on nothing: the reason
+    makes it unknown (``Evidence.unreadable``) instead of a pass.
+    """
+    try:
+        entries = json.loads(read_bounded(path).decode())
+    except FileNotFoundError:
+        return (), f"{path.name} is missing"
+    except OSError as refusal:  # UntrustedFile (a symlink, a FIFO, too big) says why in its message
+        return (), str(refusal)
+    except (ValueError, RecursionError) as error:  # not UTF-8, not JSON, nested past the parser's depth
+        return (), f"{path.name} is not JSON ({type(error).__name__}: {str(error)[:120]})"
+    if not isinstance(entries, list) or not entries:
+        return (), f"{path.name} holds {type(entries).__name__} {entries!r:.40}, not a list of the incarnations"
+    problems = [problem for index, entry in enumerate(entries) if (problem := incarnation_problem(index, entry))]
+    if problems:
+        return (), f"{path.name}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
+    return tuple(Incarnation(**{**entry, **{key: tuple(entry[key]) for key in _STRING_LISTS}})
+                 for entry in entries), None
+
+
 @dataclass(frozen=True)
 class Evidence:
     """Everything the checker judges from, read back from a run directory."""
@@ -96,6 +183,8 @@ class Evidence:
     incarnations: tuple[Incarnation, ...]
     # What the next incarnation found after each kill: the torn copy where the nemesis tore it.
     journals_found: tuple[JsonLines, ...] = ()
+    # Evidence the judgement needs that could not be read, each with why: the run is unknown.
+    unreadable: tuple[str, ...] = ()
 
     def journal_records(self, kind: str) -> list[Line]:
         return [line for line in self.journal.lines if line.get("kind") == kind]
@@ -137,21 +226,31 @@ def journal_at_kill_path(run_dir: Path, kill_number: int) -> Path:
 
 def _journal_found(run_dir: Path, kill_number: int) -> JsonLines:
     torn = journal_at_kill_path(run_dir, kill_number).with_suffix(".torn.jsonl")
-    return read_lines(torn if torn.exists() else journal_at_kill_path(run_dir, kill_number))
+    return read_lines(torn if os.path.lexists(torn) else journal_at_kill_path(run_dir, kill_number))
 
 
 def read_evidence(run_dir: Path) -> Evidence:
+    """The run's evidence; never raises, and lists in ``unreadable`` what the judgement needs and cannot read.
+
+    The copies at the kills are read up to the first one missing: the runner
+    makes one at every kill (empty when there was no journal yet), so a missing
+    one was lost, and the checker, finding fewer copies than kills, judges none.
+    """
     paths = run_paths(run_dir)
-    incarnations = tuple(
-        Incarnation(**{**entry, **{key: tuple(entry[key]) for key in ("points", "leftovers", "protocol_problems")}})
-        for entry in json.loads(paths["incarnations"].read_text())
-    ) if paths["incarnations"].exists() else ()
+    incarnations, incarnations_unreadable = read_incarnations(paths["incarnations"])
     kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
+    kept = next((number for number in range(kills) if not os.path.lexists(journal_at_kill_path(run_dir, number))),
+                kills)
+    at_kill = tuple(read_lines(journal_at_kill_path(run_dir, number)) for number in range(kept))
+    found = tuple(_journal_found(run_dir, number) for number in range(kept))
+    ledger = read_lines(paths["ledger"], "ledger.jsonl")
+    refused = [lines.refused for lines in (ledger, *at_kill, *found) if lines.refused is not None]
     return Evidence(
         journal=read_lines(paths["journal"], "journal.jsonl"),
-        journals_at_kill=tuple(read_lines(journal_at_kill_path(run_dir, number)) for number in range(kills)),
-        journals_found=tuple(_journal_found(run_dir, number) for number in range(kills)),
-        ledger=read_lines(paths["ledger"], "ledger.jsonl"),
+        journals_at_kill=at_kill,
+        journals_found=found,
+        ledger=ledger,
         world=World(paths["world"]).snapshot(),
         incarnations=incarnations,
+        unreadable=tuple(filter(None, (incarnations_unreadable, *dict.fromkeys(refused)))),
     )

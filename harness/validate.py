@@ -3,7 +3,8 @@
 The journal is written by the runtime under test, so anything may be in it: a
 record whose fields have the wrong types is reported (``journal-well-formed``)
 and left out of the judgement instead of crashing it. Ledger records that do not
-fit are left out with a note.
+fit are left out with a note. Evidence that could not be read at all
+(``Evidence.unreadable``) cannot be trusted in part: the run is unknown.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from harness import protocol as p
-from harness.evidence import Evidence, JsonLines
+from harness.evidence import Evidence, JsonLines, is_of
 
 _STR, _INT, _BOOL = (str,), (int,), (bool,)
 JOURNAL_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
@@ -26,21 +27,16 @@ OPTIONAL_STRINGS = {p.DECISION: ("call", "op")}
 LEDGER_KINDS = {"invoked": _STR, "effect": _STR, "probe": _STR, "killed": _INT}
 
 
-def _is(value: Any, kinds: tuple[type, ...]) -> bool:
-    # bool is an int in Python; a protocol int is never a bool.
-    return isinstance(value, kinds) and not (kinds == _INT and isinstance(value, bool))
-
-
 def journal_problem(record: dict[str, Any]) -> str | None:
     """Why a journal record cannot be trusted, or None."""
     kind = record.get("kind")
     if not isinstance(kind, str) or kind not in JOURNAL_FIELDS:
         return f"unknown record kind {kind!r}"
     wrong = [f"{name}={record.get(name)!r:.40}" for name, kinds in JOURNAL_FIELDS[kind].items()
-             if not _is(record.get(name), kinds)]
+             if not is_of(record.get(name), kinds)]
     wrong += [f"{name}={record[name]!r:.40}" for name in OPTIONAL_STRINGS.get(kind, ())
-              if name in record and not _is(record[name], _STR)]
-    if kind == p.DECISION and not (_is(record.get("call"), _STR) or _is(record.get("op"), _STR)):
+              if name in record and not is_of(record[name], _STR)]
+    if kind == p.DECISION and not (is_of(record.get("call"), _STR) or is_of(record.get("op"), _STR)):
         wrong.append("neither call nor op")
     return f"{kind} record with {', '.join(wrong)}" if wrong else None
 
@@ -49,9 +45,9 @@ def ledger_problem(record: dict[str, Any]) -> str | None:
     kinds = [key for key in LEDGER_KINDS if key in record]
     if len(kinds) != 1:
         return f"a ledger record has exactly one of {', '.join(LEDGER_KINDS)}"
-    if not _is(record[kinds[0]], LEDGER_KINDS[kinds[0]]):
+    if not is_of(record[kinds[0]], LEDGER_KINDS[kinds[0]]):
         return f"{kinds[0]}={record[kinds[0]]!r:.40}"
-    if kinds[0] != "killed" and not _is(record.get("call"), _STR):
+    if kinds[0] != "killed" and not is_of(record.get("call"), _STR):
         return f"call={record.get('call')!r:.40}"
     return None
 
@@ -68,7 +64,16 @@ def _keep(lines: JsonLines, problem_of: Any) -> tuple[JsonLines, list[str]]:
 
 
 def trusted(evidence: Evidence) -> tuple[Evidence, list[str], list[str]]:
-    """(evidence with ill-typed records left out, journal problems, ledger problems)."""
+    """(evidence with ill-typed records left out, journal problems, ledger problems).
+
+    Raises the checker's ``MissingEvidence`` when part of the evidence could not
+    be read: judged on the rest, a run could pass on what was lost.
+    """
+    if evidence.unreadable:
+        # Imported here, not at the top: the checker imports this module.
+        from harness.checker import MissingEvidence
+
+        raise MissingEvidence("; ".join(evidence.unreadable))
     journal, journal_problems = _keep(evidence.journal, journal_problem)
     at_kill = [_keep(copy, journal_problem)[0] for copy in evidence.journals_at_kill]
     found = [_keep(copy, journal_problem)[0] for copy in evidence.journals_found]
