@@ -11,12 +11,15 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 
 from harness.errors import ConfigError
 from harness.runner import Drift, GoldenRun
 from harness.scenario import Plan
 from harness.schedule import KillPoint, RandomFaults, Schedule, children, derived_seed, random_schedule, torn_variants
 from harness.session import Job, JobBatches, RunOutcome
+
+MAX_NAMED_POINTS = 20  # never-killed points named by the coverage gate; the rest are counted
 
 
 def exhaustive_batches(depth: int, *, torn: bool = False, drift: Drift | None = None) -> JobBatches:
@@ -42,14 +45,26 @@ def exhaustive_batches(depth: int, *, torn: bool = False, drift: Drift | None = 
     return batches
 
 
+def timed_window(golden: GoldenRun, upper_s: float | None = None) -> tuple[float, float]:
+    """Where timed delays are drawn: ``[0, upper_s]`` when given, else the golden run's working period.
+
+    The golden run's whole duration would include interpreter start-up and exit,
+    where a kill lands before any work or never lands at all: a run that tests nothing.
+    """
+    if upper_s is not None:
+        return 0.0, upper_s
+    return golden.work_window_s or (0.0, golden.seconds)
+
+
 def random_batches(plan: Plan, seed: int, runs: int, faults: RandomFaults, *, drift: Drift | None = None,
                    window_from_golden: bool = False) -> JobBatches:
-    """``runs`` schedules drawn from ``seed``; each run has its own derived seed, which replays it."""
+    """``runs`` schedules drawn from ``seed``; each run has its own derived seed, which replays it.
+
+    With ``window_from_golden`` the timed kills mixed in land in the golden run's working period.
+    """
 
     def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        run_faults = faults
-        if window_from_golden:
-            run_faults = RandomFaults(faults.max_kills, faults.torn_rate, faults.timed_rate, golden.seconds)
+        run_faults = replace(faults, timed_window_s=timed_window(golden)) if window_from_golden else faults
         yield [Job(index, random_schedule(plan, derived_seed(seed, index), run_faults), derived_seed(seed, index), drift)
                for index in range(runs)]
 
@@ -57,23 +72,26 @@ def random_batches(plan: Plan, seed: int, runs: int, faults: RandomFaults, *, dr
 
 
 def timed_batches(seed: int, runs: int, window_s: float | None, *, drift: Drift | None = None) -> JobBatches:
-    """``runs`` single timed kills at seeded delays within the window (default: the golden run's duration)."""
+    """``runs`` single timed kills at seeded delays in ``[0, window_s]``, else in the golden run's working period."""
 
     def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        window = window_s if window_s is not None else golden.seconds
+        low, high = timed_window(golden, window_s)
         jobs = []
         for index in range(runs):
             run_seed = derived_seed(seed, index)
-            delay = round(random.Random(run_seed).uniform(0, window), 4)
+            delay = round(random.Random(run_seed).uniform(low, high), 4)
             jobs.append(Job(index, (KillPoint(after_s=delay),), run_seed, drift))
         yield jobs
 
     return batches
 
 
-def given_batches(schedule: Schedule, *, seed: int | None = None, drift: Drift | None = None) -> JobBatches:
+def given_batches(schedule: Schedule, *, seed: int | None = None, drift: Drift | None = None,
+                  index: int = 0) -> JobBatches:
+    """The one schedule given; ``index`` numbers its run (a repro token's run keeps its number)."""
+
     def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        yield [Job(0, schedule, seed, drift)]
+        yield [Job(index, schedule, seed, drift)]
 
     return batches
 
@@ -92,6 +110,42 @@ def coverage(outcomes: list[RunOutcome]) -> dict[int, dict[str, int]]:
             per = covered.setdefault(incarnation.number, {})
             per[trigger] = per.get(trigger, 0) + 1
     return covered
+
+
+def points_never_killed(golden: GoldenRun, outcomes: list[RunOutcome]) -> list[str]:
+    """The crash-free run's crash points no run's first kill landed at, in the order it reached them.
+
+    A timed or event kill counts for the point it landed after (see ``coverage``).
+    """
+    killed = {trigger.removesuffix("+") for trigger in coverage(outcomes).get(0, {})}
+    return [point for point in dict.fromkeys(golden.points) if point not in killed]
+
+
+def untested(golden: GoldenRun, outcomes: list[RunOutcome], min_coverage: float | None = None) -> str | None:
+    """Why a session did not test enough, or None.
+
+    Not enough is: runs had kills scheduled and not one landed (every run "passed"
+    having tested no recovery at all), or, with ``min_coverage`` (a percentage),
+    fewer of the crash-free run's crash points killed than that.
+    """
+    scheduled = [outcome for outcome in outcomes if outcome.job.schedule]
+    if scheduled and not any(outcome.killed_any for outcome in scheduled):
+        return (f"nothing was tested: {len(scheduled)} run(s) had kills scheduled and not one landed (each "
+                f"kill's moment never came: the workload finished or exited first), so no recovery was judged")
+    if min_coverage is None:
+        return None
+    points = list(dict.fromkeys(golden.points))
+    if not points:
+        return (f"coverage cannot be measured against the minimum of {min_coverage:g}%: the crash-free run "
+                f"announced no crash points (the workload does not speak the control socket, docs/protocol.md)")
+    never = points_never_killed(golden, outcomes)
+    percent = 100 * (len(points) - len(never)) / len(points)
+    if percent >= min_coverage:
+        return None
+    named = ", ".join(never[:MAX_NAMED_POINTS]) + (
+        f" ... {len(never) - MAX_NAMED_POINTS} more" if len(never) > MAX_NAMED_POINTS else "")
+    return (f"coverage {percent:.1f}% is below the minimum of {min_coverage:g}%: {len(never)} of the "
+            f"{len(points)} crash points of the crash-free run were never killed: {named}")
 
 
 def parse_shard(text: str) -> tuple[int, int]:

@@ -29,6 +29,7 @@ class Served:
     """How one incarnation's wait ended."""
 
     points: list[str] = field(default_factory=list)
+    point_times: list[float] = field(default_factory=list)  # monotonic arrival time of each point
     hit: KillPoint | None = None
     exited: bool = False
     timed_out: bool = False
@@ -50,7 +51,10 @@ class RendezvousServer:
 
     def serve(self, pid: int, kill: KillPoint | None, *, started: float, deadline: float,
               watcher: EventWatcher | None = None) -> Served:
-        """Answer crash points until the kill's moment, the process's exit, or the deadline."""
+        """Answer crash points until the kill's moment, the process's exit, or the deadline.
+
+        A timed kill lands ``kill.after_s`` seconds after ``started``.
+        """
         served = Served()
         try:
             pidfd = os.pidfd_open(pid)
@@ -113,6 +117,7 @@ class RendezvousServer:
             _reply(connection)
             return False
         served.points.append(point if call is None else f"{call}:{point}")
+        served.point_times.append(time.monotonic())
         if kill is not None and kill.uses_rendezvous and (served.armed or (not kill.after and kill.matches(point, call))):
             served.hit = kill
             return True

@@ -9,6 +9,7 @@ rendezvous server decides the moment; the nemesis writes down what was done
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import time
@@ -27,6 +28,7 @@ from harness.schedule import KillPoint, Schedule
 from harness.watch import EventWatcher
 
 STDERR_TAIL_BYTES = 600
+_PYTHON_WORD = re.compile(r"^python[\d.]*$")  # python, python3, python3.12: {python} expands to such a path
 
 
 @dataclass(frozen=True)
@@ -100,11 +102,19 @@ def _record_kill(launched: Launched, served: Served, paths: dict[str, Path], run
 def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
                 drift: Drift | None = None, max_incarnations: int | None = None) -> list[Incarnation]:
     """Carry out ``schedule`` against the workload in ``run_dir``; return what each incarnation did."""
+    return _carry_out(scenario, schedule, run_dir, backend, drift=drift, max_incarnations=max_incarnations)[0]
+
+
+def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
+               drift: Drift | None = None, max_incarnations: int | None = None,
+               watch_work: bool = False) -> tuple[list[Incarnation], tuple[float, float] | None]:
+    """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_window``)."""
     paths = prepare_run_dir(scenario, run_dir, drift)
     bound = max_incarnations or len(schedule) + scenario.max_extra_incarnations
     control_dir = Path(tempfile.mkdtemp(prefix="kp-"))
     server = RendezvousServer(control_dir / "control.sock")
     incarnations: list[Incarnation] = []
+    window = None
     try:
         for number in range(bound):
             kill: KillPoint | None = schedule[number] if number < len(schedule) else None
@@ -112,9 +122,14 @@ def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: 
             launched = backend.launch(
                 scenario.workload, cwd=scenario.cwd, env=_environment(paths, server.path, number, drift),
                 stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
-            watcher = EventWatcher(kill.event, paths["journal"], paths["ledger"]) if kill and kill.event else None
+            # Timed kills count from here: a backend's start-up (a fork server warming, a container
+            # being created) is not the workload's time.
+            launched_at = time.monotonic()
+            event = kill.event if kill else None
+            watcher = (EventWatcher(event, paths["journal"], paths["ledger"])
+                       if event or (watch_work and number == 0) else None)
             try:
-                served = server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
+                served = server.serve(launched.pid, kill, started=launched_at, deadline=started + scenario.timeout_s,
                                       watcher=watcher)
                 kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
                 if served.hit is None and not served.timed_out:
@@ -122,13 +137,15 @@ def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: 
                     leftovers = launched.sweep()
                 else:
                     (killed_at, leftovers), exit_code = _record_kill(launched, served, paths, run_dir, number, kills), None
-                latency = watcher.latency_s() if watcher is not None and served.hit is not None else None
+                latency = watcher.latency_s() if event and served.hit is not None else None
             except BaseException:
                 launched.kill()
                 raise
             finally:
                 if watcher is not None:
                     watcher.close()
+            if watch_work and number == 0:
+                window = work_window(served, watcher, launched_at)
             server.drop_connections()
             incarnations.append(Incarnation(
                 number=number, pid=launched.pid, exit_code=exit_code, killed_at=killed_at,
@@ -146,7 +163,22 @@ def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: 
         server.close()
         shutil.rmtree(control_dir, ignore_errors=True)
         paths["incarnations"].write_text(json.dumps([asdict(i) for i in incarnations], indent=1))
-    return incarnations
+    return incarnations, window
+
+
+def work_window(served: Served, watcher: EventWatcher | None, launched_at: float) -> tuple[float, float] | None:
+    """Seconds from launch to the first and to the last sign of work: crash points, else journal/ledger writes.
+
+    Outside this period the workload is starting its interpreter or exiting; a
+    timed kill there tests no recovery. None when the workload showed neither.
+    """
+    if served.point_times:
+        first, last = served.point_times[0], served.point_times[-1]
+    elif watcher is not None and watcher.first_write_at is not None:
+        first, last = watcher.first_write_at, watcher.last_write_at
+    else:
+        return None
+    return round(first - launched_at, 4), round(last - launched_at, 4)
 
 
 @dataclass(frozen=True)
@@ -158,11 +190,14 @@ class GoldenRun:
     effects_per_call: dict[str, int]
     points: tuple[str, ...]
     seconds: float
+    # Seconds after launch of its first and last crash point (or journal/ledger write, for a
+    # workload that announces none): where timed kills are drawn. None: not measured.
+    work_window_s: tuple[float, float] | None = None
 
 
 def run_golden(scenario: Scenario, run_dir: Path, backend: Backend) -> GoldenRun:
     """Run the plan once with no kill; a workload that cannot do that is a workload error."""
-    incarnations = execute_run(scenario, (), run_dir, backend, max_incarnations=1)
+    incarnations, window = _carry_out(scenario, (), run_dir, backend, max_incarnations=1, watch_work=True)
     paths = run_paths(run_dir)
     only = incarnations[0]
     if only.timed_out or only.exit_code != 0 or not task_completed(paths["journal"]):
@@ -172,12 +207,23 @@ def run_golden(scenario: Scenario, run_dir: Path, backend: Backend) -> GoldenRun
         tail = only.stderr_tail or "(stderr empty)"
         raise WorkloadError(
             f"workload error: {' '.join(scenario.workload)!r} could not run the plan even without a crash: "
-            f"it {why}. Its stderr ends with:\n{tail}\nEvidence: {run_dir}"
+            f"it {why}. Its stderr ends with:\n{tail}\n{_python_hint(scenario.workload)}Evidence: {run_dir}"
         )
     effects = Counter(
         line.get("call") for line in read_lines(paths["ledger"]).lines if "effect" in line.record
     )
-    return GoldenRun(run_dir, World(paths["world"]).snapshot(), dict(effects), only.points, only.seconds)
+    return GoldenRun(run_dir, World(paths["world"]).snapshot(), dict(effects), only.points, only.seconds, window)
+
+
+def _python_hint(workload: tuple[str, ...]) -> str:
+    """For a command with no Python interpreter in it: how a runtime in another language reaches the fake tools."""
+    words = re.split(r"[\s'\";&|()]+", " ".join(workload))
+    if any(_PYTHON_WORD.match(Path(word).name) for word in words if word):
+        return ""
+    return ("The command runs no Python interpreter, and a runtime in another language calls the fake tools "
+            "through `{python} -m fake_tools` — pass `{python}` in its command, e.g. --workload "
+            "'node my-agent.js --python {python}' (docs/protocol.md, \"Calling the fake tools from another "
+            "language\").\n")
 
 
 def require_rendezvous(scenario: Scenario, golden: GoldenRun) -> None:

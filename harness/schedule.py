@@ -16,6 +16,7 @@ process: the same plan and seed always give the same schedules.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections.abc import Iterator
@@ -85,8 +86,8 @@ def _parse_trigger(text: str, plan: Plan) -> KillPoint:
             seconds = float(text[1:])
         except ValueError:
             seconds = -1.0
-        if seconds < 0:
-            raise ConfigError(f"--kill-at {text!r}: a timed kill is @SECONDS, e.g. @0.05")
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise ConfigError(f"--kill-at {text!r}: a timed kill is @SECONDS, a finite number >= 0, e.g. @0.05")
         return KillPoint(after_s=seconds)
     source = text.split(":", 1)[0]
     if source in EVENT_SOURCES:
@@ -156,7 +157,7 @@ class RandomFaults:
     max_kills: int = 2
     torn_rate: float = 0.0
     timed_rate: float = 0.0
-    timed_window_s: float = 0.1
+    timed_window_s: tuple[float, float] = (0.0, 0.1)  # timed kills are drawn between these delays
 
 
 def random_schedule(plan: Plan, run_seed: int, faults: RandomFaults = RandomFaults()) -> Schedule:
@@ -165,7 +166,7 @@ def random_schedule(plan: Plan, run_seed: int, faults: RandomFaults = RandomFaul
     kills = []
     for incarnation in range(rng.randint(1, faults.max_kills)):
         if rng.random() < faults.timed_rate:
-            kills.append(KillPoint(after_s=round(rng.uniform(0, faults.timed_window_s), 4)))
+            kills.append(KillPoint(after_s=round(rng.uniform(*faults.timed_window_s), 4)))
             continue
         points = protocol.CALL_POINTS + (protocol.RECOVERY_POINTS if incarnation else ())
         point = rng.choice(points)

@@ -4,6 +4,10 @@ For runtimes that never speak the rendezvous socket: inotify wakes the runner
 as soon as either file grows; the new lines are parsed and matched against the
 awaited event (``ledger:effect:c3``, ``journal:started:c5``). The watcher's file
 descriptor goes into the runner's selector beside the socket and the pidfd.
+
+With no event to await, a watcher only notes when the workload first and last
+wrote a record: in the crash-free run that is the workload's working period,
+where timed kills are drawn for a runtime that announces no crash points.
 """
 
 from __future__ import annotations
@@ -48,18 +52,24 @@ class _Tail:
 
 @dataclass
 class EventWatcher:
-    """Matches one awaited event; ``matched_at_ns`` is the file's mtime when it was seen."""
+    """Matches one awaited event (None: none, only watch); ``matched_at_ns`` is the file's mtime when it was seen.
 
-    event: str
+    ``first_write_at`` and ``last_write_at`` are the monotonic times the watcher
+    first and last saw a new record in either file.
+    """
+
+    event: str | None
     journal: Path
     ledger: Path
     inotify: INotify = field(default_factory=INotify)
     matched_at_ns: int | None = None
+    first_write_at: float | None = None
+    last_write_at: float | None = None
     _tails: dict[str, _Tail] = field(default_factory=dict)
     _calls_by_op: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.source, self.kind, self.call = self.event.split(":")
+        self.source, self.kind, self.call = self.event.split(":") if self.event else (None, None, None)
         self.inotify.add_watch(str(self.journal.parent), flags.MODIFY | flags.CREATE)
         self.inotify.add_watch(str(self.ledger), flags.MODIFY)
         # Only records appended from now on count: the event is awaited in this incarnation.
@@ -72,12 +82,17 @@ class EventWatcher:
     def check(self) -> bool:
         """Drain inotify and look at the new lines: has the awaited event happened?"""
         self.inotify.read(timeout=0)
-        for record in self._tails["journal"].new_records():
+        journal_records, ledger_records = self._tails["journal"].new_records(), self._tails["ledger"].new_records()
+        if journal_records or ledger_records:
+            self.last_write_at = time.monotonic()
+            if self.first_write_at is None:
+                self.first_write_at = self.last_write_at
+        for record in journal_records:
             if record.get("kind") == protocol.STARTED:
                 self._calls_by_op[record.get("op")] = record.get("call")
             if self.source == "journal" and record.get("kind") == self.kind and self._call_of(record) == self.call:
                 return self._matched(self.journal)
-        for record in self._tails["ledger"].new_records():
+        for record in ledger_records:
             if self.source == "ledger" and self.kind in record and record.get("call") == self.call:
                 return self._matched(self.ledger)
         return False
