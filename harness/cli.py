@@ -1,14 +1,18 @@
 """The ``killpoint`` command.
 
-Exit codes: 0 every run passed; 1 a rule was broken (or a run could not be
-judged); 2 bad input, or a workload that cannot run its task even without a
-crash. Bad input never shows a traceback.
+Exit codes (``EXIT_CODES``, also in ``--help``): 0 every run passed (and the
+coverage gate, if any, was met); 1 a rule was broken (or a run could not be
+judged); 2 bad input (a flag that would not act in the chosen mode too), or a
+workload that cannot run its task even without a crash; 3 not enough was
+tested: the ``--min-coverage`` gate was not met, or runs had kills scheduled
+and not one landed. Bad input never shows a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sys
 import time
@@ -24,22 +28,32 @@ from harness.certify.cli import add_certify_parser, command_certify
 from harness.errors import ConfigError, HarnessError
 from harness.hunt import hunt
 from harness.progress import SessionPrinter
-from harness.report import describe_failure, write_json_report, write_timeline
+from harness.retention import prune
+from harness.report import describe_failure, killpoint_command, write_json_report, write_timeline
 from harness.runner import Drift
 from harness.scenario import Scenario, load_scenario, scenario_from_flags, scenario_from_origin, with_workload
 from harness.schedule import RandomFaults, format_schedule, parse_kill_point
 from harness.session import JobBatches, default_runs_dir, run_session
 from harness.token import ReproToken
 
-EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE, EXIT_UNTESTED = 0, 1, 2, 3
+EXIT_CODES = """exit codes:
+  0  every run passed (and the --min-coverage gate, if given, was met)
+  1  a recovery rule was broken, or a run could not be judged
+  2  bad input (the message names the file, line, field or flag), or a workload that
+     cannot run its plan even without a crash
+  3  not enough was tested: coverage below --min-coverage, or no scheduled kill landed"""
 MIXED_FAULT_RATE = 0.25
+TIMED_RUNS = 20  # runs of --timed alone, unless --runs says otherwise
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="killpoint", description="Kill agent runtimes mid-tool-call and judge their recovery.")
+    parser = argparse.ArgumentParser(prog="killpoint", description="Kill agent runtimes mid-tool-call and judge their recovery.",
+                                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = commands.add_parser("run", help="kill a workload at crash points and judge every recovery")
+    run = commands.add_parser("run", help="kill a workload at crash points and judge every recovery",
+                              epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("scenario", nargs="?", help="a scenario file (scenarios/*.toml)")
     source = run.add_argument_group("workload")
     source.add_argument("--workload", help="command that starts the runtime under test (with a scenario: replaces its workload)")
@@ -55,17 +69,23 @@ def build_parser() -> argparse.ArgumentParser:
     schedules.add_argument("--kill-on", action="append", default=[], metavar="EVENT",
                            help="kill as soon as the journal or ledger shows EVENT (journal:started:c5, ledger:effect:c3)")
     schedules.add_argument("--exhaustive", action="store_true", help="every schedule of up to --depth kills at reached points")
-    schedules.add_argument("--depth", type=int, default=1, metavar="K", help="kills per schedule for --exhaustive (default 1)")
+    schedules.add_argument("--depth", type=int, metavar="K", help="kills per schedule for --exhaustive (default 1)")
     schedules.add_argument("--random", type=int, metavar="N", help="N runs with kills drawn from --seed")
     schedules.add_argument("--timed", action="store_true",
                            help="kill at seeded delays with no rendezvous (alone: --runs N runs; with --random: mixed in)")
-    schedules.add_argument("--runs", type=int, default=20, metavar="N", help="runs of --timed alone (default 20)")
-    schedules.add_argument("--timed-window", type=float, metavar="S", help="upper bound of timed delays (default: golden run's duration)")
+    schedules.add_argument("--runs", type=int, metavar="N", help=f"runs of --timed alone (default {TIMED_RUNS})")
+    schedules.add_argument("--timed-window", type=float, metavar="S",
+                           help="with --timed: draw delays in [0, S] (default: between the crash-free run's first "
+                                "and last crash point, or journal/ledger write)")
     schedules.add_argument("--torn-tail", action="store_true", help="tear the journal's last record after kills that follow a write")
     schedules.add_argument("--drift", metavar="TOOL=CLASS", help="hand recovery incarnations a catalogue where TOOL has CLASS")
     schedules.add_argument("--seed", type=int, help="seed of --random/--timed (default: drawn and printed; 0 when CI is set)")
     output = run.add_argument_group("output")
     output.add_argument("--timeout", type=float, metavar="S", help="seconds one incarnation may take")
+    output.add_argument("--min-coverage", type=float, metavar="PCT",
+                        help="exit 3 unless runs killed at least PCT%% (0-100) of the crash-free run's crash points")
+    output.add_argument("--keep-all", action="store_true",
+                        help="keep every run's whole evidence (default: a passing run keeps only its verdict.json)")
     output.add_argument("-x", "--exitfirst", action="store_true", help="stop after the first failing run")
     output.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="run N schedules in parallel")
     output.add_argument("--shard", metavar="K/N", help="run only shard K of N (CI matrix jobs; the shards partition the set)")
@@ -89,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--backend", choices=BACKENDS, help="override the token's backend")
     _container_flags(repro)
     repro.add_argument("--runs-dir", type=Path)
+
+    prune = commands.add_parser("prune", help="remove old sessions' evidence from a runs directory")
+    prune.add_argument("--runs-dir", type=Path, default=Path("killpoint-runs"),
+                       help="the folder of sessions (default ./killpoint-runs)")
+    prune.add_argument("--keep", type=int, metavar="N", help="keep the N newest sessions")
+    prune.add_argument("--older-than", type=float, metavar="DAYS", help="remove sessions older than DAYS days")
 
     clean = commands.add_parser("clean", help="remove containers of killpoint runs whose harness is gone (by label)")
     clean.add_argument("--all", action="store_true", help="also the containers of harnesses still running")
@@ -119,6 +145,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
             return command_catalogue(args, out)
         if args.command == "certify":
             return command_certify(args, out)
+        if args.command == "prune":
+            return command_prune(args, out)
         return command_repro(args, out)
     except HarnessError as error:
         print(f"killpoint: {error}", file=sys.stderr)
@@ -138,8 +166,7 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
         raise ConfigError("nothing to run: give a scenario file (killpoint run scenarios/demo.toml) "
                           "or --workload 'CMD' --plan PLAN.json [--catalogue FILE]")
     if args.timeout is not None:
-        if args.timeout <= 0:
-            raise ConfigError(f"--timeout {args.timeout}: give a positive number of seconds")
+        _positive_seconds("--timeout", args.timeout)
         scenario = replace(scenario, timeout_s=args.timeout)
     return scenario
 
@@ -149,6 +176,11 @@ def backend_of(args: argparse.Namespace, scenario: Scenario, fallback: str,
     """The backend (flag, else ``fallback``) and its options: flags, else ``fallback_options`` (a token's,
     when its backend is the one chosen), else the scenario file's image."""
     name = args.backend or fallback
+    if name != "docker":
+        given = [flag for flag, value in (("--image", args.image), ("--restart", args.restart)) if value is not None]
+        if given:
+            raise ConfigError(f"{' and '.join(given)} choose how containers run, so they go with --backend docker; "
+                              f"this run's backend is {name}")
     kept = fallback_options if fallback_options and name == fallback else {}
     options = {"image": args.image or kept.get("image") or (scenario.image if name == "docker" else None),
                "restart": args.restart or kept.get("restart")}
@@ -179,36 +211,91 @@ def _positive(flag: str, value: int | None) -> None:
         raise ConfigError(f"{flag} {value}: give a positive number")
 
 
-def batches_of(args: argparse.Namespace, scenario: Scenario) -> tuple[JobBatches, str, bool]:
-    """(the job batches asked for, a description, whether they need the rendezvous)."""
-    chosen = [flag for flag, used in (("--kill-at/--kill-on", args.kill_at or args.kill_on),
-                                      ("--exhaustive", args.exhaustive), ("--random", args.random is not None),
-                                      ("--timed", args.timed and args.random is None)) if used]
+def _positive_seconds(flag: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{flag} {value}: give a positive number of seconds")
+
+
+GIVEN, EXHAUSTIVE, RANDOM, TIMED = "given", "exhaustive", "random", "timed"
+
+
+def schedule_mode(args: argparse.Namespace, scenario: Scenario) -> tuple[str, str, dict]:
+    """(how schedules are chosen, what chose it, the scenario's [schedule] when that chose).
+
+    The one mode flag given chooses, else the scenario file's [schedule], else exhaustive.
+    """
+    chosen = [(flag, mode) for flag, mode, used in (
+        ("--kill-at/--kill-on", GIVEN, args.kill_at or args.kill_on), ("--exhaustive", EXHAUSTIVE, args.exhaustive),
+        ("--random", RANDOM, args.random is not None), ("--timed", TIMED, args.timed and args.random is None)) if used]
     if len(chosen) > 1:
-        raise ConfigError(f"{' and '.join(chosen)} are exclusive; pick one way to choose schedules")
+        raise ConfigError(f"{' and '.join(flag for flag, _ in chosen)} are exclusive; pick one way to choose schedules")
+    if chosen:
+        return chosen[0][1], chosen[0][0], {}
+    default = scenario.default_schedule
+    if default.get("kill_at"):
+        return GIVEN, f"{scenario.name}'s [schedule] kill_at", default
+    if default.get("mode") == "random" and "runs" in default:
+        return RANDOM, f"{scenario.name}'s [schedule] (random)", default
+    return EXHAUSTIVE, (f"{scenario.name}'s [schedule] (exhaustive)" if default else "the default, --exhaustive"), default
+
+
+def check_flags_act(args: argparse.Namespace, mode: str, chosen_by: str) -> None:
+    """A usage error for every flag given that would not act in ``mode``: none is ever silently ignored."""
+    timed_kills = mode == TIMED or (mode == RANDOM and args.timed)
+    rules = (
+        ("--depth", args.depth is not None, mode == EXHAUSTIVE, "--exhaustive (it sets the kills per schedule)"),
+        ("--runs", args.runs is not None, mode == TIMED,
+         "--timed alone (with --random N, N is the number of runs)"),
+        ("--timed-window", args.timed_window is not None, timed_kills, "--timed (alone, or mixed into --random)"),
+        ("--torn-tail", args.torn_tail, mode in (EXHAUSTIVE, RANDOM),
+         "--exhaustive or --random (a given kill tears with /torn:N, e.g. --kill-at c3:after_finished/torn:500)"),
+        ("--seed", args.seed is not None, mode in (RANDOM, TIMED), "--random or --timed (nothing else is drawn)"),
+    )
+    problems = [f"{flag} goes with {needs}, but this run's schedules come from {chosen_by}"
+                for flag, given, acts, needs in rules if given and not acts]
+    if args.min_coverage is not None and args.shard:
+        problems.append("--min-coverage judges the coverage of a whole session, and --shard runs only part of it; "
+                        "drop one of them")
+    if problems:
+        raise ConfigError(f"{len(problems)} flag(s) would not act in this run; drop them, or choose the mode they "
+                          f"go with", tuple(problems))
+
+
+def check_numbers(args: argparse.Namespace) -> None:
     for flag, value in (("--random", args.random), ("--depth", args.depth), ("--runs", args.runs), ("--jobs", args.jobs)):
         _positive(flag, value)
+    if args.timed_window is not None:
+        _positive_seconds("--timed-window", args.timed_window)
+    if args.min_coverage is not None and not 0 <= args.min_coverage <= 100:
+        raise ConfigError(f"--min-coverage {args.min_coverage}: give a percentage from 0 to 100")
+
+
+def batches_of(args: argparse.Namespace, scenario: Scenario) -> tuple[JobBatches, str, bool]:
+    """(the job batches asked for, a description, whether they need the rendezvous)."""
+    mode, chosen_by, default = schedule_mode(args, scenario)
+    check_flags_act(args, mode, chosen_by)
+    check_numbers(args)
     drift = parse_drift(args.drift, scenario)
-    default = scenario.default_schedule if not chosen else {}
-    kill_at = [*args.kill_at, *args.kill_on] or default.get("kill_at", [])
     seed = args.seed if args.seed is not None else default.get(
         "seed", CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32))
-    if kill_at:
-        schedule = tuple(parse_kill_point(text, scenario.plan) for text in kill_at)
+    if mode == GIVEN:
+        schedule = tuple(parse_kill_point(text, scenario.plan) for text in [*args.kill_at, *args.kill_on]
+                         or default["kill_at"])
         return (explore.given_batches(schedule, drift=drift), f"schedule {format_schedule(schedule)}",
                 any(kill.uses_rendezvous for kill in schedule))
-    runs = args.random if args.random is not None else (default.get("runs") if default.get("mode") == "random" else None)
-    if runs is not None:
+    if mode == RANDOM:
+        runs = args.random if args.random is not None else default["runs"]
         faults = RandomFaults(torn_rate=MIXED_FAULT_RATE if args.torn_tail else 0.0,
                               timed_rate=MIXED_FAULT_RATE if args.timed else 0.0,
-                              timed_window_s=args.timed_window or 0.0)
+                              timed_window_s=(0.0, args.timed_window or 0.0))
         return (explore.random_batches(scenario.plan, seed, runs, faults, drift=drift,
                                        window_from_golden=args.timed_window is None),
                 f"{runs} random schedules, seed {seed}", True)
-    if args.timed:
-        return (explore.timed_batches(seed, args.runs, args.timed_window, drift=drift),
-                f"{args.runs} timed kills, seed {seed}", False)
-    depth = args.depth if args.exhaustive else int(default.get("depth", 1))
+    if mode == TIMED:
+        runs = args.runs or TIMED_RUNS
+        return (explore.timed_batches(seed, runs, args.timed_window, drift=drift),
+                f"{runs} timed kills, seed {seed}", False)
+    depth = args.depth or int(default.get("depth", 1))
     return (explore.exhaustive_batches(depth, torn=args.torn_tail, drift=drift),
             f"exhaustive to depth {depth}{' with torn tails' if args.torn_tail else ''}", True)
 
@@ -228,7 +315,8 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
         golden, outcomes = run_session(scenario, printer.track(batches), runs_dir, backend_name=backend,
                                        backend_options=backend_options,
                                        jobs=args.jobs, needs_rendezvous=needs_rendezvous,
-                                       stop_at_first_failure=args.exitfirst, on_outcome=printer.on_outcome)
+                                       stop_at_first_failure=args.exitfirst, keep_all=args.keep_all,
+                                       on_outcome=printer.on_outcome)
     seconds = time.monotonic() - started
     if args.json:
         write_json_report(args.json, scenario, golden, outcomes, seconds)
@@ -237,7 +325,13 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
 
         write_html_report(args.html, scenario, golden, outcomes, seconds)
     printer.finish(scenario, golden, outcomes, seconds, show_coverage=args.exhaustive)
-    return EXIT_VIOLATION if any(not outcome.verdict.valid for outcome in outcomes) else EXIT_PASSED
+    if any(not outcome.verdict.valid for outcome in outcomes):
+        return EXIT_VIOLATION
+    shortfall = explore.untested(golden, outcomes, args.min_coverage)
+    if shortfall is not None:
+        print(f"killpoint: not enough was tested: {shortfall}", file=sys.stderr)
+        return EXIT_UNTESTED
+    return EXIT_PASSED
 
 
 def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
@@ -259,7 +353,7 @@ def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
     for finding in result.verdict.findings:
         out.write(f"  [{finding.property}] {finding.message}\n")
     out.write(f"scenario file: {result.scenario_file}\n")
-    out.write(f"reproduce: killpoint repro {result.token}\n")
+    out.write(f"reproduce: {killpoint_command()} repro {result.token}\n")
     return EXIT_VIOLATION
 
 
@@ -282,9 +376,10 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
     if any(kill.after_s is not None for kill in schedule):
         out.write("note: this workload never announced crash points, so the timed kill is replayed by time "
                   "and may land elsewhere\n")
-    _, (outcome,) = run_session(scenario, explore.given_batches(schedule, seed=token.seed, drift=drift), runs_dir,
-                                backend_name=backend, backend_options=backend_options,
-                                needs_rendezvous=any(kill.uses_rendezvous for kill in schedule))
+    batches = explore.given_batches(schedule, seed=token.seed, drift=drift, index=token.run or 0)
+    # The whole evidence stays, passing or not: the timeline is read from it, and it is what was asked for.
+    _, (outcome,) = run_session(scenario, batches, runs_dir, backend_name=backend, backend_options=backend_options,
+                                needs_rendezvous=any(kill.uses_rendezvous for kill in schedule), keep_all=True)
     write_timeline(outcome, out)
     if outcome.unreached:
         out.write(f"note: kill(s) {', '.join(outcome.unreached)} never came this time\n")
@@ -295,6 +390,21 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"did not reproduce: the token recorded {', '.join(token.expect)}, and this run passed. "
                   f"The plan and catalogue are unchanged, so the workload itself now behaves differently "
                   f"at this kill{' (its moment never came)' if outcome.unreached else ''}.\n")
+    return EXIT_PASSED
+
+
+def command_prune(args: argparse.Namespace, out: TextIO) -> int:
+    """``killpoint prune``: remove whole old sessions from a runs directory, saying which."""
+    if args.keep is None and args.older_than is None:
+        raise ConfigError("killpoint prune: say what goes: --keep N (the N newest sessions stay) and/or "
+                          "--older-than DAYS (older sessions go)")
+    if args.keep is not None and args.keep < 0:
+        raise ConfigError(f"--keep {args.keep}: give a number of sessions >= 0")
+    if args.older_than is not None and not (math.isfinite(args.older_than) and args.older_than >= 0):
+        raise ConfigError(f"--older-than {args.older_than}: give a number of days >= 0")
+    removed = prune(args.runs_dir, keep=args.keep, older_than_days=args.older_than)
+    out.writelines(f"removed {session}\n" for session in removed)
+    out.write(f"killpoint prune: {len(removed)} session(s) removed from {args.runs_dir}\n")
     return EXIT_PASSED
 
 

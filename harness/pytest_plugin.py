@@ -11,9 +11,13 @@ command that reproduces the first failure: ``killpoint repro TOKEN``.
 
 Options: ``--killpoint-seed N``, ``--killpoint-runs N`` (random schedules instead
 of exhaustive), ``--killpoint-depth K``, ``--killpoint-shard K/N`` (CI matrix
-jobs: the shards partition every session's schedules), ``--killpoint-backend``
-and ``--killpoint-report-dir DIR`` (where a failing session's evidence and HTML
-report are copied, for CI artifacts). Under the CI profile (``CI`` set) the seed is 0.
+jobs: the shards partition every session's schedules), ``--killpoint-backend``,
+``--killpoint-report-dir DIR`` (where a failing session's evidence and HTML
+report are copied, for CI artifacts), ``--killpoint-min-coverage PCT`` (fail a
+session whose runs killed fewer of the crash-free run's crash points) and
+``--killpoint-keep-all`` (keep passing runs' whole evidence, not only their
+verdicts). Under the CI profile (``CI`` set) the seed is 0. A session none of
+whose scheduled kills landed fails too: it tested nothing.
 
 The plugin is loaded by every pytest run where killpoint is installed, so it
 imports the harness only inside the fixture.
@@ -47,6 +51,8 @@ class Settings:
     shard: tuple[int, int] | None
     backend: str | None  # None: the scenario file's, else subprocess
     report_dir: Path | None
+    min_coverage: float | None = None  # percent of the crash-free run's crash points
+    keep_all: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,20 +78,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="how incarnations run (default: the scenario file's, else subprocess)")
     group.addoption("--killpoint-report-dir", metavar="DIR",
                     help="copy each failing session's evidence and HTML report under DIR (for CI artifacts)")
+    group.addoption("--killpoint-min-coverage", metavar="PCT",
+                    help="fail a session whose runs killed fewer than PCT%% (0-100) of the crash-free run's crash points")
+    group.addoption("--killpoint-keep-all", action="store_true",
+                    help="keep every run's whole evidence (default: a passing run keeps only its verdict.json)")
 
 
-def _whole_number(config: pytest.Config, flag: str, problems: list[str], *, least: int) -> int | None:
+def _option_number(config: pytest.Config, flag: str, problems: list[str], convert: Callable[[str], Any],
+                   acceptable: Callable[[Any], bool], advice: str) -> Any:
+    """The option's value, or None (absent, or not ``acceptable``: then a problem naming the flag)."""
     text = config.getoption(flag)
     if text is None:
         return None
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        value = least - 1
-    if value < least:
-        problems.append(f"{flag} {text!r}: give a whole number >= {least}, e.g. {flag} {max(least, 1) * 50}")
+        value = None
+    if value is None or not acceptable(value):
+        problems.append(f"{flag} {text!r}: {advice}")
         return None
     return value
+
+
+def _whole_number(config: pytest.Config, flag: str, problems: list[str], *, least: int) -> int | None:
+    return _option_number(config, flag, problems, int, lambda value: value >= least,
+                          f"give a whole number >= {least}, e.g. {flag} {max(least, 1) * 50}")
 
 
 def settings_from(config: pytest.Config, drawn_seed: int | None = None) -> Settings:
@@ -111,13 +128,23 @@ def settings_from(config: pytest.Config, drawn_seed: int | None = None) -> Setti
 
         if backend not in BACKENDS:
             problems.append(f"--killpoint-backend {backend!r}: unknown backend; choose one of {', '.join(BACKENDS)}")
+    min_coverage = _option_number(config, "--killpoint-min-coverage", problems, float, lambda value: 0 <= value <= 100,
+                                  "give a percentage from 0 to 100, e.g. --killpoint-min-coverage 90")
+    if runs is not None and depth is not None:
+        problems.append("--killpoint-depth goes with exhaustive sessions, and --killpoint-runs makes them random; "
+                        "drop one of them")
+    if min_coverage is not None and shard is not None:
+        problems.append("--killpoint-min-coverage judges the coverage of a whole session, and --killpoint-shard runs "
+                        "only part of it; drop one of them")
     if problems:
         raise pytest.UsageError("killpoint: " + "; ".join(problems))
     drawn = seed is None and drawn_seed is None and not ci_profile()
     if seed is None:
         seed = drawn_seed if drawn_seed is not None else CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32)
     report_dir = config.getoption("--killpoint-report-dir")
-    return Settings(seed, drawn, runs, depth or 1, shard, backend, Path(report_dir).resolve() if report_dir else None)
+    return Settings(seed, drawn, runs, depth or 1, shard, backend, Path(report_dir).resolve() if report_dir else None,
+                    min_coverage, config.getoption("--killpoint-keep-all"))
+
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -228,7 +255,7 @@ def _run(settings: Settings, scenario_path: Path, runs_dir: Path, keep_failures_
         backend = settings.backend or scenario.backend or default_backend(scenario.workload)
         golden, outcomes = run_session(scenario, batches, runs_dir, backend_name=backend, jobs=jobs,
                                        backend_options={"image": scenario.image} if backend == "docker" and scenario.image
-                                       else None, needs_rendezvous=needs_rendezvous)
+                                       else None, needs_rendezvous=needs_rendezvous, keep_all=settings.keep_all)
     except HarnessError as error:
         pytest.fail(f"killpoint: {error}", pytrace=False)
     failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
@@ -237,6 +264,10 @@ def _run(settings: Settings, scenario_path: Path, runs_dir: Path, keep_failures_
             runs_dir, outcomes = _copy_evidence(runs_dir, outcomes, keep_failures_in)
         pytest.fail(_failure_message(scenario, golden, outcomes, described, runs_dir, time.monotonic() - started),
                     pytrace=False)
+    shortfall = explore.untested(golden, outcomes, settings.min_coverage)
+    if shortfall is not None:
+        pytest.fail(f"killpoint: {scenario.name} ({described}): not enough was tested: {shortfall}\n"
+                    f"evidence: {runs_dir}", pytrace=False)
     return KillpointResult(runs_dir, described, golden, outcomes)
 
 

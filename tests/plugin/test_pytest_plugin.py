@@ -4,6 +4,7 @@ are usage errors naming the flag; the CI profile fixes the seed."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -43,7 +44,8 @@ def test_chaos_tests_under_xdist_fail_with_the_repro_command_last(pytester):
     # The message ends with the repro command, alone on its line.
     lines = output.splitlines()
     after = lines.index(next(line for line in lines if line.endswith("reproduce the first failure with:"))) + 1
-    assert lines[after].lstrip("E ").startswith("killpoint repro kp1.")
+    # The command runs as printed here: ``killpoint`` when on PATH, else the script's path.
+    assert re.fullmatch(r"\S*killpoint repro kp1\.\S+", lines[after].lstrip("E "))
     # Only the failing session's evidence and HTML report are kept for CI artifacts.
     (kept,) = (pytester.path / "report").iterdir()
     assert kept.name == "test_chaos.py_test_mutant_recovers"
@@ -87,6 +89,7 @@ def test_options_reach_every_session(pytester):
 @pytest.mark.parametrize(("flag", "value"), [
     ("--killpoint-seed", "seven"), ("--killpoint-runs", "0"), ("--killpoint-depth", "-1"),
     ("--killpoint-shard", "4/3"), ("--killpoint-shard", "two"), ("--killpoint-backend", "vm"),
+    ("--killpoint-min-coverage", "101"), ("--killpoint-min-coverage", "most"),
 ])
 def test_a_bad_option_is_a_usage_error_naming_its_flag(pytester, flag, value):
     result = pytester.runpytest(f"{flag}={value}")
@@ -98,6 +101,51 @@ def test_every_bad_option_is_named_at_once(pytester):
     result = pytester.runpytest("--killpoint-runs=x", "--killpoint-shard=0/2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--killpoint-runs 'x'" in result.stderr.str() and "--killpoint-shard '0/2'" in result.stderr.str()
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--killpoint-runs=3", "--killpoint-depth=2"], "--killpoint-depth goes with exhaustive sessions, and "
+                                                    "--killpoint-runs makes them random"),
+    (["--killpoint-shard=1/2", "--killpoint-min-coverage=90"], "--killpoint-min-coverage judges the coverage of "
+                                                               "a whole session, and --killpoint-shard runs only part"),
+])
+def test_options_that_would_not_act_together_are_a_usage_error(pytester, options, message):
+    result = pytester.runpytest(*options)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+
+
+def test_a_session_that_tested_too_little_fails_with_the_gate_message(pytester):
+    pytester.makepyfile(test_gate=f"""
+        def test_one_point_of_thirty(killpoint_run):
+            killpoint_run({str(DEMO)!r}, kill_at="c3:after_effect")
+
+        def test_no_kill_landed(killpoint_run):
+            killpoint_run({str(DEMO)!r}, kill_at="@15")
+    """)
+    result = pytester.runpytest("--killpoint-min-coverage", "50")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "*killpoint: demo (kill at c3:after_effect): not enough was tested: coverage 3.3% is below the minimum of "
+        "50%: 29 of the 30 crash points of the crash-free run were never killed: c1:before_started, * ... 9 more",
+        "*killpoint: demo (kill at @15): not enough was tested: nothing was tested: 1 run(s) had kills scheduled "
+        "and not one landed*",
+    ])
+
+
+def test_keep_all_keeps_a_passing_runs_whole_evidence(pytester):
+    pytester.makepyfile(test_keep=f"""
+        import sys
+
+        def test_evidence(killpoint_run):
+            result = killpoint_run({str(DEMO)!r}, kill_at="c4:after_started")
+            (run,) = result.outcomes
+            print("KEPT", sorted(path.name for path in run.run_dir.iterdir()))
+    """)
+    reduced = pytester.runpytest("-s").stdout.str()
+    kept = pytester.runpytest("-s", "--killpoint-keep-all").stdout.str()
+    assert "KEPT ['verdict.json']" in reduced
+    assert "'ledger.jsonl'" in kept and "'journal-at-kill-0.jsonl'" in kept and "'verdict.json'" in kept
 
 
 def test_ci_profile_fixes_the_seed(pytester, monkeypatch):

@@ -1,0 +1,139 @@
+"""Every flag of ``killpoint run`` acts in the mode chosen, or is a usage error naming it (exit 2, no
+traceback): a flag is never silently ignored. Numbers that are not numbers (nan, inf, negative) are
+usage errors too. These checks come before any process is started."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import cli
+from harness.scenario import load_scenario
+from tests.helpers import DEMO
+
+KILL = ("--kill-at", "c3:after_effect")
+
+
+def assert_usage_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.out + result.err
+    assert "Traceback" not in result.err + result.out
+    for fragment in fragments:
+        assert fragment in result.err, result.err
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ((*KILL, "--depth", "2"), "--depth goes with --exhaustive (it sets the kills per schedule), but this run's "
+                              "schedules come from --kill-at/--kill-on"),
+    (("--random", "3", "--depth", "2"), "--depth goes with --exhaustive"),
+    (("--timed", "--depth", "2"), "--depth goes with --exhaustive"),
+    ((*KILL, "--runs", "5"), "--runs goes with --timed alone"),
+    (("--random", "3", "--runs", "5"), "--runs goes with --timed alone (with --random N, N is the number of runs), "
+                                       "but this run's schedules come from --random"),
+    (("--exhaustive", "--runs", "5"), "--runs goes with --timed alone"),
+    ((*KILL, "--timed-window", "0.1"), "--timed-window goes with --timed"),
+    (("--random", "3", "--timed-window", "0.1"), "--timed-window goes with --timed (alone, or mixed into --random)"),
+    (("--exhaustive", "--timed-window", "0.1"), "--timed-window goes with --timed"),
+    ((*KILL, "--torn-tail"), "--torn-tail goes with --exhaustive or --random (a given kill tears with /torn:N"),
+    (("--timed", "--torn-tail"), "--torn-tail goes with --exhaustive or --random"),
+    (("--exhaustive", "--seed", "3"), "--seed goes with --random or --timed (nothing else is drawn), but this "
+                                      "run's schedules come from --exhaustive"),
+    ((*KILL, "--seed", "3"), "--seed goes with --random or --timed"),
+    (("--kill-on", "journal:started:c2", "--seed", "3"), "--seed goes with --random or --timed"),
+    # The demo's file says [schedule] mode = "exhaustive": that is the mode the flags must fit.
+    (("--seed", "3"), "this run's schedules come from demo's [schedule] (exhaustive)"),
+    (("--shard", "1/2", "--min-coverage", "90"), "--min-coverage judges the coverage of a whole session, and "
+                                                  "--shard runs only part of it"),
+    (("--image", "mine:1"), "--image choose how containers run, so they go with --backend docker; this run's "
+                            "backend is forkserver"),
+    (("--backend", "subprocess", "--restart", "same"), "--restart choose how containers run, so they go with "
+                                                        "--backend docker; this run's backend is subprocess"),
+    (("--image", "mine:1", "--restart", "same"), "--image and --restart choose how containers run"),
+])
+def test_a_flag_that_would_not_act_is_a_usage_error(killpoint, flags, message):
+    assert_usage_error(killpoint("run", DEMO, *flags), message)
+
+
+def test_every_idle_flag_is_named_at_once(killpoint):
+    result = killpoint("run", DEMO, *KILL, "--depth", "2", "--seed", "1", "--torn-tail", "--timed-window", "1")
+    assert_usage_error(result, "4 flag(s) would not act in this run", "--depth goes", "--seed goes",
+                       "--torn-tail goes", "--timed-window goes")
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (("--kill-at", "@nan"), "--kill-at '@nan': a timed kill is @SECONDS, a finite number >= 0"),
+    (("--kill-at", "@inf"), "--kill-at '@inf': a timed kill is @SECONDS"),
+    (("--kill-at", "@-0.5"), "--kill-at '@-0.5': a timed kill is @SECONDS"),
+    (("--timed", "--timed-window", "-1"), "--timed-window -1.0: give a positive number of seconds"),
+    (("--timed", "--timed-window", "nan"), "--timed-window nan: give a positive number of seconds"),
+    (("--timed", "--timed-window", "0"), "--timed-window 0.0: give a positive number of seconds"),
+    (("--timeout", "nan"), "--timeout nan: give a positive number of seconds"),
+    (("--timeout", "inf"), "--timeout inf: give a positive number of seconds"),
+    (("--timed", "--runs", "0"), "--runs 0: give a positive number"),
+    (("--exhaustive", "--depth", "0"), "--depth 0: give a positive number"),
+    (("--min-coverage", "101"), "--min-coverage 101.0: give a percentage from 0 to 100"),
+    (("--min-coverage", "-5"), "--min-coverage -5.0: give a percentage from 0 to 100"),
+    (("--min-coverage", "nan"), "--min-coverage nan: give a percentage from 0 to 100"),
+])
+def test_a_number_that_is_not_one_is_a_usage_error(killpoint, flags, message):
+    assert_usage_error(killpoint("run", DEMO, *flags), message)
+
+
+@pytest.mark.parametrize("flags", [
+    ("--exhaustive", "--depth", "2", "--torn-tail", "--drift", "append=READ_ONLY", "--min-coverage", "100"),
+    ("--depth", "2", "--torn-tail"),  # the demo's own mode is exhaustive
+    ("--random", "5", "--seed", "1", "--torn-tail", "--timed", "--timed-window", "0.2"),
+    ("--timed", "--runs", "4", "--seed", "1", "--timed-window", "0.2", "--drift", "append=READ_ONLY"),
+    ("--kill-at", "c3:after_finished/torn:400", "--kill-at", "after_decisions", "--drift", "append=READ_ONLY"),
+    ("--exhaustive", "--shard", "1/2"),
+])
+def test_flags_that_act_together_are_accepted(flags):
+    """The same checks pass every combination in which each flag given does something."""
+    args = cli.build_parser().parse_args(["run", str(DEMO), *flags])
+    batches, described, _ = cli.batches_of(args, load_scenario(DEMO))
+    assert callable(batches) and described
+
+
+def test_defaults_are_resolved_after_the_flags():
+    """--runs and --depth default to None so a given flag can be told apart; the mode fills them in."""
+    scenario = load_scenario(DEMO)
+    parse = cli.build_parser().parse_args
+    assert cli.batches_of(parse(["run", str(DEMO), "--timed", "--seed", "1"]), scenario)[1] == "20 timed kills, seed 1"
+    assert cli.batches_of(parse(["run", str(DEMO), "--exhaustive"]), scenario)[1] == "exhaustive to depth 1"
+
+
+def test_help_lists_the_exit_codes(killpoint):
+    result = killpoint("run", "--help")
+    assert result.exit_code == 0
+    assert "3  not enough was tested: coverage below --min-coverage, or no scheduled kill landed" in result.out
+    assert "3 not enough was\ntested" in cli.__doc__
+
+
+def make_session(root, name: str):
+    (root / name / "golden").mkdir(parents=True)
+    (root / name / "golden" / "plan.json").write_text("{}")
+    return root / name
+
+
+def test_prune_needs_to_be_told_what_goes(killpoint, tmp_path):
+    assert_usage_error(killpoint("prune", "--runs-dir", tmp_path), "say what goes: --keep N", "--older-than DAYS")
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (("--keep", "-1"), "--keep -1: give a number of sessions >= 0"),
+    (("--older-than", "nan"), "--older-than nan: give a number of days >= 0"),
+])
+def test_prune_refuses_bad_numbers(killpoint, tmp_path, flags, message):
+    assert_usage_error(killpoint("prune", "--runs-dir", tmp_path, *flags), message)
+
+
+def test_prune_keeps_the_newest_sessions_and_says_what_it_removed(killpoint, tmp_path):
+    import os
+
+    sessions = [make_session(tmp_path, f"2026010{day}-demo") for day in (1, 2, 3)]
+    for age, session in zip((300, 200, 100), sessions):
+        os.utime(session, (os.path.getmtime(session) - age,) * 2)
+    (tmp_path / "notes.txt").write_text("not a session")
+    result = killpoint("prune", "--runs-dir", tmp_path, "--keep", "1")
+    assert result.exit_code == 0, result.err
+    assert result.out.splitlines() == [f"removed {sessions[0]}", f"removed {sessions[1]}",
+                                       f"killpoint prune: 2 session(s) removed from {tmp_path}"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["20260103-demo", "notes.txt"]
