@@ -18,19 +18,18 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, catalogue_problems, load_catalogue
+from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue, read_text
 from harness import protocol
 from harness._command import killpoint_command
 from harness.errors import ConfigError
+from harness.scenario import strict_json
 
 # The MCP ToolAnnotations hints that bear on a class; each must be a JSON boolean.
 HINTS = ("readOnlyHint", "idempotentHint", "destructiveHint", "openWorldHint")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_LINE_PREFIX = re.compile(r"^.*?:(\d+): ")
 _ENVELOPES = ('{"tools": [...]}', '{"result": {"tools": [...]}}', "[...]")
 
 
@@ -93,61 +92,17 @@ def write_table(catalogue: Catalogue, out: TextIO, *, tool_class: str | None = N
 
 
 def check_command(path: Path, out: TextIO) -> int:
-    """``catalogue check FILE``: ok and 0, or a ConfigError listing every problem."""
-    if path.suffix != ".json":
-        text = _read(path, "the catalogue")
-        problems = every_problem(path, text)
-        if problems:
-            raise ConfigError(f"{path}: the catalogue has {len(problems)} problem(s); fix them and run again",
-                              tuple(problems))
-    catalogue = load_catalogue(path)  # a JSON catalogue is checked here, all problems at once
+    """``catalogue check FILE``: ok and 0, or a ConfigError listing every problem (the check ``run`` makes too)."""
+    catalogue = load_catalogue(path)
     out.write(f"ok: {len(catalogue.tools)} tools in {path}; a tool not listed is {catalogue.default}\n")
     return 0
-
-
-def every_problem(path: Path, text: str) -> list[str]:
-    """Every problem of a TOML catalogue, sorted by line, duplicates and all.
-
-    ``catalogue_problems`` stops at duplicate tools (TOML cannot parse a key set
-    twice), so the duplicate lines are blanked and the rest checked again; each
-    duplicate line is then checked alone, at its own line number.
-    """
-    first = catalogue_problems(path, text)
-    duplicate_lines = [_line_number(problem) for problem in first if "listed twice" in problem]
-    if not duplicate_lines:
-        return first
-    lines = text.splitlines()
-    found = first + catalogue_problems(path, _blanked(lines, keep=lambda number: number not in duplicate_lines))
-    tools_header = next((number for number, line in enumerate(lines, 1) if line.strip() == "[tools]"), 0)
-    for duplicate in duplicate_lines:
-        found += catalogue_problems(path, _blanked(lines, keep=lambda number: number in (tools_header, duplicate)))
-    return sorted(dict.fromkeys(found), key=_line_number)
-
-
-def _blanked(lines: list[str], *, keep: Callable[[int], bool]) -> str:
-    """The text with every line ``keep(number)`` rejects made empty, so line numbers stay put."""
-    return "\n".join(line if keep(number) else "" for number, line in enumerate(lines, 1)) + "\n"
-
-
-def _line_number(problem: str) -> int:
-    match = _LINE_PREFIX.match(problem)
-    return int(match.group(1)) if match else 0
-
-
-def _read(path: Path, what: str) -> str:
-    try:
-        return path.read_text()
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read {what} ({error.strerror})") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: {what} is not UTF-8 text") from None
 
 
 # -- from MCP annotations ------------------------------------------------------
 
 
 def from_mcp_command(path: Path, out_path: Path | None, family: str, out: TextIO) -> int:
-    classified = classify_mcp_tools(path, _read(path, "the MCP tool list"))
+    classified = classify_mcp_tools(path, read_text(path, "the MCP tool list"))
     text = catalogue_toml(classified, family=family, source=path)
     if out_path is None:
         out.write(text)
@@ -164,7 +119,7 @@ def from_mcp_command(path: Path, out_path: Path | None, family: str, out: TextIO
 def mcp_tool_list(path: Path, text: str) -> list[Any]:
     """The list of tools in a tools/list result, its JSON-RPC envelope, or a bare list."""
     try:
-        data = json.loads(text)
+        data = strict_json(text.encode())
     except ValueError as error:
         raise ConfigError(f"{path}: not valid JSON: {error}") from None
     if isinstance(data, dict) and isinstance(data.get("result"), dict):
