@@ -11,11 +11,16 @@ KILLPOINT_CONTROL, KILLPOINT_INCARNATION) and print one JSON line:
   when the call succeeded and 1 when it FAILED.
 - ``probe`` runs the tool's read-only check and prints ``{"effect_found"}``.
 
-Bad usage (unknown command, arguments that are not a JSON object, no protocol
-environment) exits 2. The gotcha: ``call`` sends the ``after_effect`` crash
-point itself, on its own connection to the control socket, and waits there for
-the harness. That is safe because this process runs in the workload's process
-group, so the SIGKILL that ends the workload at that point ends it too.
+Bad usage exits 2, never 1 (which a runtime reads as a FAILED call) and never a
+traceback: an unknown command; arguments that are not one JSON object (NaN, a
+key given twice, nesting past the parser's depth); no protocol environment, a
+ledger it cannot open, or a control socket it cannot reach. Such a call runs
+nothing: ``call`` connects to the harness before the tool acts.
+
+The gotcha: ``call`` sends the ``after_effect`` crash point itself, on its own
+connection to the control socket, and waits there for the harness. That is safe
+because this process runs in the workload's process group, so the SIGKILL that
+ends the workload at that point ends it too.
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from typing import Any
 from fake_tools.base import invoke, verify
 from fake_tools.ledger import Ledger
 from fake_tools.world import World
+from harness import protocol
 from harness.client import Rendezvous, WorkloadEnv
+from harness.scenario import strict_json
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -49,9 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = strict_json(text.encode(errors="surrogateescape"))
     except ValueError as error:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({error})") from None
+        raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object of arguments")
     return value
@@ -64,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         env = WorkloadEnv.from_environ()
     except (RuntimeError, ValueError) as error:
         parser.error(f"{error}; run it from a workload that killpoint started")
-    world, ledger = World(env.world), Ledger(env.ledger_path, env.incarnation)
+    try:
+        ledger = Ledger(env.ledger_path, env.incarnation)
+    except OSError as error:
+        parser.error(f"cannot open the ledger {protocol.ENV_LEDGER}={env.ledger_path} ({error.strerror})")
+    world = World(env.world)
     try:
         if args.command == "probe":
             found = verify(args.tool, args.call, args.args, world=world, ledger=ledger)
@@ -72,8 +83,14 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_OK
         rendezvous = Rendezvous(env.control_path, env.incarnation)
         try:
+            rendezvous.connect()
+        except OSError as error:
+            parser.error(f"cannot reach the harness at {protocol.ENV_CONTROL}={env.control_path} ({error.strerror})")
+        try:
             result = invoke(args.tool, args.call, args.args, world=world, ledger=ledger,
                             rendezvous=rendezvous, op=args.op)
+        except ConnectionError as error:  # at after_effect: the tool has acted, the harness is gone
+            parser.error(f"lost the harness at {protocol.ENV_CONTROL}={env.control_path} after the call acted ({error})")
         finally:
             rendezvous.close()
         _print_line({"ok": result.ok, "output": result.output, "error": result.error})

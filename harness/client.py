@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,13 +82,19 @@ class Rendezvous:
         self._sock: socket.socket | None = None
         self._reader: Any = None
 
+    def connect(self) -> None:
+        """Connect now rather than at the first point (a no-op when connected or with no control socket).
+
+        A caller that must not act before it knows the harness is there (a tool
+        with an effect) connects first; the error is the connect's own OSError.
+        """
+        if self.control_path and self._sock is None:
+            self._sock, self._reader = _connected(self.control_path)
+
     def point(self, point: str, *, call: str | None = None, op: str | None = None) -> None:
         if not self.control_path:
             return
-        if self._sock is None:
-            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self._sock.connect(self.control_path)
-            self._reader = self._sock.makefile("rb")
+        self.connect()
         message = {"point": point, "call": call, "op": op, "incarnation": self.incarnation}
         self._sock.sendall(encode_record(message))
         if not self._reader.readline():
@@ -97,7 +104,22 @@ class Rendezvous:
         if self._sock is not None:
             self._reader.close()
             self._sock.close()
-            self._sock = None
+            self._sock = self._reader = None
+
+
+def _connected(control_path: str) -> tuple[socket.socket, Any]:
+    """A connected socket and its line reader; a connect that fails closes the socket and raises its own error.
+
+    Only a connected socket is kept, so ``close`` (in a caller's ``finally``)
+    never meets a half-made one and hides the error that matters.
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(control_path)
+    except OSError:
+        sock.close()
+        raise
+    return sock, sock.makefile("rb")
 
 
 @dataclass(frozen=True)
@@ -113,7 +135,7 @@ class WorkloadEnv:
     incarnation: int
 
     @classmethod
-    def from_environ(cls, environ: dict[str, str] | None = None) -> WorkloadEnv:
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> WorkloadEnv:
         env = os.environ if environ is None else environ
         missing = [
             name
@@ -130,9 +152,17 @@ class WorkloadEnv:
             world=Path(env[protocol.ENV_WORLD]),
             ledger_path=Path(env[protocol.ENV_LEDGER]),
             control_path=env.get(protocol.ENV_CONTROL) or None,
-            incarnation=int(env.get(protocol.ENV_INCARNATION, "0")),
+            incarnation=_whole_number(env, protocol.ENV_INCARNATION),
         )
 
     @property
     def journal_path(self) -> Path:
         return self.run_dir / protocol.JOURNAL_NAME
+
+
+def _whole_number(env: Mapping[str, str], name: str) -> int:
+    text = env.get(name, "0")
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not a whole number") from None

@@ -1,13 +1,18 @@
-"""The workload client: durable JSON lines, torn tails, the rendezvous round trip."""
+"""The workload client: durable JSON lines, torn tails, the rendezvous round trip, a failed connect;
+and ``python -m fake_tools``, whose every bad invocation is exit 2, never a traceback or a FAILED call."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 
-from harness.client import AppendOnlyFile, Rendezvous, read_json_lines
+from fake_tools.__main__ import main as fake_tools_main
+from harness import protocol
+from harness.client import AppendOnlyFile, Rendezvous, WorkloadEnv, read_json_lines
 
 
 def test_append_only_file_writes_one_line_per_record(tmp_path):
@@ -71,3 +76,106 @@ def test_rendezvous_without_control_socket_runs_freely(monkeypatch, control_path
         rendezvous.point(point, call="c1", op="t-op1")
     rendezvous.close()
     assert opened == [], "with no control socket the workload must not try to reach a harness"
+
+
+@pytest.mark.parametrize("listening", [False, True], ids=["no-socket-file", "socket-not-accepting"])
+def test_a_failed_connect_surfaces_and_close_still_works(tmp_path, listening):
+    path = str(tmp_path / "c.sock")
+    if listening:  # bound but never listening: connect is refused
+        bound = socket.socket(socket.AF_UNIX)
+        bound.bind(path)
+    rendezvous = Rendezvous(path, 0)
+    with pytest.raises(ConnectionRefusedError if listening else FileNotFoundError):
+        try:
+            rendezvous.point("after_effect", call="c1", op="t-op1")
+        finally:
+            rendezvous.close()  # the finally of every caller: it must not hide the connect's error
+    with pytest.raises(ConnectionRefusedError if listening else FileNotFoundError):
+        rendezvous.point("after_effect", call="c1", op="t-op1")  # tries again, not a half-made socket
+
+
+def test_an_incarnation_that_is_not_a_number_is_named():
+    environ = {name: "x" for name in (protocol.ENV_RUN_DIR, protocol.ENV_PLAN, protocol.ENV_CATALOGUE,
+                                      protocol.ENV_WORLD, protocol.ENV_LEDGER)}
+    with pytest.raises(ValueError, match=f"{protocol.ENV_INCARNATION}='three' is not a whole number"):
+        WorkloadEnv.from_environ(environ | {protocol.ENV_INCARNATION: "three"})
+
+
+# -- python -m fake_tools: bad invocation is exit 2 (a runtime reads 1 as a FAILED call) --
+
+
+@pytest.fixture
+def tool_env(tmp_path, monkeypatch) -> Path:
+    """A protocol environment with an empty world and no control socket; returns the ledger's path."""
+    for name in list(os.environ):
+        if name.startswith("KILLPOINT_"):
+            monkeypatch.delenv(name)
+    (tmp_path / "world").mkdir()
+    for name, value in ((protocol.ENV_RUN_DIR, tmp_path), (protocol.ENV_PLAN, tmp_path / "plan.json"),
+                        (protocol.ENV_CATALOGUE, tmp_path / "catalogue.json"), (protocol.ENV_WORLD, tmp_path / "world"),
+                        (protocol.ENV_LEDGER, tmp_path / "ledger.jsonl")):
+        monkeypatch.setenv(name, str(value))
+    return tmp_path / "ledger.jsonl"
+
+
+def fake_tools(capsys, *argv: str) -> tuple[int, str, str]:
+    """``python -m fake_tools ARGV`` in this process: (exit code, stdout, stderr)."""
+    try:
+        code = fake_tools_main(list(argv))
+    except SystemExit as exit_:
+        code = exit_.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(("args", "complaint"), [
+    ('{"path": ' * 100_000 + '"a"' + "}" * 100_000, "nested too deeply"),
+    ('{"path": "a.txt", "content": NaN}', "NaN is not a JSON number"),
+    ('{"path": "a.txt", "content": Infinity}', "Infinity is not a JSON number"),
+    ('{"path": "a.txt", "path": "b.txt", "content": "x"}', "key(s) 'path' given twice"),
+    ("[1]", "must be a JSON object of arguments"),
+    ('"a.txt"', "must be a JSON object of arguments"),
+])
+@pytest.mark.parametrize("command", ["call", "probe"])
+def test_fake_tools_bad_args_exit_2_and_run_nothing(tool_env, capsys, command, args, complaint):
+    code, out, err = fake_tools(capsys, command, "write_file", "--call", "c1", "--args", args)
+    assert (code, out) == (2, ""), err
+    assert f"argument --args: not valid JSON: {complaint}" in err or f"argument --args: {complaint}" in err, err
+    assert not tool_env.exists() or tool_env.read_text() == "", "a bad invocation must not reach the tool"
+
+
+def test_fake_tools_with_a_ledger_it_cannot_open_exits_2(tool_env, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv(protocol.ENV_LEDGER, str(tmp_path / "no" / "such" / "ledger.jsonl"))
+    code, out, err = fake_tools(capsys, "call", "read_file", "--call", "c1", "--args", '{"path": "a.txt"}')
+    assert (code, out) == (2, ""), err
+    assert f"cannot open the ledger {protocol.ENV_LEDGER}={tmp_path / 'no' / 'such' / 'ledger.jsonl'}" in err
+
+
+def test_fake_tools_with_a_control_socket_it_cannot_reach_exits_2(tool_env, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv(protocol.ENV_CONTROL, str(tmp_path / "gone.sock"))
+    code, out, err = fake_tools(capsys, "call", "read_file", "--call", "c1", "--args", '{"path": "a.txt"}')
+    assert (code, out) == (2, ""), err
+    assert f"cannot reach the harness at {protocol.ENV_CONTROL}={tmp_path / 'gone.sock'}" in err
+    assert "No such file or directory" in err and "Traceback" not in err
+
+
+def test_fake_tools_that_loses_the_harness_after_acting_exits_2(tool_env, capsys, monkeypatch, tmp_path):
+    control = str(tmp_path / "c.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(control)
+    listener.listen()
+
+    def hang_up() -> None:  # accepts, reads the after_effect point, closes without answering
+        connection, _ = listener.accept()
+        with connection, connection.makefile("rb") as lines:
+            lines.readline()
+
+    thread = threading.Thread(target=hang_up)
+    thread.start()
+    monkeypatch.setenv(protocol.ENV_CONTROL, control)
+    code, out, err = fake_tools(capsys, "call", "write_file", "--call", "c1", "--args", '{"path": "a.txt", "content": "x"}')
+    thread.join(5)
+    listener.close()
+    assert (code, out) == (2, ""), err
+    assert f"lost the harness at {protocol.ENV_CONTROL}={control} after the call acted" in err
+    assert (tmp_path / "world" / "files" / "a.txt").read_text() == "x"
