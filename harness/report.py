@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness import protocol as p
-from harness._command import killpoint_command
+from harness._command import killpoint_command  # noqa: F401  (re-exported: the CLI and tests print with it)
 from harness.evidence import read_evidence
 from harness.explore import coverage
+from harness.repro_safety import repro_line
 from harness.runner import GoldenRun
 from harness.scenario import Scenario
 from harness.schedule import format_schedule
@@ -24,7 +25,8 @@ from harness.session import RESULTS, RunOutcome, outcome_to_json
 
 
 def repro_command(outcome: RunOutcome) -> str:
-    return f"{killpoint_command()} repro {outcome.token}"
+    """The line that reproduces ``outcome``, with ``--run-embedded-command`` when its token carries its own command."""
+    return repro_line(outcome.token)
 
 
 def describe_failure(outcome: RunOutcome, out: TextIO) -> None:

@@ -24,6 +24,7 @@ from harness.backends import Backend, make_backend
 from harness.checker import Verdict, check
 from harness.errors import ConfigError
 from harness.evidence import Incarnation, read_evidence
+from harness.repro_safety import recorded_origin
 from harness.runner import Drift, GoldenRun, execute_run, require_rendezvous, run_golden
 from harness.scenario import Scenario
 from harness.schedule import Schedule, parse_point_reached
@@ -94,8 +95,10 @@ def default_runs_dir(scenario: Scenario) -> Path:
 
 def token_for(scenario: Scenario, job: Job, verdict: Verdict, backend: Backend | None = None,
               schedule: Schedule | None = None) -> str:
+    """The run's repro token; its paths are recorded so that it resolves from other folders (``recorded_origin``)."""
     return ReproToken(
-        origin=scenario.origin, plan_digest=scenario.plan.digest, catalogue_digest=scenario.catalogue_digest,
+        origin=recorded_origin(scenario.origin, Path.cwd()), plan_digest=scenario.plan.digest,
+        catalogue_digest=scenario.catalogue_digest,
         schedule=tuple(str(kill) for kill in (schedule if schedule is not None else job.schedule)), seed=job.seed,
         expect=verdict.properties, drift=str(job.drift) if job.drift else None,
         backend=backend.name if backend else "subprocess", backend_options=dict(backend.options) if backend else {},
