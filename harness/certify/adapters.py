@@ -12,22 +12,26 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import math
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fake_tools.schema import _TYPES
 from fake_tools.world import World, seed_world
 from harness.certify.identity import command_identity, source_digest
 from harness.certify.points import (RETURN_LABEL, ChildRun, Instrumented, OnPoint, count_only, drive,
                                     start_command)
 from harness.errors import ConfigError
+from harness.scenario import strict_json
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -257,16 +261,117 @@ def resolve_callable(text: str, flag: str, cwd: str) -> Callable[..., Any]:
 
 
 def unsupported_keywords(schema: Any, where: str = "schema") -> list[str]:
-    """Every keyword of ``schema`` (recursively) outside the supported subset, as ``where.keyword``."""
+    """The JSON path of every keyword of ``schema`` outside the supported subset (``schema.properties.p.pattern``)."""
+    return [path for path, wrong in _schema_walk(schema, where, 0) if wrong is None]
+
+
+def schema_problems(schema: Any, where: str = "schema") -> list[str]:
+    """Every problem of ``schema`` at once, each led by the JSON path of the bad keyword.
+
+    A keyword outside the subset, an ill-typed one (``maxLength: "x"``), bounds
+    that contradict, nesting past ``DEEPEST_SCHEMA``: each would otherwise surface
+    as a traceback, or as draws every call refuses, once trials are under way.
+    """
+    return [f"{path}: {wrong}" if wrong else f"{path}: killpoint cannot draw values for this keyword (it keeps to "
+                                               f"{', '.join(sorted(SUPPORTED_KEYWORDS))}); remove it"
+            for path, wrong in _schema_walk(schema, where, 0)]
+
+
+DEEPEST_SCHEMA = 32  # levels of properties/items: tool arguments are never nested this deep
+LONGEST_MIN_LENGTH = 1000  # drawn strings are at least minLength long, and a person reads a counterexample
+SCHEMA_TYPES = _TYPES  # the tools' own validator's table (fake_tools.schema), so the two never disagree on a type
+
+
+def _schema_walk(schema: Any, where: str, depth: int) -> Iterator[tuple[str, str | None]]:
+    """(JSON path, what is wrong there) for every problem; ``None`` means a keyword outside the subset."""
     if not isinstance(schema, dict):
-        return [f"{where} must be an object, got {type(schema).__name__}"]
-    problems = [f"{where}.{key}" for key in sorted(schema)
-                if key not in SUPPORTED_KEYWORDS and key not in DESCRIPTIVE_KEYWORDS]
-    for name, spec in (schema.get("properties") or {}).items():
-        problems += unsupported_keywords(spec, f"{where}.properties.{name}")
+        yield where, f"must be a schema (a JSON object), got {_json_type(schema)}"
+        return
+    if depth > DEEPEST_SCHEMA:
+        yield where, f"nested deeper than {DEEPEST_SCHEMA} levels; killpoint draws arguments no deeper than that"
+        return
+    for key in sorted(schema):
+        if key not in SUPPORTED_KEYWORDS and key not in DESCRIPTIVE_KEYWORDS:
+            yield _path(where, key), None
+    yield from _keyword_problems(schema, where)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        for name, spec in properties.items():
+            yield from _schema_walk(spec, _path(_path(where, "properties"), name), depth + 1)
     if "items" in schema:
-        problems += unsupported_keywords(schema["items"], f"{where}.items")
-    return problems
+        yield from _schema_walk(schema["items"], _path(where, "items"), depth + 1)
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _schema_walk(schema["additionalProperties"], _path(where, "additionalProperties"), depth + 1)
+
+
+def _keyword_problems(schema: dict[str, Any], where: str) -> Iterator[tuple[str, str]]:
+    """The supported keywords of one schema level that are ill-typed or contradict each other."""
+    kind = schema.get("type")
+    if "type" in schema and (not isinstance(kind, str) or kind not in SCHEMA_TYPES):
+        yield _path(where, "type"), f"must be one of {', '.join(SCHEMA_TYPES)}, got {_json_type(kind)}"
+        kind = None
+    if "properties" in schema and not isinstance(schema["properties"], dict):
+        yield _path(where, "properties"), f"must be an object NAME -> schema, got {_json_type(schema['properties'])}"
+    if "required" in schema:
+        required, described = schema["required"], schema.get("properties")
+        if not isinstance(required, (list, tuple)) or not all(isinstance(name, str) for name in required):
+            yield _path(where, "required"), f"must be a list of property names, got {_json_type(required)}"
+        elif isinstance(described, dict) and (missing := [name for name in required if name not in described]):
+            yield _path(where, "required"), (f"names {', '.join(map(repr, missing))}, which properties does not "
+                                             f"describe, so killpoint cannot draw a value for it")
+    extra = schema.get("additionalProperties", False)
+    if not isinstance(extra, (bool, dict)):
+        yield _path(where, "additionalProperties"), f"must be true, false or a schema, got {_json_type(extra)}"
+    if "enum" in schema:
+        enum = schema["enum"]
+        if not isinstance(enum, (list, tuple)) or not enum:
+            yield _path(where, "enum"), f"must be a non-empty list of the allowed values, got {_json_type(enum)}"
+        elif kind is not None and (wrong := [value for value in enum if not _is_a(kind, value)]):
+            yield _path(where, "enum"), f"lists {wrong[0]!r:.40}, which is not of type {kind}"
+    yield from _bound_problems(schema, where, kind, ("minimum", "maximum"), "number", ("integer", "number"))
+    yield from _bound_problems(schema, where, kind, ("minLength", "maxLength"), "length", ("string",))
+
+
+def _bound_problems(schema: dict[str, Any], where: str, kind: str | None, keywords: tuple[str, str], what: str,
+                    types: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+    """``minimum``/``maximum`` (finite numbers; whole for integers) or ``minLength``/``maxLength`` (counts), low <= high."""
+    bounds = {}
+    for keyword in keywords:
+        if keyword not in schema:
+            continue
+        value, path = schema[keyword], _path(where, keyword)
+        if kind is not None and kind not in types:
+            yield path, f"applies to {' and '.join(types)} values, and this schema's type is {kind}"
+        elif what == "length" and not (_is_a("integer", value) and 0 <= value):
+            yield path, f"must be a whole number >= 0, got {_json_type(value)}"
+        elif what == "length" and keyword == "minLength" and value > LONGEST_MIN_LENGTH:
+            yield path, f"{value} is more than killpoint draws (strings of at most {LONGEST_MIN_LENGTH} characters)"
+        elif what == "number" and not (_is_a("number", value) and math.isfinite(value)):
+            yield path, f"must be a finite number, got {_json_type(value)}"
+        elif what == "number" and kind == "integer" and value != int(value):
+            yield path, f"must be a whole number for an integer, got {value}"
+        else:
+            bounds[keyword] = value
+    low, high = keywords
+    if low in bounds and high in bounds and bounds[low] > bounds[high]:
+        yield _path(where, low), f"{bounds[low]} is above {high} {bounds[high]}; no value lies between them"
+
+
+def _is_a(kind: str, value: Any) -> bool:
+    """``value`` is of JSON Schema type ``kind`` (a boolean is never a number)."""
+    return isinstance(value, SCHEMA_TYPES[kind]) and not (isinstance(value, bool) and kind in ("integer", "number"))
+
+
+def _json_type(value: Any) -> str:
+    """A value as a message shows it: its JSON type and a short repr."""
+    kind = {dict: "object", list: "list", tuple: "list", str: "string", bool: "boolean", type(None): "null",
+            int: "integer", float: "number"}.get(type(value), type(value).__name__)
+    return f"{kind} {json.dumps(value, default=str)[:40] if kind not in ('object', 'list') else ''}".rstrip()
+
+
+def _path(where: str, key: str) -> str:
+    """``where.key``, or ``where["a key"]`` when the key is not a plain name."""
+    return f"{where}.{key}" if re.fullmatch(r"[A-Za-z_$][\w$-]*", key) else f"{where}[{json.dumps(key)}]"
 
 
 def load_schemas(path: str | None) -> dict[str, Any] | None:
@@ -274,7 +379,7 @@ def load_schemas(path: str | None) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
-        data = json.loads(Path(path).read_text())
+        data = strict_json(Path(path).read_bytes())
     except OSError as error:
         raise ConfigError(f"--schema {path}: cannot read it ({error.strerror})") from None
     except ValueError as error:
@@ -285,18 +390,19 @@ def load_schemas(path: str | None) -> dict[str, Any] | None:
 
 
 def schema_for(tool: str, schemas: dict[str, Any] | None, fallback: Any, where: str) -> dict[str, Any]:
-    """The argument schema of ``tool``, checked against the supported subset."""
+    """The argument schema of ``tool``, checked whole (``schema_problems``) before anything runs."""
+    root = "schema"
     if schemas is not None:
-        schema = schemas if "type" in schemas else schemas.get(tool)
+        single = "type" in schemas
+        schema, root = (schemas, root) if single else (schemas.get(tool), _path(root, tool))
         if schema is None:
             raise ConfigError(f"{where}: the schema file lists no tool {tool!r}")
     else:
         schema = fallback if fallback is not None else EMPTY_SCHEMA
-    problems = unsupported_keywords(schema)
+    problems = schema_problems(schema, root)
     if problems:
-        raise ConfigError(f"{where}: the schema of {tool!r} uses what killpoint cannot draw from; "
-                          f"keep to {', '.join(sorted(('type', 'properties', 'required', 'enum', 'items')))}, ...",
-                          tuple(problems))
+        raise ConfigError(f"{where}: the schema of {tool!r} has {len(problems)} problem(s), each named by its JSON "
+                          f"path; fix them and run again", tuple(problems))
     if schema.get("type") != "object":
         raise ConfigError(f"{where}: the schema of {tool!r} must describe an object of arguments (type: object)")
     return schema
@@ -331,14 +437,15 @@ def external_target(tool: str, spec: ExternalSpec) -> Target:
     if spec.command is not None:
         argv = _split(spec.command, "--command", spec.cwd)
         snapshot_argv = _split(spec.snapshot_command, "--snapshot-command", spec.cwd) if spec.snapshot_command else None
-        schema = schema_for(tool, schemas, None, "--command")
+        schema = schema_for(tool, schemas, None, f"--schema {spec.schema}" if schemas else "--command")
         return CommandTarget(tool, {"adapter": "command", **as_json}, tuple(argv), _drawn_from(schema), world,
                              tuple(snapshot_argv) if snapshot_argv else None, command_identity(argv, snapshot_argv))
     if spec.python is None:
         raise ConfigError("give --python MODULE:FUNCTION or --command 'ARGV {args}' to run a tool outside the project")
     function = resolve_callable(spec.python, "--python", spec.cwd)
     snapshot_fn = resolve_callable(spec.python_snapshot, "--python-snapshot", spec.cwd) if spec.python_snapshot else None
-    schema = schema_for(tool, schemas, getattr(function, "schema", None), "--python")
+    schema = schema_for(tool, schemas, getattr(function, "schema", None),
+                        f"--schema {spec.schema}" if schemas else f"--python {spec.python} (its schema attribute)")
     takes_tool = "tool" in inspect.signature(function).parameters
 
     def run(world_dir: Path, args: dict[str, Any], scratch: Path) -> tuple[bool, str | None]:
