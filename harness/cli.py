@@ -25,7 +25,7 @@ from harness._ci import CI_SEED, ci_profile
 from harness.backends import BACKENDS, RESTART_MODES, default_backend
 from harness.catalogue_cli import add_catalogue_parser, command_catalogue
 from harness.certify.cli import add_certify_parser, command_certify
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, HarnessError, InfrastructureError
 from harness.hunt import hunt
 from harness.progress import SessionPrinter
 from harness.retention import prune
@@ -36,13 +36,14 @@ from harness.schedule import RandomFaults, format_schedule, parse_kill_point
 from harness.session import JobBatches, default_runs_dir, run_session
 from harness.token import ReproToken
 
-EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE, EXIT_UNTESTED = 0, 1, 2, 3
+EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE, EXIT_UNTESTED, EXIT_INFRASTRUCTURE = 0, 1, 2, 3, 4
 EXIT_CODES = """exit codes:
   0  every run passed (and the --min-coverage gate, if given, was met)
   1  a recovery rule was broken, or a run could not be judged
   2  bad input (the message names the file, line, field or flag), or a workload that
      cannot run its plan even without a crash
-  3  not enough was tested: coverage below --min-coverage, or no scheduled kill landed"""
+  3  not enough was tested: coverage below --min-coverage, or no scheduled kill landed
+  4  the harness itself failed (a process survived SIGKILL, the fork server died): no verdict"""
 MIXED_FAULT_RATE = 0.25
 TIMED_RUNS = 20  # runs of --timed alone, unless --runs says otherwise
 
@@ -148,6 +149,9 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         if args.command == "prune":
             return command_prune(args, out)
         return command_repro(args, out)
+    except InfrastructureError as error:
+        print(f"killpoint: the harness failed, so there is no verdict: {error}", file=sys.stderr)
+        return EXIT_INFRASTRUCTURE
     except HarnessError as error:
         print(f"killpoint: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -3,7 +3,9 @@
 A ``ConfigError`` is bad input (scenario, plan, catalogue, flags): the CLI
 prints its message and exits 2. A ``WorkloadError`` means the workload could not
 run its task even without a crash (it does not start, exits at once, hangs):
-that is no recovery verdict, and also exits 2.
+that is no recovery verdict, and also exits 2. An ``InfrastructureError`` is
+the harness's own machinery failing (a process that survives SIGKILL, a fork
+server that died): no verdict either, and its own exit code, 4.
 """
 
 from __future__ import annotations
@@ -37,3 +39,7 @@ class WorkloadError(HarnessError, RuntimeError):
 
     def __str__(self) -> str:
         return self.message
+
+
+class InfrastructureError(HarnessError, RuntimeError):
+    """The harness could not do its own part (kill, confirm, launch through its fork server); no verdict."""

@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 
 from harness import protocol
+from harness.errors import InfrastructureError
 from harness._safe_files import UntrustedFile, append_own_line, open_regular, read_bounded
 from harness.client import encode_record
 from harness.schedule import KillPoint
@@ -31,7 +32,7 @@ PR_SET_CHILD_SUBREAPER = 36
 CONFIRM_TIMEOUT_S = 5.0
 
 
-class KillFailed(RuntimeError):
+class KillFailed(InfrastructureError):
     """A process survived SIGKILL past the confirmation timeout (e.g. stuck in D state)."""
 
 

@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from harness import protocol
+from harness.nemesis import CONFIRM_TIMEOUT_S, KillFailed
 from harness.backends._cgroup import IncarnationCgroup
 from harness.backends._host import HostIncarnation, prepare_containment
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, InfrastructureError
 
 
-class ForkServerDied(HarnessError, RuntimeError):
+class ForkServerDied(InfrastructureError):
     """The fork server exited under the harness; the backend restarts it and says so."""
 
 
@@ -45,6 +46,10 @@ def python_target(argv: tuple[str, ...]) -> dict[str, object]:
         raise ConfigError(f"--backend forkserver: interpreter option {argv[1]!r} is not supported; "
                           f"use --backend subprocess")
     return {"script": argv[1], "argv": list(argv[1:])}
+
+
+# The server reports a reap at once; twice the kill-confirmation deadline allows for a loaded machine.
+REAP_TIMEOUT_S = 2 * CONFIRM_TIMEOUT_S
 
 
 @dataclass
@@ -79,7 +84,7 @@ class ForkServer:
         while True:
             answer = self._answer()
             if "error" in answer:
-                raise HarnessError(f"the fork server cannot start the incarnation ({answer['error']}); "
+                raise InfrastructureError(f"the fork server cannot start the incarnation ({answer['error']}); "
                                    f"use --backend subprocess")
             if "exit_code" in answer:
                 self._exits[answer["pid"]] = answer["exit_code"]
@@ -87,11 +92,23 @@ class ForkServer:
                 return answer["pid"]
 
     def reaped(self, pid: int) -> int:
-        """Block until the server reports ``pid`` reaped; return its exit code."""
-        while pid not in self._exits:
-            answer = self._answer()
-            if "exit_code" in answer:
-                self._exits[answer["pid"]] = answer["exit_code"]
+        """Wait until the server reports ``pid`` reaped; return its exit code.
+
+        Called once the child exited or was SIGKILLed, so its report is due at
+        once: a server that stays silent past the kill-confirmation deadline
+        means the child did not die, and the harness says so instead of hanging.
+        """
+        self._socket.settimeout(REAP_TIMEOUT_S)
+        try:
+            while pid not in self._exits:
+                answer = self._answer()
+                if "exit_code" in answer:
+                    self._exits[answer["pid"]] = answer["exit_code"]
+        except TimeoutError:
+            raise KillFailed(f"the fork server did not report pid {pid} reaped within {REAP_TIMEOUT_S:g}s of its "
+                             f"exit or kill") from None
+        finally:
+            self._socket.settimeout(None)
         return self._exits.pop(pid)
 
     def _answer(self) -> dict[str, Any]:

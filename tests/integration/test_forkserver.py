@@ -119,3 +119,11 @@ def test_a_relative_script_is_found_from_the_scenarios_folder_as_python_would(ki
         result = killpoint("run", DEMO, "--backend", backend, "--workload", "{python} standalone/runtime.py",
                            "--kill-at", "c1:after_effect")
         assert result.exit_code == 0, (backend, result.out + result.err)
+
+
+def test_a_fork_server_that_dies_is_an_infrastructure_failure_not_bad_input(killpoint):
+    result = killpoint("run", DEMO, "--backend", "forkserver", "--workload",
+                       f"{{python}} {WORKLOADS / 'kills_fork_server.py'}", "--kill-at", "c1:after_effect", "--timeout", "2")
+    assert result.exit_code == 4, result.out + result.err
+    assert "the harness failed, so there is no verdict" in result.err and "fork server" in result.err
+    assert "Traceback" not in result.err
