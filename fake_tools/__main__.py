@@ -34,8 +34,8 @@ from fake_tools.base import invoke, verify
 from fake_tools.ledger import Ledger
 from fake_tools.world import World
 from harness import protocol
+from harness._json import strict_json
 from harness.client import Rendezvous, WorkloadEnv
-from harness.scenario import strict_json
 
 EXIT_OK, EXIT_FAILED = 0, 1
 

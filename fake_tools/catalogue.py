@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import protocol
+from harness._json import strict_json
 from harness.errors import ConfigError
 
 REFERENCE_CATALOGUE = Path(__file__).with_name("catalogue.toml")
@@ -110,7 +111,6 @@ def _line_number(path: Path, problem: str) -> int:
 
 
 def _from_json(path: Path, text: str) -> tuple[dict[str, Any], list[str]]:
-    from harness.scenario import strict_json  # not at the top: harness.scenario imports this module
 
     try:
         data = strict_json(text.encode())

@@ -24,8 +24,8 @@ from typing import Any, TextIO
 from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue, read_text
 from harness import protocol
 from harness._command import killpoint_command
+from harness._json import strict_json
 from harness.errors import ConfigError
-from harness.scenario import strict_json
 
 # The MCP ToolAnnotations hints that bear on a class; each must be a JSON boolean.
 HINTS = ("readOnlyHint", "idempotentHint", "destructiveHint", "openWorldHint")

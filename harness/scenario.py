@@ -12,12 +12,12 @@ import json
 import shlex
 import sys
 import tomllib
-from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue
+from harness._json import strict_json
 from harness.errors import ConfigError
 from harness.scenario_fields import not_json, scenario_problems
 
@@ -133,26 +133,6 @@ def load_plan_file(path: Path) -> Plan:
     return parse_plan(data, str(path))
 
 
-def strict_json(data: bytes) -> Any:
-    """JSON as a person means it: no NaN or Infinity, no key given twice, no nesting past the parser's depth."""
-
-    def no_constants(name: str) -> Any:
-        raise ValueError(f"{name} is not a JSON number")
-
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        twice = sorted(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
-        if twice:
-            raise ValueError(f"key(s) {', '.join(map(repr, twice))} given twice in one object")
-        return dict(pairs)
-
-    try:
-        return json.loads(data.decode(), parse_constant=no_constants, object_pairs_hook=no_duplicates)
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8 text") from None
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-
-
 def resolve_catalogue(reference: str | None, base: Path) -> Catalogue:
     if reference in (None, "reference"):
         return load_catalogue(REFERENCE_CATALOGUE)
@@ -173,6 +153,8 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ConfigError(f"{path}: not a text file (not UTF-8); a scenario is a TOML file") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read; a scenario is a few flat tables") from None
     base = path.parent
     problems = scenario_problems(str(path), data)
     plan, catalogue = None, None

@@ -99,3 +99,8 @@ def test_a_plan_json_a_person_did_not_mean(killpoint, tmp_path, text, fragment):
 def test_every_shipped_scenario_passes_the_table():
     for path in sorted((ROOT / "scenarios").glob("*.toml")):
         assert load_scenario(path).plan.calls, path
+
+
+def test_a_scenario_nested_past_the_parser(killpoint, tmp_path):
+    path = write(tmp_path, "s.toml", WORKLOAD + "x = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    assert_usage_error(killpoint("run", path), "nested too deeply to read")
