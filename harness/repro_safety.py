@@ -182,7 +182,7 @@ def scenario_for_token(token: ReproToken, *, run_embedded_command: bool, cwd: Pa
         return (with_workload(scenario, decision.command) if decision.command else scenario), decision.notice
     decision = decide(token, None, run_embedded_command=run_embedded_command)
     assert decision.command is not None  # a token from --workload/--plan always carries its command
-    directory = locate(origin.get("directory"), origin.get("directory_absolute"), cwd,
+    directory = locate(origin.get("directory", "."), origin.get("directory_absolute"), cwd,  # old tokens: cwd
                        f"plan {origin['plan']} (and the folder the run was made in)",
                        lambda folder: (folder / origin["plan"]).is_file())
     catalogue = origin.get("catalogue")

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from harness import repro_safety
 from harness.checker import Verdict
 from harness.errors import ConfigError
-from harness.repro_safety import (RUN_EMBEDDED_FLAG, decide, locate, needs_run_flag, project_root, recorded_origin,
+from harness.repro_safety import (RUN_EMBEDDED_FLAG, decide, needs_run_flag, project_root, recorded_origin,
                                   repro_line, scenario_for_token, shipped_workload)
 from harness.scenario import load_scenario
 from harness.schedule import KillPoint
@@ -280,8 +280,10 @@ def test_a_workload_and_plan_token_runs_in_the_folder_it_was_made_in(tmp_path: P
     token = ReproToken.decode(encoded({**GOOD, "origin": origin}))
     scenario, notice = scenario_for_token(token, run_embedded_command=True, cwd=tmp_path)
     assert scenario.cwd == made_in and scenario.workload == ("node", "agent.js") and "node agent.js" in (notice or "")
-    with pytest.raises(ConfigError, match="plan plan.json"):
-        locate(".", None, tmp_path, "plan plan.json", lambda folder: (folder / "plan.json").is_file())
+    old = ReproToken.decode(encoded({**GOOD, "origin": {"workload": "node agent.js", "plan": "plan.json"}}))
+    assert scenario_for_token(old, run_embedded_command=True, cwd=made_in)[0].cwd == made_in
+    with pytest.raises(ConfigError, match=f"the token's plan plan.json .* is not here; tried {tmp_path}"):
+        scenario_for_token(old, run_embedded_command=True, cwd=tmp_path)
 
 
 def test_the_shipped_modules_are_the_mutants_on_disk() -> None:
