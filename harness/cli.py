@@ -341,7 +341,6 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
 def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
     for flag, value in (("--examples", args.examples), ("--max-calls", args.max_calls)):
         _positive(flag, value)
-    args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     result = hunt(args.scenarios, args.workload, args.out, max_examples=args.examples,
                   max_calls=args.max_calls, seed=args.seed)
@@ -357,6 +356,7 @@ def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
     for finding in result.verdict.findings:
         out.write(f"  [{finding.property}] {finding.message}\n")
     out.write(f"scenario file: {result.scenario_file}\n")
+    out.write(f"evidence: {result.evidence}\n")
     out.write(f"reproduce: {killpoint_command()} repro {result.token}\n")
     return EXIT_VIOLATION
 
