@@ -28,10 +28,11 @@ from harness.certify.cli import add_certify_parser, command_certify
 from harness.errors import ConfigError, HarnessError, InfrastructureError
 from harness.hunt import hunt
 from harness.progress import SessionPrinter
+from harness.report import describe_failure, write_json_report, write_timeline
+from harness.repro_safety import RUN_EMBEDDED_FLAG, repro_line, scenario_for_token
 from harness.retention import prune
-from harness.report import describe_failure, killpoint_command, write_json_report, write_timeline
 from harness.runner import Drift
-from harness.scenario import Scenario, load_scenario, scenario_from_flags, scenario_from_origin, with_workload
+from harness.scenario import Scenario, load_scenario, scenario_from_flags, with_workload
 from harness.schedule import RandomFaults, format_schedule, parse_kill_point
 from harness.session import JobBatches, default_runs_dir, run_session
 from harness.token import ReproToken
@@ -107,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     repro = commands.add_parser("repro", help="rerun exactly the run a token names and print its timeline")
     repro.add_argument("token")
+    repro.add_argument(RUN_EMBEDDED_FLAG, action="store_true",
+                       help="run the workload command the token carries (shown first); without it only a scenario "
+                            "file's own workload or one shipped with killpoint runs")
     repro.add_argument("--backend", choices=BACKENDS, help="override the token's backend")
     _container_flags(repro)
     repro.add_argument("--runs-dir", type=Path)
@@ -357,13 +361,15 @@ def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"  [{finding.property}] {finding.message}\n")
     out.write(f"scenario file: {result.scenario_file}\n")
     out.write(f"evidence: {result.evidence}\n")
-    out.write(f"reproduce: {killpoint_command()} repro {result.token}\n")
+    out.write(f"reproduce: {repro_line(result.token)}\n")
     return EXIT_VIOLATION
 
 
 def command_repro(args: argparse.Namespace, out: TextIO) -> int:
     token = ReproToken.decode(args.token)
-    scenario = scenario_from_origin(token.origin)
+    scenario, notice = scenario_for_token(token, run_embedded_command=args.run_embedded_command)
+    if notice:
+        out.write(f"{notice}\n")
     if scenario.plan.digest != token.plan_digest:
         raise ConfigError(f"the token does not reproduce: the plan changed since it was made "
                           f"(token pins plan {token.plan_digest}, {scenario.name} now hashes to {scenario.plan.digest})")

@@ -233,11 +233,3 @@ def split_workload(workload: str) -> list[str]:
     if not argv:
         raise ConfigError("--workload: empty command; give the command that starts your runtime")
     return argv
-
-
-def scenario_from_origin(origin: dict[str, str]) -> Scenario:
-    """Rebuild a scenario from what a repro token recorded of it."""
-    if "scenario" in origin:
-        scenario = load_scenario(origin["scenario"])
-        return with_workload(scenario, origin["workload"]) if "workload" in origin else scenario
-    return scenario_from_flags(origin["workload"], origin["plan"], origin.get("catalogue"))

@@ -46,3 +46,19 @@ def test_damaged_token_is_a_usage_error(killpoint):
     assert killpoint("repro", token[:-9]).exit_code == 2
     result = killpoint("repro", "hello")
     assert result.exit_code == 2 and "not a killpoint token" in result.err
+
+
+def test_a_token_reproduces_from_another_directory(killpoint, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the token records scenarios/demo.toml from the project root, and its absolute path
+    repro = killpoint("repro", demo_token())
+    assert repro.exit_code == 0 and repro.out.rstrip().endswith("verdict: PASS"), repro.out + repro.err
+
+
+def test_a_command_the_token_carries_runs_only_with_the_flag(killpoint, tmp_path):
+    marker = tmp_path / "ran"
+    forged = demo_token(origin={"scenario": str(DEMO), "workload": f"sh -c 'touch {marker}'"})
+    refused = killpoint("repro", forged)
+    assert refused.exit_code == 2 and "this token carries its own workload command" in refused.err, refused.err
+    assert "repro --run-embedded-command kp1." in refused.err and not marker.exists()
+    ran = killpoint("repro", "--run-embedded-command", forged)
+    assert "running the workload command this token carries" in ran.out and marker.exists()
