@@ -141,9 +141,9 @@ def search(target: Target, claim: str, *, interactive: bool, trials: int, seed: 
     observations: list[Observation] = []
     found: list[Evidence] = []
     memo: dict[str, Any] = {}
+    strategy = target.arguments()  # before the scratch folder: a schema it cannot draw from leaves nothing behind
     work = Path(tempfile.mkdtemp(prefix="killpoint-certify-"))
     folders = (work / f"trial-{number}" for number in itertools.count())
-    strategy = target.arguments()
 
     def once(key: str, run: Callable[[Path], Any]) -> Any:
         """Run a trial the first time its draw comes; later (shrinking) return the same result."""
