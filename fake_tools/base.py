@@ -130,8 +130,8 @@ def _act(name: str, call: str, args: dict[str, Any], world: World, ledger: Ledge
     errors = schema_errors(tool.schema, args)
     if errors:
         return ToolResult(ok=False, error=f"{name}: " + "; ".join(errors))
-    _take_time(world, name)
     try:
+        _take_time(world, name)  # reads state/latency.json, which may be refused like any world file
         return ToolResult(ok=True, output=tool.act(ToolContext(world, ledger, name, call), args))
     except REFUSALS as refusal:
         return ToolResult(ok=False, error=f"{name}: {world.describe(refusal)}")

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import signal
+import socket
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fake_tools import world as world_module
 from fake_tools.base import REGISTRY, ToolResult, invoke, lookup
 from fake_tools.ledger import Ledger
-from fake_tools.world import World, seed_world
+from fake_tools.world import SandboxError, World, diff_snapshots, seed_world
 
 lookup("read_file")  # registers every family
 SECRET = "the secret outside the world\n"
@@ -217,3 +225,197 @@ def test_a_refusal_never_writes_the_host_path_into_the_world(tmp_path, tool, arg
     assert not results[0].ok and results[0].error == results[1].error, results
     assert str(tmp_path) not in results[0].error
     assert snapshots[0] == snapshots[1]
+
+
+# -- a world something else tampered with: hard links, swapped names, FIFOs (issue 14) ------------------------
+
+@pytest.fixture
+def deadline() -> Iterator[None]:
+    """Fail a test that blocks (on a FIFO's open) instead of hanging the suite."""
+
+    def hung(signum: int, frame: Any) -> None:
+        raise TimeoutError("blocked for 10 s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def outside_state(world: World) -> dict[str, tuple[str, int]]:
+    """What an outside file holds, and its mode: a tool must change neither."""
+    outside = world.root.parent / "outside"
+    return {path.name: (path.read_text(), path.stat().st_mode) for path in outside.iterdir()}
+
+
+OPENS_THE_FILE: dict[str, tuple[str, dict[str, Any]]] = {
+    "read_file": ("read_file", {"path": "linked.txt"}),
+    "append": ("append", {"path": "linked.txt", "text": "pwned"}),
+    "edit_file": ("edit_file", {"path": "linked.txt", "old": "secret", "new": "pwned"}),
+    "copy": ("copy_move_file", {"source": "linked.txt", "destination": "stolen.txt"}),
+    "move": ("copy_move_file", {"source": "linked.txt", "destination": "stolen.txt", "mode": "move"}),
+    "data_analyzer": ("data_analyzer", {"path": "linked.txt"}),
+    "cat": ("shell_execute", {"command": "cat linked.txt"}),
+    "echo >>": ("shell_execute", {"command": "echo pwned >> linked.txt"}),
+    "touch": ("shell_execute", {"command": "touch linked.txt"}),
+    "code_runner >>": ("code_runner", {"code": "echo pwned >> linked.txt"}),
+    "terminal >>": ("terminal_exec", {"session": "1", "command": "echo pwned >> linked.txt"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OPENS_THE_FILE))
+def test_a_hard_link_to_a_file_outside_the_world_is_never_opened(world: World, case: str) -> None:
+    outside = world.root.parent / "outside" / "secret.txt"
+    outside.chmod(0o600)
+    os.link(outside, world.files_root / "linked.txt")
+    before = outside_state(world)
+    tool, args = OPENS_THE_FILE[case]
+    result = call(world, tool, args)
+    assert not result.ok, f"{case} opened the hard link: {result.output!r}"
+    assert "'linked.txt' refused: it has 2 hard links" in result.error, result.error
+    assert outside_state(world) == before
+    assert SECRET.strip() not in result.error and SECRET.strip() not in json.dumps(world.snapshot())
+    assert not (world.files_root / "stolen.txt").exists()
+
+
+@pytest.mark.parametrize("tool", ["write_file", "shell_execute"])
+def test_replacing_a_hard_linked_file_replaces_the_world_s_name_only(world: World, tool: str) -> None:
+    os.link(world.root.parent / "outside" / "secret.txt", world.files_root / "linked.txt")
+    before = outside_state(world)
+    args = {"path": "linked.txt", "content": "new\n"} if tool == "write_file" else {"command": "echo new > linked.txt"}
+    assert call(world, tool, args).ok
+    assert (world.files_root / "linked.txt").read_text() == "new\n" and outside_state(world) == before
+
+
+def test_searching_skips_a_hard_linked_file(world: World) -> None:
+    os.link(world.root.parent / "outside" / "secret.txt", world.files_root / "linked.txt")
+    result = call(world, "search_files", {"query": "secret"})
+    assert result.ok and result.output == [], result.output
+
+
+@pytest.mark.parametrize("area", ["shell", "file_history"])
+def test_a_symlink_planted_where_the_world_saves_is_refused_not_written_through(world: World, area: str) -> None:
+    """A kill mid-save leaves ``.AREA.json.tmp``, and the next save reuses it: it must not be a way out."""
+    world.state_root.joinpath(f".{area}.json.tmp").symlink_to(world.root.parent / "outside" / "secret.txt")
+    before = outside_state(world)
+    result = call(world, "shell_execute" if area == "shell" else "append", {"command": "echo hi"}
+                  if area == "shell" else {"path": "notes/todo.txt", "text": "more\n"})
+    assert not result.ok and f"state/{area}.json (its temporary file)' refused: it is a symlink" in result.error
+    assert outside_state(world) == before
+
+
+def test_a_temporary_file_a_kill_left_is_replaced(world: World) -> None:
+    world.state_root.joinpath(".shell.json.tmp").write_text("[{\"half")
+    assert call(world, "shell_execute", {"command": "echo hi"}).ok
+    assert not world.state_root.joinpath(".shell.json.tmp").exists()
+    assert world.load("shell", None) == [{"command": "echo hi", "ref": "c1"}]
+
+
+def test_a_state_file_swapped_for_a_symlink_out_is_not_read(world: World) -> None:
+    (world.root.parent / "outside" / "shell.json").write_text('[{"command": "the secret", "ref": "c0"}]')
+    world.state_root.joinpath("shell.json").symlink_to(world.root.parent / "outside" / "shell.json")
+    result = call(world, "shell_execute", {"command": "echo hi"})
+    assert not result.ok and "'state/shell.json' refused: it is a symlink" in result.error, result.error
+
+
+@pytest.mark.parametrize("case", sorted(FILE_CALLS))
+def test_a_files_folder_swapped_for_a_symlink_out_is_refused(world: World, case: str) -> None:
+    """World.path compared resolved paths, and the outside folder then was ``files/`` resolved."""
+    outside = world.root.parent / "outside"
+    (outside / "notes").mkdir()
+    (outside / "notes" / "todo.txt").write_text("secret\n")
+    (outside / "inbox").mkdir()
+    (outside / "inbox" / "a.txt").write_text("secret\n")
+    world.files_root.rename(world.root / "files.moved")
+    world.files_root.symlink_to(outside, target_is_directory=True)
+    before = {str(path): path.read_bytes() for path in outside.rglob("*") if path.is_file()}
+    path = "inbox" if case in ("file_organizer", "list_files", "search_files") else "notes/todo.txt"
+    call(world, case.split(" ")[0], FILE_CALLS[case](path))
+    assert {str(path): path.read_bytes() for path in outside.rglob("*") if path.is_file()} == before
+    assert sorted(path.name for path in outside.iterdir()) == ["inbox", "notes", "secret.txt"]
+
+
+@pytest.mark.parametrize("case", ["read_file", "append", "cat", "echo >>", "touch", "data_analyzer"])
+def test_a_fifo_in_the_world_is_refused_at_once(world: World, case: str, deadline: None) -> None:
+    """Opening a FIFO blocks until a writer (or reader) comes; the tools once hung there (append, ``>>``, touch)."""
+    os.mkfifo(world.files_root / "linked.txt")
+    tool, args = OPENS_THE_FILE[case]
+    result = call(world, tool, args)
+    assert not result.ok and ("'linked.txt' refused: it is a FIFO" in result.error
+                              or "no file 'linked.txt'" in result.error), result.error
+
+
+def test_a_huge_file_is_refused_not_read(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(world_module, "TOOL_READ_LIMIT", 1000)
+    with open(world.files_root / "linked.txt", "wb") as sparse:
+        sparse.truncate(5000)
+    result = call(world, "read_file", {"path": "linked.txt"})
+    assert not result.ok and "holds 5000 bytes, over the 1000-byte limit" in result.error, result.error
+
+
+# -- the snapshot the harness takes as root: never follows, never blocks, bounded --------------------------
+
+def test_the_snapshot_names_what_it_would_not_read(world: World, deadline: None) -> None:
+    files = world.files_root
+    os.mkfifo(files / "pipe")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(files / "sock"))
+    os.link(world.root.parent / "outside" / "secret.txt", files / "linked.txt")
+    (files / "bad-\udcff-name.txt").write_text("x")
+    snapshot = world.snapshot()
+    assert snapshot["files/pipe"] == "a FIFO: not a regular file, not read"
+    assert snapshot["files/sock"] == "a socket: not a regular file, not read"
+    assert snapshot["files/linked.txt"].startswith("a file with 2 hard links: not read")
+    assert snapshot["files/link_out"] == f"symlink -> {world.root.parent / 'outside'}"
+    assert snapshot["files/bad-\\xff-name.txt"] == "x"
+    assert SECRET.strip() not in json.dumps(snapshot)
+    assert not any(key.startswith("files/link_out/") for key in snapshot), "a symlinked folder was walked"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_the_snapshot_never_opens_a_device(world: World, deadline: None) -> None:
+    os.mknod(world.files_root / "zero", 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    assert world.snapshot()["files/zero"] == "a character device: not a regular file, not read"
+
+
+def test_the_snapshot_streams_a_large_file_and_records_a_huge_one_by_size(world: World,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(world_module, "SNAPSHOT_TEXT_LIMIT", 10)
+    monkeypatch.setattr(world_module, "SNAPSHOT_HASH_LIMIT", 100)
+    (world.files_root / "large.txt").write_text("x" * 50)
+    with open(world.files_root / "huge.bin", "wb") as sparse:
+        sparse.truncate(500 * 1024 * 1024)
+    snapshot = world.snapshot()
+    assert snapshot["files/large.txt"] == "sha256:" + hashlib.sha256(b"x" * 50).hexdigest()
+    assert snapshot["files/huge.bin"] == "a file of 524288000 bytes, over the snapshot's 100-byte limit: not read"
+
+
+def test_the_snapshot_stops_at_its_entry_and_depth_limits(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(world_module, "SNAPSHOT_DEPTH", 3)
+    (world.files_root / "a" / "b" / "c" / "d").mkdir(parents=True)
+    snapshot = world.snapshot()
+    assert snapshot["files/a/b/"] == "" and snapshot["files/a/b/c/"] == "not listed: deeper than 3 folders"
+    assert "files/a/b/c/d/" not in snapshot
+    monkeypatch.setattr(world_module, "SNAPSHOT_ENTRIES", 5)
+    for number in range(20):
+        (world.files_root / f"many-{number}").write_text("")
+    snapshot = world.snapshot()
+    assert len(snapshot) <= 6 and "listing stopped: the world holds more than 5 entries or" in snapshot["files/"]
+
+
+@pytest.mark.parametrize("planted", ["notes/todo.txt", "notes/.todo.txt.tmp"])
+def test_seeding_never_writes_through_a_planted_symlink(tmp_path: Path, planted: str) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text(SECRET)
+    (tmp_path / "world" / "files" / "notes").mkdir(parents=True)
+    (tmp_path / "world" / "files" / planted).symlink_to(outside)
+    with pytest.raises(SandboxError, match="refused"):
+        seed_world(tmp_path / "world", {"notes/todo.txt": "tea\n"}, {})
+    assert outside.read_text() == SECRET
+
+
+def test_a_long_changed_entry_is_summarised_not_diffed() -> None:
+    """difflib is quadratic at worst: two different 1 MB texts of short lines must not stall the checker."""
+    lines = diff_snapshots({"files/f": "a\n" * 3000}, {"files/f": "b\n" * 3000})
+    assert lines == ["changed files/f:", "    3000 lines expected, 3000 lines found: too long to compare line by line"]

@@ -25,7 +25,7 @@ from fake_tools.base import ToolContext, ToolFailed, fake_tool
 from fake_tools.schema import PATH, TEXT, obj
 from fake_tools.tools._areas import SHORT, TEXT1, Args, State, enum, load_area, probe_of, refusal_logged, stamp
 from fake_tools.tools.web import DEFAULT_WEB
-from fake_tools.world import SandboxError, World, write_atomically
+from fake_tools.world import SandboxError, World
 
 HISTORY = "file_history"
 DEFAULT_HISTORY: State = {"changes": [], "log": []}
@@ -36,16 +36,15 @@ def _read(world: World, path: str) -> str:
     if not target.is_file():
         raise ToolFailed(f"no file {path!r}")
     try:
-        return target.read_text()
+        return world.read_text(path)
     except UnicodeDecodeError:
         raise ToolFailed(f"{path!r} is not a text file") from None
 
 
 def _text_of(world: World, path: str) -> str | None:
     """The file's exact text (no newline translation: "\r" stays "\r"), or None if absent or binary."""
-    target = world.path(path)
     try:
-        return target.read_bytes().decode() if target.is_file() else None
+        return world.read_bytes(path).decode() if world.path(path).is_file() else None
     except UnicodeDecodeError:
         return None
 
@@ -104,8 +103,8 @@ def _text_files(world: World, folder: Path) -> list[tuple[str, str]]:
             target = _inside(world, relative)
             if target is not None and target.is_file():
                 try:
-                    found.append((relative, target.read_text()))
-                except UnicodeDecodeError:
+                    found.append((relative, world.read_text(relative)))
+                except (UnicodeDecodeError, SandboxError, OSError):  # not text, or not a file the world may open
                     continue
     return sorted(found)
 
@@ -122,9 +121,7 @@ def search_files(ctx: ToolContext, args: Args) -> list[str]:
 
 @fake_tool("write_file", family="file", schema=obj({"path": PATH, "content": TEXT}))
 def write_file(ctx: ToolContext, args: dict[str, Any]) -> int:
-    target = ctx.world.path(args["path"])
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(target, args["content"])
+    ctx.world.write_bytes(args["path"], args["content"].encode())
     ctx.effect("file_written")
     return len(args["content"])
 
@@ -142,7 +139,7 @@ def create_directory(ctx: ToolContext, args: Args) -> str:
         return args["path"]
     if target.exists():
         raise ToolFailed(f"{args['path']!r} exists and is not a folder")
-    target.mkdir(parents=True, exist_ok=True)
+    ctx.world.make_folders(args["path"])
     ctx.effect("directory_created")
     return args["path"]
 
@@ -156,9 +153,7 @@ def _directory_exists(world: World, args: Args, call: str) -> bool:
 def download_file(ctx: ToolContext, args: Args) -> int:
     """Save a page of the fake web (``state/web.json``) to a file, overwriting it."""
     body = _page_body(ctx.world, args["url"])
-    target = ctx.world.path(args["path"])
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(target, body)
+    ctx.world.write_bytes(args["path"], body.encode())
     ctx.effect("file_downloaded")
     return len(body)
 
@@ -180,8 +175,9 @@ def _download_saved(world: World, args: Args, call: str) -> bool:
 
 def _digest(world: World, relative: str, size: int | None = None) -> str | None:
     """sha256 of a world file's bytes (only its first ``size`` bytes, if given), or None when it is absent."""
-    target = world.path(relative)
-    return hashlib.sha256(target.read_bytes()[:size]).hexdigest() if target.is_file() else None
+    if not world.path(relative).is_file():
+        return None
+    return hashlib.sha256(world.read_bytes(relative)[:size]).hexdigest()
 
 
 def _shows(world: World, entry: dict[str, Any]) -> bool:
@@ -232,7 +228,7 @@ def _content_of(ctx: ToolContext, op: str, path: str) -> str:
     if not target.is_file():
         raise _refuse(ctx, op, path, "no such file")
     try:  # bytes, not read_text: universal newlines would turn a "\r\n" file into "\n" on rewrite
-        return target.read_bytes().decode()
+        return ctx.world.read_bytes(path).decode()
     except UnicodeDecodeError:
         raise ToolFailed(f"{op} {path!r}: not a text file") from None
 
@@ -248,7 +244,7 @@ def edit_file(ctx: ToolContext, args: Args) -> str:
         raise _refuse(ctx, "edit", path, f"text {args['old'][:40]!r} not found")
     edited = text.replace(args["old"], args["new"], 1)
     _log_change(ctx, {"op": "edit", "path": path, "after": {path: hashlib.sha256(edited.encode()).hexdigest()}})
-    write_atomically(ctx.world.path(path), edited)
+    ctx.world.write_bytes(path, edited.encode())
     ctx.effect("file_edited")
     return f"edited {path}"
 
@@ -260,15 +256,13 @@ def append(ctx: ToolContext, args: Args) -> int:
     target = ctx.world.path(path)
     if target.is_dir():
         raise ToolFailed(f"append {path!r}: it is a folder; append writes to files")
-    before = target.read_bytes() if target.is_file() else b""
+    before = ctx.world.read_bytes(path) if target.is_file() else b""
     added = args["text"].encode()
     _log_change(ctx, {"op": "append", "path": path, "size": len(before) + len(added),
                       "after": {path: hashlib.sha256(before + added).hexdigest()}})
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("ab") as stream:
-        stream.write(added)
+    size = ctx.world.append_bytes(path, added)
     ctx.effect("file_appended")
-    return target.stat().st_size
+    return size
 
 
 @fake_tool("delete_file", family="file", schema=obj({"path": PATH}))
@@ -280,7 +274,7 @@ def delete_file(ctx: ToolContext, args: Args) -> str:
     if not target.is_file():
         raise _refuse(ctx, "delete", path, "no such file")
     _log_change(ctx, {"op": "delete", "path": path, "after": {path: None}})
-    target.unlink(missing_ok=True)
+    ctx.world.remove(path)
     ctx.effect("file_deleted")
     return f"deleted {path}"
 
@@ -310,12 +304,10 @@ def copy_move_file(ctx: ToolContext, args: Args) -> str:
     after = {destination: hashlib.sha256(text.encode()).hexdigest()}
     _log_change(ctx, {"op": mode, "path": source, "to": destination,
                       "after": after if mode == "copy" else {**after, source: None}})
-    target = ctx.world.path(destination)
-    target.parent.mkdir(parents=True, exist_ok=True)
     if mode == "copy":
-        write_atomically(target, text)
+        ctx.world.write_bytes(destination, text.encode())
     else:
-        os.replace(ctx.world.path(source), target)
+        ctx.world.rename(source, destination)
     ctx.effect(f"file_{mode}_done")
     return destination
 
@@ -336,8 +328,7 @@ def file_organizer(ctx: ToolContext, args: Args) -> list[str]:
     _log_change(ctx, {"op": "organize", "path": args["path"], "moves": moves, "after": after})
     for source, destination in moves:  # each move is one rename; a redo resumes the logged plan
         if ctx.world.path(source).is_file():
-            ctx.world.path(destination).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(ctx.world.path(source), ctx.world.path(destination))
+            ctx.world.rename(source, destination)
     ctx.effect("files_organized")
     return [destination for _, destination in moves]
 

@@ -53,31 +53,28 @@ def run_confined(ctx: ToolContext, command: str) -> str:
     else:
         output = ""
         for operand in operands:
-            path = world.path(operand)
             if name == "mkdir":
-                path.mkdir(parents=True, exist_ok=True)
+                world.make_folders(operand)
             elif name == "touch":
-                path.touch()
+                world.append_bytes(operand, b"", create_folders=False)
             elif name == "rm":
-                if not path.is_file():
+                if not world.path(operand).is_file():
                     raise ToolFailed(f"rm: no file {operand!r}")
-                path.unlink()
+                world.remove(operand)
             ctx.effect(f"{name}_done")
     if redirect:
-        path = world.path(target)
-        with path.open("a" if redirect == ">>" else "w") as stream:
-            stream.write(output)
+        write = world.append_bytes if redirect == ">>" else world.write_bytes
+        write(target, output.encode(), create_folders=False)
         ctx.effect("file_redirected")
         output = ""
     return output
 
 
 def _read(world: World, operand: str) -> str:
-    path = world.path(operand)
-    if not path.is_file():
+    if not world.path(operand).is_file():
         raise ToolFailed(f"cat: no file {operand!r}")
     try:
-        return path.read_text()
+        return world.read_text(operand)
     except UnicodeDecodeError:
         raise ToolFailed(f"cat: {operand!r} is not a text file") from None
 

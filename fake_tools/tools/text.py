@@ -109,10 +109,10 @@ def data_analyzer(ctx: ToolContext, args: Args) -> dict[str, float]:
         raise ToolFailed("data_analyzer: give exactly one of numbers or path")
     numbers = args.get("numbers")
     if numbers is None:
-        target = ctx.world.path(args["path"])
-        if not target.is_file():
+        if not ctx.world.path(args["path"]).is_file():
             raise ToolFailed(f"data_analyzer: no file {args['path']!r}")
-        words = [word for word in re.split(r"[\s,;]+", target.read_text(errors="replace")) if word]
+        text = ctx.world.read_bytes(args["path"]).decode(errors="replace")
+        words = [word for word in re.split(r"[\s,;]+", text) if word]
         try:
             numbers = [float(word) for word in words]
         except ValueError as error:
