@@ -91,13 +91,17 @@ class Instrumented:
         self.labels.append(label)
         self.on_point(label)
 
-    def _relative(self, path: Any) -> str | None:
+    def _relative(self, path: Any, dir_fd: int | None = None) -> str | None:
+        """``path`` relative to the world when inside it, else None; a ``dir_fd`` path is read from that folder."""
         if isinstance(path, int):
             return None
         try:
-            absolute = os.path.abspath(os.fsdecode(os.fspath(path)))
+            name = os.fsdecode(os.fspath(path))
         except TypeError:
             return None
+        if dir_fd is not None:  # the fake world opens folder by folder (fake_tools/world.py): name is in dir_fd
+            name = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), name)
+        absolute = os.path.abspath(name)
         if absolute == self.root or absolute.startswith(self.root + os.sep):
             return os.path.relpath(absolute, self.root)
         return None
@@ -110,7 +114,8 @@ class Instrumented:
         real = getattr(os, name)
 
         def primitive(*args: Any, **kwargs: Any) -> Any:
-            touched = [rel for rel in map(self._relative, args[:paths]) if rel is not None]
+            folders = [kwargs.get("src_dir_fd", kwargs.get("dir_fd")), kwargs.get("dst_dir_fd", kwargs.get("dir_fd"))]
+            touched = [rel for rel in map(self._relative, args[:paths], folders) if rel is not None]
             if touched:
                 self.announce(f"{name} {' -> '.join(touched)}")
             return real(*args, **kwargs)
@@ -123,7 +128,7 @@ class Instrumented:
         real_os_open, real_write, real_close, real_open = os.open, os.write, os.close, io.open
 
         def os_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-            relative = self._relative(path) if flags & _WRITE_FLAGS else None
+            relative = self._relative(path, kwargs.get("dir_fd")) if flags & _WRITE_FLAGS else None
             if relative is not None:
                 self.announce(f"open {relative}")
             fd = real_os_open(path, flags, *args, **kwargs)
