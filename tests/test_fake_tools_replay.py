@@ -242,3 +242,30 @@ def test_a_file_change_cut_after_its_log_reads_as_not_done_and_a_redo_converges(
         assert crashed.call(tool, args).ok
         assert crashed.probe(tool, args) is True
         assert crashed.world.snapshot() == expected, diff_snapshots(expected, crashed.world.snapshot())
+
+
+@pytest.mark.parametrize(("tool", "args", "log_area", "nth"), [
+    # Killed after the redirect took effect, before the shell history recorded the run.
+    ("shell_execute", {"command": "echo order filed >> notes/todo.txt"}, "shell", 1),
+    ("code_runner", {"language": "sh", "code": "echo a >> notes/todo.txt"}, "code_runs", 1),
+    # Killed between two changes of one run: after the first append, as the second is logged.
+    ("code_runner", {"language": "sh", "code": "echo a >> notes/todo.txt\necho b >> notes/todo.txt"},
+     "file_history", 2),
+    ("code_runner", {"language": "sh", "code": "rm inbox/a.txt\necho b > notes/todo.txt"}, "file_history", 2),
+])
+def test_a_shell_run_cut_inside_reads_as_not_done_and_a_redo_completes_it_once(
+        tool: str, args: dict[str, Any], log_area: str, nth: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the 10,000-run soak (a timed kill inside ``shell_execute``): the command's append happened, the
+    history that the probe reads did not, so VERIFY redid it and the line was there twice."""
+    with bench("file") as golden:
+        assert golden.call(tool, args).ok
+        expected = golden.world.snapshot()
+    with bench("file") as crashed:
+        with monkeypatch.context() as patch:
+            patch.setattr(World, "save", _kill_on(nth, World.save, lambda world, area, value: area == log_area))
+            with pytest.raises(Killed):
+                crashed.call(tool, args)
+        assert crashed.probe(tool, args) is False
+        assert crashed.call(tool, args).ok
+        assert crashed.probe(tool, args) is True
+        assert crashed.world.snapshot() == expected, diff_snapshots(expected, crashed.world.snapshot())

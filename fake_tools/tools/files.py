@@ -180,7 +180,7 @@ def _digest(world: World, relative: str, size: int | None = None) -> str | None:
     return hashlib.sha256(world.read_bytes(relative)[:size]).hexdigest()
 
 
-def _shows(world: World, entry: dict[str, Any]) -> bool:
+def shows_change(world: World, entry: dict[str, Any]) -> bool:
     """Do the files show every digest this history entry promised?
 
     An append promises only the file's first ``size`` bytes (what it left), so
@@ -192,7 +192,7 @@ def _shows(world: World, entry: dict[str, Any]) -> bool:
 
 def _pending(world: World, history: State, call: str) -> dict[str, Any] | None:
     """This call's logged change that the files do not show yet (a kill cut it short)."""
-    return next((entry for entry in history["changes"] if entry.get("ref") == call and not _shows(world, entry)), None)
+    return next((entry for entry in history["changes"] if entry.get("ref") == call and not shows_change(world, entry)), None)
 
 
 def _log_change(ctx: ToolContext, entry: dict[str, Any]) -> None:
@@ -218,7 +218,7 @@ def _probe_history(world: World, args: Args, call: str) -> bool:
     """This call's change is logged and the files show it, or its refusal is logged."""
     history = load_area(world, HISTORY, DEFAULT_HISTORY)
     return refusal_logged(history, call) or any(
-        entry.get("ref") == call and _shows(world, entry) for entry in history["changes"])
+        entry.get("ref") == call and shows_change(world, entry) for entry in history["changes"])
 
 
 def _content_of(ctx: ToolContext, op: str, path: str) -> str:

@@ -17,20 +17,78 @@ import json
 import operator
 import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fake_tools.base import REFUSALS, ToolContext, ToolFailed, fake_tool
 from fake_tools.schema import NAME, TEXT, obj
 from fake_tools.tools._areas import NO_ARGS, SHORT, Args, State, area_view, bounded, change, enum, load_area, \
     probe_of, probe_ref, reader, stamp
+from fake_tools.tools.files import DEFAULT_HISTORY, HISTORY, shows_change
 from fake_tools.tools.ui import DEFAULT_SCREEN
 from fake_tools.world import World
 
 COMMANDS = ("echo", "cat", "ls", "mkdir", "rm", "touch")
 
 
-def run_confined(ctx: ToolContext, command: str) -> str:
+@dataclass
+class Resume:
+    """Where a run of this call picks up: the file history's last change logged for it, and whether it took.
+
+    Each change a command makes to a file (a redirect, an ``rm``) is logged to
+    the file history (``state/file_history.json``) with the digest it will
+    leave, *before* it is made, numbered in the call's order. A kill can land
+    between a change and the shell history's record of the run, where the probe
+    reads "not run"; the redo then skips every change an earlier run of the same
+    call made, so it completes the call instead of doubling it. ``mkdir -p`` and
+    ``touch`` change nothing the second time and need no log.
+    """
+
+    ctx: ToolContext
+    last_logged: int = -1
+    last_shown: bool = False
+    next: int = 0
+
+    @classmethod
+    def of(cls, ctx: ToolContext) -> Resume:
+        history = load_area(ctx.world, HISTORY, DEFAULT_HISTORY)
+        mine = [entry for entry in history["changes"] if entry.get("ref") == ctx.call and "step" in entry]
+        if not mine:
+            return cls(ctx)
+        last = max(mine, key=lambda entry: entry["step"])
+        return cls(ctx, last["step"], shows_change(ctx.world, last))
+
+    @property
+    def made_earlier(self) -> bool:
+        """Did an earlier run of this call already make the next change?"""
+        return self.next < self.last_logged or (self.next == self.last_logged and self.last_shown)
+
+    def change(self, entry: dict[str, Any], make: Callable[[], object], effect: str) -> None:
+        """Log and make one change and record ``effect``, unless an earlier run of this call made it."""
+        if self.made_earlier:
+            self.next += 1
+            return
+        number, self.next = self.next, self.next + 1
+        history = load_area(self.ctx.world, HISTORY, DEFAULT_HISTORY)
+        history["changes"] = [logged for logged in history["changes"]
+                              if (logged.get("ref"), logged.get("step")) != (self.ctx.call, number)]
+        stamp(history["changes"], self.ctx, {**entry, "step": number})
+        self.ctx.world.save(HISTORY, history)
+        make()
+        self.ctx.effect(effect)
+
+
+def _redirected(world: World, target: str, data: bytes, appending: bool) -> dict[str, Any]:
+    """The history entry of a ``>``/``>>`` into ``target``: the digest (of the prefix, for ``>>``) it leaves."""
+    before = world.read_bytes(target) if appending and world.path(target).is_file() else b""
+    after = before + data
+    return {"op": "redirect", "path": target, "size": len(after) if appending else None,
+            "after": {target: hashlib.sha256(after).hexdigest()}}
+
+
+def run_confined(ctx: ToolContext, command: str, resume: Resume | None = None) -> str:
     """Run one command with an optional ``>``/``>>`` redirect, inside the world."""
+    resume = resume or Resume(ctx)
     try:
         words = shlex.split(command)
     except ValueError as error:
@@ -58,16 +116,23 @@ def run_confined(ctx: ToolContext, command: str) -> str:
             elif name == "touch":
                 world.append_bytes(operand, b"", create_folders=False)
             elif name == "rm":
-                if not world.path(operand).is_file():
-                    raise ToolFailed(f"rm: no file {operand!r}")
-                world.remove(operand)
+                _remove(resume, operand)
+                continue
             ctx.effect(f"{name}_done")
     if redirect:
-        write = world.append_bytes if redirect == ">>" else world.write_bytes
-        write(target, output.encode(), create_folders=False)
-        ctx.effect("file_redirected")
+        appending, data = redirect == ">>", output.encode()
+        write = world.append_bytes if appending else world.write_bytes
+        resume.change(_redirected(world, target, data, appending),
+                      lambda: write(target, data, create_folders=False), "file_redirected")
         output = ""
     return output
+
+
+def _remove(resume: Resume, operand: str) -> None:
+    world = resume.ctx.world
+    if not resume.made_earlier and not world.path(operand).is_file():
+        raise ToolFailed(f"rm: no file {operand!r}")
+    resume.change({"op": "rm", "path": operand, "after": {operand: None}}, lambda: world.remove(operand), "rm_done")
 
 
 def _read(world: World, operand: str) -> str:
@@ -92,9 +157,10 @@ def run_logged(ctx: ToolContext, commands: list[str], log: Log) -> str:
     that the call ran, and a VERIFY does not redo (and double) what it did.
     """
     output = ""
+    resume = Resume.of(ctx)
     try:
         for command in commands:
-            output += run_confined(ctx, command)
+            output += run_confined(ctx, command, resume)
     except REFUSALS as refusal:
         log(output, {"failed": ctx.world.describe(refusal)})
         raise
