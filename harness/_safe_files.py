@@ -35,10 +35,13 @@ def open_regular(path: Path, flags: int = os.O_RDONLY) -> int:
         if error.errno == errno.ENXIO:  # a socket, or a FIFO opened for writing with no reader
             raise UntrustedFile(f"{path.name} is not a regular file (a socket or FIFO)") from None
         raise
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode) or status.st_nlink > 1:
         os.close(fd)
-        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+        mode = status.st_mode
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "not a regular file" if not stat.S_ISREG(mode)
+                else f"a file with {status.st_nlink} hard links (it may be a file outside the run)")
         raise UntrustedFile(f"{path.name} is {kind}; it was not read")
     os.set_blocking(fd, True)
     return fd
@@ -79,5 +82,25 @@ def append_own_line(path: Path, line: bytes) -> bool:
         unterminated = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
         os.write(fd, (b"\n" if unterminated else b"") + line)
         return unterminated
+    finally:
+        os.close(fd)
+
+
+def copy_evidence(source: Path, copy: Path) -> None:
+    """Copy a workload-written file into the evidence as a new file of the harness's own; absent -> empty copy.
+
+    The copy is created (never opened if it exists: no planted link is
+    written through) and readable by all, as evidence is; the source is read
+    as ``read_bounded`` reads it.
+    """
+    try:
+        data = read_bounded(source)
+    except FileNotFoundError:
+        data = b""
+    fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
     finally:
         os.close(fd)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from fake_tools.world import World, seed_world
 from harness import nemesis, protocol
+from harness._safe_files import UntrustedFile, copy_evidence
 from harness.backends import Backend, Launched
 from harness.errors import WorkloadError
 from harness.evidence import Incarnation, journal_at_kill_path, read_lines, run_paths
@@ -84,19 +85,26 @@ def _environment(paths: dict[str, Path], control: Path, number: int, drift: Drif
 
 
 def _record_kill(launched: Launched, served: Served, paths: dict[str, Path], run_dir: Path, number: int,
-                 kills: int) -> tuple[str, list[str]]:
-    """Kill and confirm (leftovers swept too), then write the marker and the journal copy (torn if asked)."""
+                 kills: int) -> tuple[str, list[str], list[str]]:
+    """Kill and confirm (leftovers swept too), then write the marker and the journal copy (torn if asked).
+
+    Returns (the kill point, leftovers, problems): a journal the workload
+    replaced by something that is not a regular file is not copied (the run is
+    then judged unknown) and the reason is a problem of the incarnation.
+    """
     launched.kill()
     leftovers = launched.sweep()
     nemesis.mark_kill(paths["ledger"], number, served.hit)
     copy = journal_at_kill_path(run_dir, kills)
-    if paths["journal"].exists():
-        shutil.copyfile(paths["journal"], copy)
-    else:
-        copy.touch()
-    if served.hit is not None and served.hit.torn is not None and nemesis.tear_journal(paths["journal"], served.hit.torn):
-        shutil.copyfile(paths["journal"], copy.with_suffix(".torn.jsonl"))
-    return (str(served.hit) if served.hit is not None else "timeout"), leftovers
+    problems = []
+    try:
+        copy_evidence(paths["journal"], copy)
+        if served.hit is not None and served.hit.torn is not None and nemesis.tear_journal(paths["journal"],
+                                                                                            served.hit.torn):
+            copy_evidence(paths["journal"], copy.with_suffix(".torn.jsonl"))
+    except UntrustedFile as refusal:
+        problems.append(f"at the kill, {refusal}")
+    return (str(served.hit) if served.hit is not None else "timeout"), leftovers, problems
 
 
 def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
@@ -132,11 +140,13 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 served = server.serve(launched.pid, kill, started=launched_at, deadline=started + scenario.timeout_s,
                                       watcher=watcher)
                 kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
+                kill_problems: list[str] = []
                 if served.hit is None and not served.timed_out:
                     killed_at, exit_code = None, launched.wait()
                     leftovers = launched.sweep()
                 else:
-                    (killed_at, leftovers), exit_code = _record_kill(launched, served, paths, run_dir, number, kills), None
+                    killed_at, leftovers, kill_problems = _record_kill(launched, served, paths, run_dir, number, kills)
+                    exit_code = None
                 latency = watcher.latency_s() if event and served.hit is not None else None
             except BaseException:
                 launched.kill()
@@ -153,7 +163,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 seconds=round(time.monotonic() - started, 4),
                 stderr_tail=_stderr_tail(run_dir / f"incarnation-{number}.stderr"),
                 leftovers=tuple(leftovers),
-                protocol_problems=tuple(served.protocol_problems),
+                protocol_problems=(*served.protocol_problems, *kill_problems),
                 catalogue_drift=str(drift) if drift is not None and number > 0 else None,
                 kill_latency_s=latency,
             ))

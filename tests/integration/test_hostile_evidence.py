@@ -68,3 +68,21 @@ def test_deeply_nested_json_is_a_problem_not_a_crash(tmp_path):
 def test_a_forged_or_lost_kill_marker_makes_the_run_unknown_not_a_pass(ledger):
     verdict = check(SCENARIO, evidence(ledger=ledger), GOLDEN)
     assert verdict.valid is None and "a marker was lost or forged" in verdict.error
+
+
+@pytest.mark.parametrize("backend", ["subprocess", "forkserver"])
+def test_a_journal_swapped_for_a_symlink_at_the_kill_is_neither_copied_nor_torn(killpoint, tmp_path, backend):
+    secret = tmp_path / "host-secret"
+    secret.write_bytes(b"root's secret\n")
+    secret.chmod(0o600)
+    runs = tmp_path / "runs"
+    result = killpoint("run", DEMO, "--backend", backend, "--kill-at", "c1:after_started/torn:500",
+                       "--workload", f"{{python}} -m scenarios.hostile.swaps_journal_for_symlink {secret}",
+                       "--runs-dir", runs, "--json", tmp_path / "report.json")
+    assert result.exit_code == 1 and "Traceback" not in result.err, result.out + result.err
+    assert secret.read_bytes() == b"root's secret\n" and secret.stat().st_mode & 0o777 == 0o600
+    assert not any(b"root's secret" in path.read_bytes() for path in runs.rglob("*")
+                   if path.is_file() and not path.is_symlink())
+    (run,) = json.loads((tmp_path / "report.json").read_text())["runs"]
+    assert run["valid"] is None
+    assert any("journal.jsonl is a symlink; it was not followed" in note for note in run["notes"]), run["notes"]
