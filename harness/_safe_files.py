@@ -104,3 +104,46 @@ def copy_evidence(source: Path, copy: Path) -> None:
             view = view[os.write(fd, view):]
     finally:
         os.close(fd)
+
+
+def remove_tree(root: Path) -> None:
+    """Remove ``root`` and everything in it, holding one folder open at a time and following no link.
+
+    ``shutil.rmtree`` recurses once per level: a workload that nests a few
+    thousand folders deep makes it raise RecursionError (and it would need a
+    descriptor per level). This walks down and back up through ``..`` instead.
+    """
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except (NotADirectoryError, OSError) as error:
+        if isinstance(error, NotADirectoryError) or error.errno == errno.ELOOP:
+            os.unlink(root)
+            return
+        raise
+    below: list[str] = []  # the names from root down to the folder ``fd`` holds
+    try:
+        while True:
+            with os.scandir(fd) as entries:
+                folder = None
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        folder = entry.name
+                        break
+                    os.unlink(entry.name, dir_fd=fd)
+            if folder is not None:
+                inner = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+                below.append(folder)
+                continue
+            if not below:
+                break
+            parent = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(below.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(root)

@@ -9,12 +9,12 @@ entry of the folder alone.
 
 from __future__ import annotations
 
-import shutil
 import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from harness._safe_files import remove_tree
 from harness.errors import ConfigError
 from harness.evidence import run_paths
 
@@ -58,5 +58,5 @@ def prune(root: Path, *, keep: int | None, older_than_days: float | None) -> lis
               if (keep is None or rank >= keep) and (
                   older_than_days is None or now - session.lstat().st_mtime > older_than_days * SECONDS_PER_DAY)]
     for session in reversed(doomed):
-        shutil.rmtree(session)
+        remove_tree(session)
     return doomed[::-1]

@@ -10,9 +10,9 @@ evidence explains itself even if the harness dies next.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from harness._safe_files import remove_tree
 from harness.backends import Backend, make_backend
 from harness.checker import Verdict, check
 from harness.errors import ConfigError
@@ -151,12 +152,9 @@ def reduce_to_verdict(run_dir: Path) -> None:
     follows a symbolic link out of the run directory.
     """
     for entry in run_dir.iterdir():
-        if entry.name == VERDICT_NAME:
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+        if entry.name != VERDICT_NAME:
+            with contextlib.suppress(OSError):
+                remove_tree(entry)
 
 
 _worker_backend: Backend | None = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import sys
 import tarfile
 from functools import cache
@@ -178,10 +179,13 @@ def grant_writes(paths: list[Path], user: str) -> None:
     for path in paths:
         members = [path, *(Path(root) / name for root, dirs, files in os.walk(path) for name in dirs + files)]
         for member in members:
+            status = member.lstat()
+            if stat.S_ISLNK(status.st_mode) or (stat.S_ISREG(status.st_mode) and status.st_nlink > 1):
+                continue  # a link (soft or hard) planted in the world may be a host file: never hand it over
             try:
                 if ids is None:
                     raise PermissionError
                 os.chown(member, *ids, follow_symlinks=False)
             except PermissionError:
-                if not member.is_symlink():
-                    member.chmod(member.stat().st_mode | 0o666 | (0o111 if member.is_dir() else 0))
+                os.chmod(member, status.st_mode | 0o666 | (0o111 if stat.S_ISDIR(status.st_mode) else 0),
+                         follow_symlinks=False)

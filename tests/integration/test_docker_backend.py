@@ -121,8 +121,8 @@ def test_scenario_file_names_a_known_backend(killpoint, tmp_path):
     scenario.write_text(DEMO.read_text().replace('catalogue = "reference"', 'catalogue = "reference"\nbackend = "vm"\nimage = 3'))
     result = killpoint("run", scenario, "--kill-at", "c1:after_effect")
     assert result.exit_code == 2
-    assert "backend: 'vm' is no backend; choose one of subprocess, " in result.err
-    assert 'image: give the name of a local Docker image, e.g. image = "killpoint-host:1"' in result.err
+    assert "backend: 'vm' is not one of subprocess, forkserver, docker" in result.err
+    assert 'image: 3 is not a string; write image = "killpoint-host:1" (a local Docker image)' in result.err
 
 
 # The contract: the same verdicts whatever runs the incarnations.

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from harness import nemesis
+from harness._safe_files import remove_tree
 from harness.checker import check
 from harness.evidence import read_lines
 from tests.helpers import DEMO, WORKLOADS
@@ -86,3 +87,42 @@ def test_a_journal_swapped_for_a_symlink_at_the_kill_is_neither_copied_nor_torn(
     (run,) = json.loads((tmp_path / "report.json").read_text())["runs"]
     assert run["valid"] is None
     assert any("journal.jsonl is a symlink; it was not followed" in note for note in run["notes"]), run["notes"]
+
+
+def test_removing_a_tree_nested_past_the_recursion_limit(tmp_path):
+    """A passing run's evidence is removed; a workload may have nested its own folder 5,000 deep."""
+    root = tmp_path / "run"
+    root.mkdir()
+    current = os.open(root, os.O_RDONLY)
+    for _ in range(5_000):  # deeper than PATH_MAX as a path: made by descriptor, a folder and a file a level
+        os.mkdir("d", dir_fd=current)
+        os.close(os.open("f", os.O_WRONLY | os.O_CREAT, dir_fd=current))
+        inner = os.open("d", os.O_RDONLY, dir_fd=current)
+        os.close(current)
+        current = inner
+    os.symlink("/etc", "escape", dir_fd=current)
+    os.close(current)
+    remove_tree(root)
+    assert not root.exists()
+    assert os.path.isdir("/etc")
+
+
+@pytest.mark.parametrize("user", ["1000:1000", "nobody"])
+def test_granting_the_container_the_world_never_hands_over_a_linked_host_file(tmp_path, user):
+    """Before each docker incarnation the world is chowned (or opened up) for the container's user; a hard or
+    symbolic link planted in it must not take a host file along."""
+    from harness.backends._engine import grant_writes
+
+    secret = tmp_path / "host-secret"
+    secret.write_text("root only\n")
+    secret.chmod(0o600)
+    world = tmp_path / "world"
+    (world / "files").mkdir(parents=True)
+    (world / "files" / "note.txt").write_text("the world's own\n")
+    os.link(secret, world / "files" / "linked.txt")
+    os.symlink(secret, world / "files" / "pointer.txt")
+    grant_writes([world], user)
+    after = secret.stat()
+    assert (after.st_uid, after.st_mode & 0o777) == (0, 0o600)
+    own = (world / "files" / "note.txt").stat()
+    assert own.st_uid == 1000 if user == "1000:1000" else own.st_mode & 0o666 == 0o666
