@@ -194,6 +194,9 @@ def _notes(evidence: Evidence) -> tuple[str, ...]:
 
 def _journal_well_formed(book: ClassBook, evidence: Evidence) -> list[Finding]:
     findings = [Finding("journal-well-formed", problem) for problem in evidence.journal.problems]
+    if not evidence.journal.lines and not evidence.journal.problems and evidence.incarnations:
+        findings.append(Finding("journal-well-formed", f"journal.jsonl is empty or gone after "
+                                                       f"{len(evidence.incarnations)} incarnation(s): nothing was journaled"))
     op_of_call: dict[str, Line] = {}
     call_of_op: dict[str, Line] = {}
     last_started: dict[str, Line] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -33,6 +34,7 @@ from harness.repro_safety import RUN_EMBEDDED_FLAG, repro_line, scenario_for_tok
 from harness.retention import prune
 from harness.runner import Drift
 from harness.scenario import Scenario, load_scenario, scenario_from_flags, with_workload
+from harness.scenario_fields import MAX_DEPTH
 from harness.schedule import RandomFaults, format_schedule, parse_kill_point
 from harness.session import JobBatches, default_runs_dir, run_session
 from harness.token import ReproToken
@@ -276,6 +278,33 @@ def check_numbers(args: argparse.Namespace) -> None:
         _positive_seconds("--timed-window", args.timed_window)
     if args.min_coverage is not None and not 0 <= args.min_coverage <= 100:
         raise ConfigError(f"--min-coverage {args.min_coverage}: give a percentage from 0 to 100")
+    if args.depth is not None and args.depth > MAX_DEPTH:
+        raise ConfigError(f"--depth {args.depth}: each level multiplies the schedules by the crash points reached, "
+                          f"about P^{args.depth} schedules for a plan with P points (the demo's 30 points give 533 "
+                          f"schedules at depth 2, about 15,000 at depth 3); give 1..{MAX_DEPTH}")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Every place the session will write is usable, before the session runs (not after it, with a traceback)."""
+    problems = []
+    runs_dir = args.runs_dir
+    if runs_dir is not None:
+        existing = next((folder for folder in (runs_dir, *runs_dir.parents) if folder.exists()), None)
+        if existing is not None and not existing.is_dir():
+            problems.append(f"--runs-dir {runs_dir}: {existing} is a file, not a folder; give a folder for the evidence")
+        elif existing is not None and not os.access(existing, os.W_OK):
+            problems.append(f"--runs-dir {runs_dir}: {existing} is not writable; give a folder you can write")
+    for flag, path in (("--json", args.json), ("--html", args.html)):
+        if path is None:
+            continue
+        if path.is_dir():
+            problems.append(f"{flag} {path}: is a folder; give the file to write, e.g. {path / ('report.' + flag[2:])}")
+        elif not path.parent.is_dir():
+            problems.append(f"{flag} {path}: the folder {path.parent} does not exist; create it or write elsewhere")
+        elif not os.access(path.parent, os.W_OK):
+            problems.append(f"{flag} {path}: the folder {path.parent} is not writable")
+    if problems:
+        raise ConfigError(f"{len(problems)} output(s) cannot be written; nothing was run", tuple(problems))
 
 
 def batches_of(args: argparse.Namespace, scenario: Scenario) -> tuple[JobBatches, str, bool]:
@@ -309,6 +338,7 @@ def batches_of(args: argparse.Namespace, scenario: Scenario) -> tuple[JobBatches
 
 
 def command_run(args: argparse.Namespace, out: TextIO) -> int:
+    check_outputs(args)
     scenario = scenario_of(args)
     batches, described, needs_rendezvous = batches_of(args, scenario)
     if args.shard:

@@ -24,6 +24,10 @@ from harness.watch import EventWatcher
 _REPLY = b"ok\n"
 
 
+# A crash point is a short JSON line; anything longer is not one, and is not kept in memory.
+MAX_MESSAGE_BYTES = 64 * 1024
+
+
 @dataclass
 class Served:
     """How one incarnation's wait ended."""
@@ -105,6 +109,9 @@ class RendezvousServer:
             selector.unregister(connection)
             return False
         *complete, buffers[connection] = (buffers[connection] + chunk).split(b"\n")
+        if len(buffers[connection]) > MAX_MESSAGE_BYTES:  # no crash point is that long: stop buffering it
+            served.protocol_problems.append(f"control message of over {MAX_MESSAGE_BYTES} bytes with no end; dropped")
+            buffers[connection] = b""
         return any(self._handle(raw, connection, kill, served) for raw in complete)
 
     def _handle(self, raw: bytes, connection: socket.socket, kill: KillPoint | None, served: Served) -> bool:
@@ -112,7 +119,9 @@ class RendezvousServer:
         try:
             message = json.loads(raw)
             point, call = message["point"], message.get("call")
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+            point, call = None, None
+        if not isinstance(point, str) or not (call is None or isinstance(call, str)) or len(raw) > MAX_MESSAGE_BYTES:
             served.protocol_problems.append(f"control message is not a crash point: {raw[:120]!r}")
             _reply(connection)
             return False

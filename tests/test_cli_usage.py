@@ -4,6 +4,9 @@ usage errors too. These checks come before any process is started."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import pytest
 
 from harness import cli
@@ -137,3 +140,28 @@ def test_prune_keeps_the_newest_sessions_and_says_what_it_removed(killpoint, tmp
     assert result.out.splitlines() == [f"removed {sessions[0]}", f"removed {sessions[1]}",
                                        f"killpoint prune: 2 session(s) removed from {tmp_path}"]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["20260103-demo", "notes.txt"]
+
+
+def _usage(argv: list[str]) -> str:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(argv, out=io.StringIO())
+    assert code == 2 and "Traceback" not in err.getvalue(), err.getvalue()
+    return err.getvalue()
+
+
+def test_outputs_are_checked_before_anything_runs(tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    err = _usage(["run", str(DEMO), "--kill-at", "c1:after_effect", "--runs-dir", str(a_file / "runs"),
+                  "--json", str(tmp_path / "missing" / "report.json"), "--html", str(tmp_path)])
+    assert "3 output(s) cannot be written; nothing was run" in err
+    assert f"{a_file} is a file, not a folder" in err
+    assert f"the folder {tmp_path / 'missing'} does not exist" in err
+    assert "--html" in err and "is a folder; give the file to write" in err
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_depth_past_the_bound_says_what_it_would_mean():
+    err = _usage(["run", str(DEMO), "--exhaustive", "--depth", "99"])
+    assert "--depth 99: each level multiplies the schedules" in err and "give 1..6" in err

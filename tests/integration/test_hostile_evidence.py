@@ -126,3 +126,19 @@ def test_granting_the_container_the_world_never_hands_over_a_linked_host_file(tm
     assert (after.st_uid, after.st_mode & 0o777) == (0, 0o600)
     own = (world / "files" / "note.txt").stat()
     assert own.st_uid == 1000 if user == "1000:1000" else own.st_mode & 0o666 == 0o666
+
+
+def test_control_messages_that_are_not_crash_points_are_answered_and_reported(killpoint, tmp_path):
+    result = killpoint("run", DEMO, "--kill-at", "c1:after_effect", "--json", tmp_path / "report.json",
+                       "--workload", f"{{python}} {WORKLOADS / 'odd_control_messages.py'}")
+    assert result.exit_code == 0 and "Traceback" not in result.err, result.out + result.err
+    (run,) = json.loads((tmp_path / "report.json").read_text())["runs"]
+    odd = [note for note in run["notes"] if "control message is not a crash point" in note]
+    assert len(odd) >= 4, run["notes"]  # in each incarnation
+
+
+def test_a_journal_that_vanished_is_named(killpoint):
+    result = killpoint("run", DEMO, "--kill-at", "c1:after_effect",
+                       "--workload", f"{{python}} {WORKLOADS / 'deletes_its_journal.py'}")
+    assert result.exit_code == 1, result.out + result.err
+    assert "journal.jsonl is empty or gone after" in result.out and "nothing was journaled" in result.out

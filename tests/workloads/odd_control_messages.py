@@ -1,0 +1,21 @@
+"""The reference runtime, after sending the harness control messages that are not crash points:
+a non-string point, a call that is a list, nesting past any parser, and a line with no JSON at all."""
+
+import json
+import os
+import socket
+import sys
+
+from harness import protocol
+from scenarios.reference_runtime import main
+
+if os.environ.get(protocol.ENV_CONTROL):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as control:
+        control.connect(os.environ[protocol.ENV_CONTROL])
+        replies = control.makefile("rb")
+        for line in (json.dumps({"point": ["after_effect"], "call": "c1"}).encode(),
+                     json.dumps({"point": "after_effect", "call": ["c1"]}).encode(),
+                     b'{"point": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", b"not json"):
+            control.sendall(line + b"\n")
+            assert replies.readline(), "the harness must answer every message"
+sys.exit(main())
