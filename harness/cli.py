@@ -5,7 +5,7 @@ coverage gate, if any, was met); 1 a rule was broken (or a run could not be
 judged); 2 bad input (a flag that would not act in the chosen mode too), or a
 workload that cannot run its task even without a crash; 3 not enough was
 tested: the ``--min-coverage`` gate was not met, or runs had kills scheduled
-and not one landed. Bad input never shows a traceback.
+and not one landed; 130/143 stopped by SIGINT/SIGTERM. Bad input never shows a traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 import math
 import os
 import random
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -32,11 +33,12 @@ from harness.progress import SessionPrinter
 from harness.report import describe_failure, write_json_report, write_timeline
 from harness.repro_safety import RUN_EMBEDDED_FLAG, repro_line, scenario_for_token
 from harness.retention import prune
-from harness.runner import Drift
+from harness.runner import Drift, sweep_abandoned_control_dirs
 from harness.scenario import Scenario, load_scenario, scenario_from_flags, with_workload
 from harness.scenario_fields import MAX_DEPTH
 from harness.schedule import RandomFaults, format_schedule, parse_kill_point
-from harness.session import JobBatches, default_runs_dir, run_session
+from harness.session import (RESULTS, JobBatches, SessionInterrupted, Terminated, default_runs_dir, raise_terminated,
+                             run_session)
 from harness.token import ReproToken
 
 EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE, EXIT_UNTESTED, EXIT_INFRASTRUCTURE = 0, 1, 2, 3, 4
@@ -46,7 +48,9 @@ EXIT_CODES = """exit codes:
   2  bad input (the message names the file, line, field or flag), or a workload that
      cannot run its plan even without a crash
   3  not enough was tested: coverage below --min-coverage, or no scheduled kill landed
-  4  the harness itself failed (a process survived SIGKILL, the fork server died): no verdict"""
+  4  the harness itself failed (a process survived SIGKILL, the fork server died): no verdict
+  130, 143  stopped by Ctrl-C (SIGINT) or SIGTERM: the runs under way are killed and marked
+     interrupted (interrupted.json in their directory), the finished runs' evidence is kept"""
 MIXED_FAULT_RATE = 0.25
 TIMED_RUNS = 20  # runs of --timed alone, unless --runs says otherwise
 
@@ -141,6 +145,7 @@ def _container_flags(group: argparse._ActionsContainer) -> None:
 
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     args = build_parser().parse_args(argv)
+    previous_sigterm = signal.signal(signal.SIGTERM, raise_terminated)  # SIGTERM ends a command as Ctrl-C does
     try:
         if args.command == "run":
             return command_run(args, out)
@@ -161,6 +166,26 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     except HarnessError as error:
         print(f"killpoint: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt as interrupt:  # SIGINT, or SIGTERM raised as session.Terminated
+        return interrupted_exit(interrupt)
+    finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def interrupted_exit(interrupt: KeyboardInterrupt) -> int:
+    """Say what an interrupted command finished and left; the exit code is 128 + the signal's number."""
+    signum = (interrupt.signum if isinstance(interrupt, SessionInterrupted)
+              else signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+    name = signal.Signals(signum).name
+    if isinstance(interrupt, SessionInterrupted):
+        counts = ", ".join(f"{sum(outcome.result == result for outcome in interrupt.outcomes)} {result}"
+                           for result in RESULTS)
+        marked = "".join(f"\n  {run_dir}" for run_dir in interrupt.interrupted)
+        print(f"killpoint: stopped by {name}: {len(interrupt.outcomes)} run(s) finished ({counts}); "
+              f"{len(interrupt.interrupted)} under way killed and marked interrupted{marked}", file=sys.stderr)
+    else:
+        print(f"killpoint: stopped by {name}", file=sys.stderr)
+    return 128 + signum
 
 
 def scenario_of(args: argparse.Namespace) -> Scenario:
@@ -452,13 +477,14 @@ def command_containers(args: argparse.Namespace, out: TextIO) -> int:
     """``killpoint clean`` and ``killpoint image build``: the docker backend's housekeeping."""
     from harness.backends import _engine
 
-    client = _engine.connect()
     if args.command == "clean":
-        removed = _engine.remove_leftovers(client, everything=args.all)
+        for path in sweep_abandoned_control_dirs():
+            out.write(f"removed {path}, the control directory of a harness process now gone\n")
+        removed = _engine.remove_leftovers(_engine.connect(), everything=args.all)
         out.writelines(f"removed {description}\n" for description in removed)
         out.write(f"killpoint clean: {len(removed)} container(s) removed\n")
     else:
-        image_id = _engine.build_host_image(client, args.tag)
+        image_id = _engine.build_host_image(_engine.connect(), args.tag)
         out.write(f"killpoint image build: {args.tag} ({image_id[:19]}), an empty root filesystem imported with no "
                   f"registry; the docker backend mounts the host's /usr, Python and project into it read-only\n")
     return EXIT_PASSED

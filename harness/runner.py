@@ -9,6 +9,7 @@ rendezvous server decides the moment; the nemesis writes down what was done
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -16,6 +17,8 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import psutil
 
 from fake_tools.world import World, seed_world
 from harness import nemesis, protocol
@@ -107,6 +110,32 @@ def _record_kill(launched: Launched, served: Served, paths: dict[str, Path], run
     return (str(served.hit) if served.hit is not None else "timeout"), leftovers, problems
 
 
+# A run's rendezvous socket lives in a directory of the temporary folder, short enough for a socket path;
+# named kp-<pid of the process running the run>-..., so that one left by a killed harness can be told from a live one.
+CONTROL_DIR_PREFIX = "kp-"
+
+
+def sweep_abandoned_control_dirs() -> list[Path]:
+    """Remove the control directories whose owner process is gone (a SIGKILLed harness cannot); return them."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"{CONTROL_DIR_PREFIX}*-*"):
+        owner = path.name.removeprefix(CONTROL_DIR_PREFIX).partition("-")[0]
+        if (owner.isdigit() and _gone(int(owner)) and not path.is_symlink() and path.is_dir()
+                and path.stat().st_uid == os.getuid()):
+            shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                removed.append(path)
+    return removed
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a dead one not yet reaped (a killed harness's worker, until init reaps it)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
                 drift: Drift | None = None, max_incarnations: int | None = None) -> list[Incarnation]:
     """Carry out ``schedule`` against the workload in ``run_dir``; return what each incarnation did."""
@@ -119,7 +148,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_window``)."""
     paths = prepare_run_dir(scenario, run_dir, drift)
     bound = max_incarnations or len(schedule) + scenario.max_extra_incarnations
-    control_dir = Path(tempfile.mkdtemp(prefix="kp-"))
+    control_dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_DIR_PREFIX}{os.getpid()}-"))
     server = RendezvousServer(control_dir / "control.sock")
     incarnations: list[Incarnation] = []
     window = None

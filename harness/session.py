@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -22,11 +24,13 @@ from pathlib import Path
 
 from harness._safe_files import remove_tree
 from harness.backends import Backend, make_backend
+from harness.backends._forkserver_main import die_with_parent
 from harness.checker import Verdict, check
 from harness.errors import ConfigError
 from harness.evidence import Incarnation, read_evidence
 from harness.repro_safety import recorded_origin
-from harness.runner import Drift, GoldenRun, execute_run, require_rendezvous, run_golden
+from harness.runner import (Drift, GoldenRun, execute_run, require_rendezvous, run_golden,
+                            sweep_abandoned_control_dirs)
 from harness.scenario import Scenario
 from harness.schedule import Schedule, parse_point_reached
 from harness.token import ReproToken
@@ -83,6 +87,25 @@ class RunOutcome:
 
 RESULTS = ("passed", "failed", "unknown", "untested")
 VERDICT_NAME = "verdict.json"
+INTERRUPTED_NAME = "interrupted.json"
+WORKER_STOP_TIMEOUT_S = 10.0  # a stopped worker kills its incarnation and exits; past this it is SIGKILLed
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread as Ctrl-C's KeyboardInterrupt is, so that both end a session alike."""
+
+
+def raise_terminated(signum: int, frame: object) -> None:
+    """A SIGTERM handler: ``signal.signal(signal.SIGTERM, raise_terminated)``."""
+    raise Terminated()
+
+
+class SessionInterrupted(KeyboardInterrupt):
+    """A session ended by SIGINT or SIGTERM: what finished, and the run directories left under way."""
+
+    def __init__(self, signum: int, outcomes: list[RunOutcome], interrupted: list[Path]) -> None:
+        super().__init__(signum)
+        self.signum, self.outcomes, self.interrupted = signum, outcomes, interrupted
 
 
 # Given the golden run and every outcome so far, yield the next batch of jobs.
@@ -158,15 +181,71 @@ def reduce_to_verdict(run_dir: Path) -> None:
 
 
 _worker_backend: Backend | None = None
+_worker_busy = False
+
+
+class _WorkerStopped(BaseException):
+    """The session asked this worker to stop (SIGTERM): its run's incarnation is killed on the way out."""
+
+
+def _init_worker(harness_pid: int) -> None:
+    """Pool initializer: the worker dies with the harness, and stops when the harness says so.
+
+    A SIGKILLed harness leaves its workers nothing to report to; the kernel kills
+    them. Ctrl-C reaches the whole process group, but only the harness acts on it:
+    it stops its workers with SIGTERM (``_stop_workers``).
+    """
+    die_with_parent(harness_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _stop_worker)
+
+
+def _stop_worker(signum: int, frame: object) -> None:
+    """SIGTERM in a worker: unwind a run under way (which kills its incarnation), or exit at once when idle."""
+    if _worker_busy:
+        raise _WorkerStopped()
+    os._exit(128 + signum)
 
 
 def _run_in_worker(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, backend_name: str,
                    backend_options: dict[str, str], keep_all: bool) -> RunOutcome:
     """Entry point of a parallel worker: one backend per worker process, made on first use."""
-    global _worker_backend
-    if _worker_backend is None:
-        _worker_backend = make_backend(backend_name, **backend_options)
-    return run_job(scenario, golden, job, runs_dir, _worker_backend, keep_all=keep_all)
+    global _worker_backend, _worker_busy
+    _worker_busy = True
+    try:
+        if _worker_backend is None:
+            _worker_backend = make_backend(backend_name, **backend_options)
+        return run_job(scenario, golden, job, runs_dir, _worker_backend, keep_all=keep_all)
+    except _WorkerStopped:
+        if _worker_backend is not None:
+            _worker_backend.close()
+        os._exit(128 + signal.SIGTERM)  # not back to the pool, which would start its next queued job
+    finally:
+        _worker_busy = False
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """SIGTERM the pool's workers, wait until they are gone, SIGKILL any that outstay ``WORKER_STOP_TIMEOUT_S``."""
+    workers = list((pool._processes or {}).values())  # the executor has no public way to stop its workers mid-job
+    for worker in workers:
+        worker.terminate()
+    deadline = time.monotonic() + WORKER_STOP_TIMEOUT_S
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+        if worker.exitcode is None:
+            worker.kill()
+            worker.join()
+
+
+def mark_interrupted(run_dir: Path, signum: int) -> bool:
+    """Say in a run directory left under way that the run was interrupted, not judged; False if it never started."""
+    if not run_dir.is_dir() or (run_dir / VERDICT_NAME).exists():
+        return False
+    (run_dir / INTERRUPTED_NAME).write_text(json.dumps(
+        {"outcome": "interrupted", "signal": signal.Signals(signum).name,
+         "note": "the harness was stopped while this run was under way; its evidence is partial and was not judged"},
+        indent=1))
+    return True
 
 
 def run_session(
@@ -193,35 +272,53 @@ def run_session(
         raise ConfigError(f"--runs-dir {runs_dir} already holds a session's evidence, which is never overwritten; "
                           f"give a new directory")
     runs_dir.mkdir(parents=True, exist_ok=True)
+    for path in sweep_abandoned_control_dirs():
+        print(f"killpoint: removed {path}, left by a harness process now gone", file=sys.stderr)
     backend_options = backend_options or {}  # make_backend's options: the docker backend's image and restart
     backend = make_backend(backend_name, **backend_options)
+    outcomes: list[RunOutcome] = []
+    under_way = [runs_dir / "golden"]  # run directories of the jobs started and not yet reported
+    pool = None
     try:
         golden = run_golden(scenario, runs_dir / "golden", backend)
         if needs_rendezvous:
             require_rendezvous(scenario, golden)
-        outcomes: list[RunOutcome] = []
-        pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
-        try:
-            for batch in batches(golden, outcomes):
-                if pool is None:
-                    done = (run_job(scenario, golden, job, runs_dir, backend, keep_all=keep_all) for job in batch)
-                else:
-                    futures = [pool.submit(_run_in_worker, scenario, golden, job, runs_dir, backend_name,
-                                           backend_options, keep_all) for job in batch]
-                    done = (future.result() for future in as_completed(futures))
-                for outcome in done:
-                    on_outcome(outcome)
-                    outcomes.append(outcome)
-                    if stop_at_first_failure and not outcome.verdict.valid:
-                        break
-                if stop_at_first_failure and any(not outcome.verdict.valid for outcome in outcomes):
+        under_way = []
+        pool = ProcessPoolExecutor(jobs, initializer=_init_worker, initargs=(os.getpid(),)) if jobs > 1 else None
+        for batch in batches(golden, outcomes):
+            under_way = [runs_dir / f"run-{job.index:05d}" for job in batch]
+            if pool is None:
+                done = (run_job(scenario, golden, job, runs_dir, backend, keep_all=keep_all) for job in batch)
+            else:
+                futures = [pool.submit(_run_in_worker, scenario, golden, job, runs_dir, backend_name,
+                                       backend_options, keep_all) for job in batch]
+                done = (future.result() for future in as_completed(futures))
+            for outcome in done:
+                under_way.remove(outcome.run_dir)
+                on_outcome(outcome)
+                outcomes.append(outcome)
+                if stop_at_first_failure and not outcome.verdict.valid:
                     break
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
+            if stop_at_first_failure and any(not outcome.verdict.valid for outcome in outcomes):
+                break
         outcomes.sort(key=lambda outcome: outcome.job.index)
         return golden, outcomes
+    except KeyboardInterrupt as interrupt:
+        signum = signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
+        # A second Ctrl-C must not break off the clean-up, which is bounded by WORKER_STOP_TIMEOUT_S.
+        handlers = {stop: signal.signal(stop, signal.SIG_IGN) for stop in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            if pool is not None:
+                _stop_workers(pool)
+            interrupted = [run_dir for run_dir in under_way if mark_interrupted(run_dir, signum)]
+        finally:
+            for stop, handler in handlers.items():
+                signal.signal(stop, handler)
+        outcomes.sort(key=lambda outcome: outcome.job.index)
+        raise SessionInterrupted(signum, outcomes, interrupted) from None
     finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
         backend.close()
 
 

@@ -1,6 +1,6 @@
 """The fork server: a warm interpreter that forks one child per workload incarnation.
 
-Started by ``harness.backends.forkserver`` as ``_forkserver_main FD``
+Started by ``harness.backends.forkserver`` as ``_forkserver_main FD PARENT_PID``
 with one end of a socketpair on descriptor FD. Requests and answers are JSON lines:
 
     -> {"module": "scenarios.reference_runtime", "argv": [...], "env": {...}, "cwd": ..., "stdout": ..., "stderr": ...,
@@ -197,10 +197,23 @@ def serve(control: Any) -> None:
                 control.sendall(json.dumps({"pid": pid, "exit_code": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
 
 
-def main() -> None:
+def die_with_parent(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when its parent dies; exit now if the parent already has.
+
+    A harness SIGKILLed mid-session cannot stop its helpers, and they would live
+    on with ppid 1. The death signal is armed first, then the parent checked:
+    a parent gone between this process's start and the arming is caught too.
+    """
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() == 1:  # the harness died before the death signal was armed
-        sys.exit(0)
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def main() -> None:
+    die_with_parent(int(sys.argv[2]))
+    # A Ctrl-C reaches the terminal's whole process group; the harness process that started this
+    # server handles it and stops the server by closing its socket (or by its own death).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import socket
 
     serve(socket.socket(fileno=int(sys.argv[1])))

@@ -67,7 +67,7 @@ class ForkServer:
         # Hash randomisation is fixed when an interpreter starts, so a forked child keeps the server's:
         # the server must start with the PYTHONHASHSEED every incarnation is given.
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "harness.backends._forkserver_main", str(theirs.fileno())],
+            [sys.executable, "-m", "harness.backends._forkserver_main", str(theirs.fileno()), str(os.getpid())],
             stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True,
             env={**os.environ, "PYTHONHASHSEED": protocol.WORKLOAD_HASH_SEED},
         )

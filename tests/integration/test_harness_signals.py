@@ -1,0 +1,127 @@
+"""A ``killpoint run -j 2`` stopped by a signal leaves nothing behind.
+
+Ctrl-C and SIGTERM end it cleanly: exit 130/143, no traceback, a summary, the
+runs under way killed and marked interrupted, no worker, fork server or
+incarnation alive, no control directory left. A SIGKILL cannot be handled:
+its workers and fork servers die with it (the kernel's parent-death signal),
+and the next run sweeps its control directories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.helpers import DEMO
+
+pytestmark = pytest.mark.integration
+DEADLINE_S = 60.0
+
+
+def wait_for(condition, what: str, deadline_s: float = DEADLINE_S):
+    """Poll ``condition`` until it returns something true; fail naming ``what`` at the deadline."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.1)
+    pytest.fail(f"after {deadline_s:g}s still waiting for {what}")
+
+
+def start_harness(runs_dir: Path, tmp_path: Path, *flags: str) -> tuple[subprocess.Popen, Path]:
+    stderr = tmp_path / f"{runs_dir.name}.stderr"
+    with stderr.open("wb") as err:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "harness.cli", "run", DEMO, *flags, "--runs-dir", str(runs_dir)],
+            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+    return process, stderr
+
+
+def finished_runs(runs_dir: Path) -> int:
+    return sum(1 for _ in runs_dir.glob("run-*/verdict.json"))
+
+
+def family(harness: subprocess.Popen) -> dict[psutil.Process, int]:
+    """The harness and every process whose parent chain includes it (workers, fork servers, incarnations): their ppids."""
+    root = psutil.Process(harness.pid)
+    found = {}
+    for process in (root, *root.children(recursive=True)):
+        with contextlib.suppress(psutil.Error):
+            found[process] = process.ppid()
+    return found
+
+
+def survivors(family_then: dict[psutil.Process, int], runs_dir: Path) -> list[str]:
+    """Processes of the harness's family still alive, and any other process pointing into ``runs_dir``."""
+    alive = [f"{process.pid} (of the harness's family)" for process in family_then if _alive(process)]
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if str(runs_dir) in " ".join(process.cmdline()) + " ".join(process.environ().values()):
+                alive.append(f"{process.pid} {process.cmdline()} (points into {runs_dir})")
+    return alive
+
+
+def _alive(process: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    return False
+
+
+def control_dirs(pids: set[int]) -> list[Path]:
+    return [path for pid in pids for path in Path(tempfile.gettempdir()).glob(f"kp-{pid}-*")]
+
+
+def interrupt_midway(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, Path, Path, dict[psutil.Process, int]]:
+    """Start an exhaustive ``-j 2`` session, let a few runs finish, then send ``signum`` to the harness alone."""
+    runs_dir = tmp_path / "runs"
+    harness, stderr = start_harness(runs_dir, tmp_path, "--exhaustive", "--depth", "2", "-j", "2")
+    wait_for(lambda: finished_runs(runs_dir) >= 3, "3 finished runs")
+    processes = wait_for(lambda: len(found := family(harness)) >= 5 and found, "workers and their fork servers")
+    harness.send_signal(signum)
+    wait_for(lambda: harness.poll() is not None, "the harness to exit")
+    return harness, runs_dir, stderr, processes
+
+
+@pytest.mark.parametrize(("signum", "exit_code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stopped_run_ends_cleanly_and_marks_the_runs_under_way(tmp_path, signum, exit_code):
+    harness, runs_dir, stderr, processes = interrupt_midway(tmp_path, signum)
+    err = stderr.read_text()
+    assert harness.returncode == exit_code, err
+    assert "Traceback" not in err
+    assert f"killpoint: stopped by {signal.Signals(signum).name}: " in err
+    wait_for(lambda: not survivors(processes, runs_dir), "no process of the harness left")
+    assert control_dirs({process.pid for process in processes}) == []
+    # Every run started was either judged or is marked interrupted (runs finish fast: maybe none was under way).
+    runs = sorted(runs_dir.glob("run-*"))
+    interrupted = [run for run in runs if (run / "interrupted.json").exists()]
+    assert all((run / "verdict.json").exists() != (run / "interrupted.json").exists() for run in runs), runs
+    assert f"; {len(interrupted)} under way killed and marked interrupted" in err
+    judged = [json.loads((run / "verdict.json").read_text()) for run in runs if run not in interrupted]
+    assert len(judged) >= 3 and all(verdict["outcome"] == "passed" for verdict in judged)
+
+
+def test_a_killed_harness_takes_its_helpers_along_and_the_next_run_sweeps_its_control_dirs(tmp_path):
+    harness, runs_dir, stderr, processes = interrupt_midway(tmp_path, signal.SIGKILL)
+    assert harness.returncode == -signal.SIGKILL
+    # The workers and fork servers (the harness's own, of the golden run, and each worker's) are the
+    # harness's children and grandchildren; below them are incarnations.
+    children = {process.pid for process, ppid in processes.items() if ppid == harness.pid}
+    helpers = [process for process, ppid in processes.items() if ppid == harness.pid or ppid in children]
+    assert len(children) == 3 and len(helpers) >= 5, processes
+    wait_for(lambda: not any(_alive(helper) for helper in helpers), "workers and fork servers to die with the harness")
+    pids = {process.pid for process in processes}
+    # What a SIGKILLed harness cannot remove, the next session does; one it certainly left:
+    (Path(tempfile.gettempdir()) / f"kp-{harness.pid}-left").mkdir()
+    after, after_stderr = start_harness(tmp_path / "after", tmp_path, "--kill-at", "c1:after_started")
+    assert after.wait(DEADLINE_S) == 0, after_stderr.read_text()
+    assert control_dirs(pids) == []
+    wait_for(lambda: not survivors(processes, runs_dir), "no process of the killed harness left")
