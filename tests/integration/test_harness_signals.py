@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -81,12 +82,19 @@ def control_dirs(pids: set[int]) -> list[Path]:
 
 
 def interrupt_midway(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, Path, Path, dict[psutil.Process, int]]:
-    """Start an exhaustive ``-j 2`` session, let a few runs finish, then send ``signum`` to the harness alone."""
+    """Start an exhaustive ``-j 2`` session, let a few runs finish, then send ``signum``.
+
+    SIGINT goes to the harness's process group, as Ctrl-C in a terminal does (workers and fork
+    servers get it too); SIGTERM and SIGKILL to the harness alone, as ``kill PID`` does.
+    """
     runs_dir = tmp_path / "runs"
     harness, stderr = start_harness(runs_dir, tmp_path, "--exhaustive", "--depth", "2", "-j", "2")
     wait_for(lambda: finished_runs(runs_dir) >= 3, "3 finished runs")
     processes = wait_for(lambda: len(found := family(harness)) >= 5 and found, "workers and their fork servers")
-    harness.send_signal(signum)
+    if signum == signal.SIGINT:
+        os.killpg(harness.pid, signum)
+    else:
+        harness.send_signal(signum)
     wait_for(lambda: harness.poll() is not None, "the harness to exit")
     return harness, runs_dir, stderr, processes
 
