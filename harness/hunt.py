@@ -155,7 +155,9 @@ class ExampleJudge:
         digest = example.plan.digest
         if digest not in self.goldens:
             try:
-                self.goldens[digest] = run_golden(scenario, self.work / f"golden-{digest}", self.backend)
+                # A folder of its own each time: a golden run the harness failed to finish is tried anew.
+                folder = Path(tempfile.mkdtemp(prefix=f"golden-{digest}-", dir=self.work))
+                self.goldens[digest] = run_golden(scenario, folder, self.backend)
             except WorkloadError:
                 self.goldens[digest] = None
         golden = self.goldens[digest]

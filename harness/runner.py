@@ -113,12 +113,20 @@ def _record_kill(launched: Launched, served: Served, paths: dict[str, Path], run
 # A run's rendezvous socket lives in a directory of the temporary folder, short enough for a socket path;
 # named kp-<pid of the process running the run>-..., so that one left by a killed harness can be told from a live one.
 CONTROL_DIR_PREFIX = "kp-"
+SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path), less its NUL
+
+
+def control_root() -> Path:
+    """The temporary folder if a socket path in it fits (a test or CI may set a deep TMPDIR), else /tmp."""
+    root = Path(tempfile.gettempdir())
+    room = len(f"/{CONTROL_DIR_PREFIX}{2**22}-xxxxxxxx/control.sock")
+    return root if len(str(root).encode()) + room <= SOCKET_PATH_MAX or not os.access("/tmp", os.W_OK) else Path("/tmp")
 
 
 def sweep_abandoned_control_dirs() -> list[Path]:
     """Remove the control directories whose owner process is gone (a SIGKILLed harness cannot); return them."""
     removed = []
-    for path in Path(tempfile.gettempdir()).glob(f"{CONTROL_DIR_PREFIX}*-*"):
+    for path in control_root().glob(f"{CONTROL_DIR_PREFIX}*-*"):
         owner = path.name.removeprefix(CONTROL_DIR_PREFIX).partition("-")[0]
         if (owner.isdigit() and _gone(int(owner)) and not path.is_symlink() and path.is_dir()
                 and path.stat().st_uid == os.getuid()):
@@ -148,7 +156,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_window``)."""
     paths = prepare_run_dir(scenario, run_dir, drift)
     bound = max_incarnations or len(schedule) + scenario.max_extra_incarnations
-    control_dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_DIR_PREFIX}{os.getpid()}-"))
+    control_dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_DIR_PREFIX}{os.getpid()}-", dir=control_root()))
     server = RendezvousServer(control_dir / "control.sock")
     incarnations: list[Incarnation] = []
     window = None

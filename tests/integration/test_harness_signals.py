@@ -15,13 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from harness.runner import control_root
 from tests.helpers import DEMO
 
 pytestmark = pytest.mark.integration
@@ -78,7 +78,7 @@ def _alive(process: psutil.Process) -> bool:
 
 
 def control_dirs(pids: set[int]) -> list[Path]:
-    return [path for pid in pids for path in Path(tempfile.gettempdir()).glob(f"kp-{pid}-*")]
+    return [path for pid in pids for path in control_root().glob(f"kp-{pid}-*")]
 
 
 def interrupt_midway(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, Path, Path, dict[psutil.Process, int]]:
@@ -128,7 +128,7 @@ def test_a_killed_harness_takes_its_helpers_along_and_the_next_run_sweeps_its_co
     wait_for(lambda: not any(_alive(helper) for helper in helpers), "workers and fork servers to die with the harness")
     pids = {process.pid for process in processes}
     # What a SIGKILLed harness cannot remove, the next session does; one it certainly left:
-    (Path(tempfile.gettempdir()) / f"kp-{harness.pid}-left").mkdir()
+    (control_root() / f"kp-{harness.pid}-left").mkdir()
     after, after_stderr = start_harness(tmp_path / "after", tmp_path, "--kill-at", "c1:after_started")
     assert after.wait(DEADLINE_S) == 0, after_stderr.read_text()
     assert control_dirs(pids) == []
