@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
 import threading
@@ -72,6 +73,16 @@ class SpawnRecorder:
             with self._lock:
                 self.started.append(f"{event} {args[1] if event == 'subprocess.Popen' else args[:1]!r}")
 
+    @contextlib.contextmanager
+    def watch(self) -> Iterator[list[str]]:
+        """Record what the body starts; the list it yields holds it once the body is done."""
+        self.started.clear()
+        self.watching = True
+        try:
+            yield self.started
+        finally:
+            self.watching = False
+
 
 SPAWNS = SpawnRecorder()
 
@@ -83,14 +94,10 @@ def no_process_outside_integration(request: pytest.FixtureRequest) -> Iterator[N
     if request.node.get_closest_marker("integration") is not None:
         yield
         return
-    SPAWNS.started.clear()
-    SPAWNS.watching = True
-    try:
+    with SPAWNS.watch() as started:
         yield
-    finally:
-        SPAWNS.watching = False
-    assert SPAWNS.started == [], (
-        f"{request.node.nodeid} starts processes but has no integration marker: {SPAWNS.started[:3]}; "
+    assert started == [], (
+        f"{request.node.nodeid} starts processes but has no integration marker: {started[:3]}; "
         f"mark it @pytest.mark.integration (or move it under tests/integration)")
 
 

@@ -98,13 +98,9 @@ HARNESS_OWN_SPAWNS = re.compile(r"^subprocess\.Popen \['/sbin/ldconfig', '-p'\]$
 @pytest.fixture(autouse=True)
 def only_true_is_ever_started() -> Iterator[None]:
     """No generated text becomes a command: every process the fuzz starts is `true` (or the harness's own)."""
-    SPAWNS.started.clear()
-    SPAWNS.watching = True
-    try:
+    with SPAWNS.watch() as spawned:
         yield
-    finally:
-        SPAWNS.watching = False
-    started = [entry for entry in SPAWNS.started if not HARNESS_OWN_SPAWNS.match(entry)]
+    started = [entry for entry in spawned if not HARNESS_OWN_SPAWNS.match(entry)]
     assert set(started) <= {"subprocess.Popen ['true']"}, sorted(set(started))[:5]
 
 
