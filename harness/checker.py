@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from fake_tools.catalogue import Catalogue
 from fake_tools.world import diff_snapshots
 from harness import protocol as p
-from harness.evidence import Evidence, Incarnation, Line
+from harness.evidence import Evidence, Incarnation, Line, MissingEvidence
 from harness.runner import GoldenRun
 from harness.scenario import Scenario
 from harness.validate import trusted
@@ -144,10 +144,6 @@ class ClassBook:
     def catalogue_for(self, line: Line) -> tuple[Catalogue, int]:
         writer = self.writer(line)
         return self.by_incarnation.get(writer, self.base), writer
-
-
-class MissingEvidence(Exception):
-    """A kill the harness made has no journal copy or no kill marker: the run is unknown, never a pass."""
 
 
 def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun) -> Verdict:

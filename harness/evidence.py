@@ -22,6 +22,11 @@ from harness import protocol
 from harness._safe_files import read_bounded
 
 
+class MissingEvidence(Exception):
+    """Evidence the harness needs could not be read (a lost journal copy or kill marker, an unreadable file):
+    the run is unknown, never a pass."""
+
+
 @dataclass(frozen=True)
 class Line:
     """One parsed JSON line, with where it came from."""

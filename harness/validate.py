@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from harness import protocol as p
-from harness.evidence import Evidence, JsonLines, is_of
+from harness.evidence import Evidence, JsonLines, MissingEvidence, is_of
 
 _STR, _INT, _BOOL = (str,), (int,), (bool,)
 JOURNAL_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
@@ -66,13 +66,10 @@ def _keep(lines: JsonLines, problem_of: Any) -> tuple[JsonLines, list[str]]:
 def trusted(evidence: Evidence) -> tuple[Evidence, list[str], list[str]]:
     """(evidence with ill-typed records left out, journal problems, ledger problems).
 
-    Raises the checker's ``MissingEvidence`` when part of the evidence could not
+    Raises ``MissingEvidence`` when part of the evidence could not
     be read: judged on the rest, a run could pass on what was lost.
     """
     if evidence.unreadable:
-        # Imported here, not at the top: the checker imports this module.
-        from harness.checker import MissingEvidence
-
         raise MissingEvidence("; ".join(evidence.unreadable))
     journal, journal_problems = _keep(evidence.journal, journal_problem)
     at_kill = [_keep(copy, journal_problem)[0] for copy in evidence.journals_at_kill]
