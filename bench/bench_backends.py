@@ -27,11 +27,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness import explore
-from harness.backends._engine import DEFAULT_IMAGE
-from harness.runner import GoldenRun
-from harness.scenario import Plan, PlannedCall, Scenario, load_scenario
-from harness.session import Job, JobBatches, RunOutcome, run_session
+from killpoint.harness import explore
+from killpoint.harness.backends._engine import DEFAULT_IMAGE
+from killpoint.harness.model import GoldenRun
+from killpoint.harness.scenario import Plan, PlannedCall, Scenario, load_scenario
+from killpoint.harness.session import Job, JobBatches, RunOutcome, run_session
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "scenarios" / "demo.toml"
@@ -83,7 +83,7 @@ def fsync_floor(directory: Path) -> float:
 
 RENDEZVOUS_CLIENT = """
 import sys, time
-from harness.client import Rendezvous
+from killpoint.client import Rendezvous
 rendezvous = Rendezvous(sys.argv[1], 0)
 rendezvous.point("warm-up")
 started = time.perf_counter()
@@ -94,7 +94,7 @@ print((time.perf_counter() - started) / int(sys.argv[2]))
 
 
 def rendezvous_round_trip(directory: Path, points: int = 5000) -> float:
-    from harness.rendezvous import RendezvousServer
+    from killpoint.harness.rendezvous import RendezvousServer
 
     server = RendezvousServer(directory / "rv.sock")
     child = subprocess.Popen([sys.executable, "-c", RENDEZVOUS_CLIENT, str(server.path), str(points)],
@@ -153,7 +153,7 @@ def main() -> None:
     rows: list[str] = []
     with tempfile.TemporaryDirectory(prefix="killpoint-floors-") as scratch:
         floors = {"fork": fork_floor(), "interpreter": interpreter_floor(),
-                  "imports": interpreter_floor("scenarios.reference_runtime", "fake_tools.tools"),
+                  "imports": interpreter_floor("killpoint.scenarios.reference_runtime", "killpoint.fake_tools.tools"),
                   "fsync": fsync_floor(Path(scratch)), "rendezvous": rendezvous_round_trip(Path(scratch))}
     floors["docker"] = docker_floor(args.image) if args.docker else None
     start_floor = {"forkserver": floors["fork"], "subprocess": floors["interpreter"], "docker": floors["docker"]}

@@ -23,10 +23,10 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from harness.backends import Backend, Launched, make_backend
-from harness.runner import execute_run
-from harness.scenario import load_scenario
-from harness.schedule import parse_kill_point
+from killpoint.harness.backends import Backend, Launched, make_backend
+from killpoint.harness.runner import execute_run
+from killpoint.harness.scenario import load_scenario
+from killpoint.harness.schedule import parse_kill_point
 
 DEMO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.toml"
 T = TypeVar("T")

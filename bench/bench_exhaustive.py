@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.scenario import load_scenario
-from harness.schedule import exhaustive
-from harness.session import Job, run_session
+from killpoint.harness.scenario import load_scenario
+from killpoint.harness.schedule import exhaustive
+from killpoint.harness.session import Job, run_session
 
 DEMO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.toml"
 

@@ -16,14 +16,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import explore
-from harness.backends import default_backend
-from harness.hunt import hunt
-from harness.runner import Drift
-from harness.scenario import Scenario, load_scenario, with_workload
-from harness.schedule import RandomFaults
-from harness.session import JobBatches, RunOutcome, run_session
-from scenarios.mutants import Mutant, zoo
+from killpoint.harness import explore
+from killpoint.harness.backends import default_backend
+from killpoint.harness.hunt import hunt
+from killpoint.harness.model import Drift
+from killpoint.harness.scenario import Scenario, load_scenario, with_workload
+from killpoint.harness.schedule import RandomFaults
+from killpoint.harness.session import JobBatches, RunOutcome, run_session
+from killpoint.scenarios.mutants import Mutant, zoo
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "detection.md"

@@ -31,18 +31,26 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from harness.backends import BACKENDS, default_backend, make_backend
-from harness.explore import random_batches
-from harness.hunt import FOUND_NAME, CallPool, Example, ExampleJudge, call_pool, draw_examples
-from harness.scenario import load_scenario
-from harness.schedule import RandomFaults
-from harness.session import run_session
+from killpoint.harness.backends import default_backend, make_backend
+from killpoint.harness.explore import random_batches
+from killpoint.harness.hunt import (
+    FOUND_NAME,
+    CallPool,
+    Example,
+    ExampleJudge,
+    call_pool,
+    draw_examples,
+)
+from killpoint.harness.model import BACKENDS
+from killpoint.harness.scenario import load_scenario
+from killpoint.harness.schedule import RandomFaults
+from killpoint.harness.session import run_session
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
 MIXED = RandomFaults(max_kills=2, torn_rate=0.25, timed_rate=0.25)
 # The correct runtimes hunt plans run against: (workload, weight in the hunt share). None keeps the
-# scenarios' own workload, the reference runtime. The standalone one starts `python -m fake_tools` for
+# scenarios' own workload, the reference runtime. The standalone one starts `python -m killpoint.fake_tools` for
 # every tool call, which makes its runs about fifteen times slower, so it gets a smaller share.
 RUNTIMES: dict[str, tuple[str | None, int]] = {
     "reference": (None, 4),

@@ -1,7 +1,7 @@
 """Call the fake tools from the command line, so a runtime in any language can use them.
 
-    python -m fake_tools call TOOL --call CALL_ID [--op OP] --args JSON
-    python -m fake_tools probe TOOL --call CALL_ID --args JSON
+    python -m killpoint.fake_tools call TOOL --call CALL_ID [--op OP] --args JSON
+    python -m killpoint.fake_tools probe TOOL --call CALL_ID --args JSON
 
 Both take the world, ledger, control socket and incarnation from the protocol
 environment the harness gave the workload (KILLPOINT_WORLD, KILLPOINT_LEDGER,
@@ -30,18 +30,18 @@ import json
 import sys
 from typing import Any
 
-from fake_tools.base import invoke, verify
-from fake_tools.ledger import Ledger
-from fake_tools.world import World
-from harness import protocol
-from harness._json import strict_json
-from harness.client import Rendezvous, WorkloadEnv
+from killpoint import protocol
+from killpoint._json import strict_json
+from killpoint.client import Rendezvous, WorkloadEnv
+from killpoint.fake_tools.base import invoke, verify
+from killpoint.fake_tools.ledger import Ledger
+from killpoint.fake_tools.world import World
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m fake_tools", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m killpoint.fake_tools", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     call = commands.add_parser("call", help="run one tool call and print its result")
     probe = commands.add_parser("probe", help="check read-only whether a call's effect is in the world")

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fake_tools.ledger import Ledger
-from fake_tools.schema import schema_errors
-from fake_tools.world import SandboxError, World
-from harness import protocol
-from harness.client import Rendezvous
+from killpoint import protocol
+from killpoint.client import Rendezvous
+from killpoint.fake_tools.ledger import Ledger
+from killpoint.fake_tools.schema import schema_errors
+from killpoint.fake_tools.world import SandboxError, World
 
 
 class ToolFailed(Exception):

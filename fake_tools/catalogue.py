@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import protocol
-from harness._json import strict_json
-from harness.errors import ConfigError
+from killpoint import protocol
+from killpoint._json import strict_json
+from killpoint.errors import ConfigError
 
 REFERENCE_CATALOGUE = Path(__file__).with_name("catalogue.toml")
 _TOP_LEVEL_KEYS = ("default", "interactive", "tools")

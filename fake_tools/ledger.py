@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.client import AppendOnlyFile
+from killpoint.client import AppendOnlyFile
 
 
 class Ledger:

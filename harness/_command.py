@@ -23,7 +23,7 @@ def killpoint_command() -> str:
     """
     script = Path(sys.executable).parent / "killpoint"
     if not script.is_file():
-        return f"{shlex.quote(sys.executable)} -m harness.cli"
+        return f"{shlex.quote(sys.executable)} -m killpoint"
     on_path = shutil.which("killpoint")
     if on_path is not None and os.path.samefile(on_path, script):
         return "killpoint"

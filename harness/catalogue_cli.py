@@ -21,11 +21,16 @@ import re
 from pathlib import Path
 from typing import Any, TextIO
 
-from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue, read_text
-from harness import protocol
-from harness._command import killpoint_command
-from harness._json import strict_json
-from harness.errors import ConfigError
+from killpoint import protocol
+from killpoint._json import strict_json
+from killpoint.errors import ConfigError
+from killpoint.fake_tools.catalogue import (
+    REFERENCE_CATALOGUE,
+    Catalogue,
+    load_catalogue,
+    read_text,
+)
+from killpoint.harness._command import killpoint_command
 
 # The MCP ToolAnnotations hints that bear on a class; each must be a JSON boolean.
 HINTS = ("readOnlyHint", "idempotentHint", "destructiveHint", "openWorldHint")
@@ -80,8 +85,7 @@ def write_table(catalogue: Catalogue, out: TextIO, *, tool_class: str | None = N
             if tool_class in (None, klass) and family in (None, catalogue.families.get(tool))]
     header = ("tool", "class", "family", "why")
     widths = [max(len(row[column]) for row in (header, *rows)) for column in range(3)]
-    for row in (header, *rows):
-        out.write("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[3]]).rstrip() + "\n")
+    out.writelines("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths)), row[3]]).rstrip() + "\n" for row in (header, *rows))
     shown = [f"class {tool_class}"] * (tool_class is not None) + [f"family {family}"] * (family is not None)
     interactive = ", ".join(sorted(catalogue.interactive)) or "none"
     out.write(f"{len(rows)} of {len(catalogue.tools)} tools{' (' + ', '.join(shown) + ')' if shown else ''} in "

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from fake_tools.catalogue import Catalogue
-from fake_tools.world import diff_snapshots
-from harness import protocol as p
-from harness.evidence import Evidence, Incarnation, Line, MissingEvidence
-from harness.runner import GoldenRun
-from harness.scenario import Scenario
-from harness.validate import trusted
+from killpoint import protocol as p
+from killpoint.fake_tools.catalogue import Catalogue
+from killpoint.fake_tools.world import diff_snapshots
+from killpoint.harness.evidence import Evidence, Incarnation, Line, MissingEvidence
+from killpoint.harness.model import Finding, GoldenRun, Verdict
+from killpoint.harness.scenario import Scenario
+from killpoint.harness.validate import trusted
 
 # Property names, in the order findings are reported (the rules' order).
 PROPERTIES: dict[str, str] = {
@@ -44,29 +44,6 @@ def expected_action(found: str, tool_class: str, interactive: bool) -> str:
     if found in ACTION_BY_STATUS:
         return ACTION_BY_STATUS[found]
     return p.RETRY if interactive else ACTION_BY_CLASS[tool_class]
-
-
-@dataclass(frozen=True)
-class Finding:
-    property: str
-    message: str
-    call: str | None = None
-    kill: str | None = None
-    evidence: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """``valid`` is True (passed), False (a rule was broken) or None (unknown: see ``error``)."""
-
-    valid: bool | None
-    findings: tuple[Finding, ...] = ()
-    notes: tuple[str, ...] = ()
-    error: str | None = None
-
-    @property
-    def properties(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(finding.property for finding in self.findings))
 
 
 @dataclass

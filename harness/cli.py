@@ -22,24 +22,42 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from harness import explore, protocol
-from harness._ci import CI_SEED, ci_profile
-from harness.backends import BACKENDS, RESTART_MODES, default_backend
-from harness.catalogue_cli import add_catalogue_parser, command_catalogue
-from harness.certify.cli import add_certify_parser, command_certify
-from harness.errors import ConfigError, HarnessError, InfrastructureError
-from harness.hunt import hunt
-from harness.progress import SessionPrinter
-from harness.report import describe_failure, write_json_report, write_timeline
-from harness.repro_safety import RUN_EMBEDDED_FLAG, repro_line, scenario_for_token
-from harness.retention import prune
-from harness.runner import Drift, sweep_abandoned_control_dirs
-from harness.scenario import Scenario, load_scenario, scenario_from_flags, with_workload
-from harness.scenario_fields import MAX_DEPTH
-from harness.schedule import RandomFaults, format_schedule, parse_kill_point
-from harness.session import (RESULTS, JobBatches, SessionInterrupted, Terminated, default_runs_dir, raise_terminated,
-                             run_session)
-from harness.token import ReproToken
+from killpoint import protocol
+from killpoint.errors import ConfigError, HarnessError, InfrastructureError
+from killpoint.harness import explore
+from killpoint.harness._ci import CI_SEED, ci_profile
+from killpoint.harness.backends import default_backend
+from killpoint.harness.catalogue_cli import add_catalogue_parser, command_catalogue
+from killpoint.harness.certify.cli import add_certify_parser, command_certify
+from killpoint.harness.hunt import hunt
+from killpoint.harness.model import BACKENDS, RESTART_MODES, Drift
+from killpoint.harness.progress import SessionPrinter
+from killpoint.harness.report import describe_failure, write_json_report, write_timeline
+from killpoint.harness.repro_safety import (
+    RUN_EMBEDDED_FLAG,
+    repro_line,
+    scenario_for_token,
+)
+from killpoint.harness.retention import prune
+from killpoint.harness.runner import sweep_abandoned_control_dirs
+from killpoint.harness.scenario import (
+    Scenario,
+    load_scenario,
+    scenario_from_flags,
+    with_workload,
+)
+from killpoint.harness.scenario_fields import MAX_DEPTH
+from killpoint.harness.schedule import RandomFaults, format_schedule, parse_kill_point
+from killpoint.harness.session import (
+    RESULTS,
+    JobBatches,
+    SessionInterrupted,
+    Terminated,
+    default_runs_dir,
+    raise_terminated,
+    run_session,
+)
+from killpoint.harness.token import ReproToken
 
 EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE, EXIT_UNTESTED, EXIT_INFRASTRUCTURE = 0, 1, 2, 3, 4
 EXIT_CODES = """exit codes:
@@ -384,7 +402,7 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         write_json_report(args.json, scenario, golden, outcomes, seconds)
     if args.html:
-        from harness.html_report import write_html_report
+        from killpoint.harness.html_report import write_html_report
 
         write_html_report(args.html, scenario, golden, outcomes, seconds)
     printer.finish(scenario, golden, outcomes, seconds, show_coverage=args.exhaustive)
@@ -410,10 +428,8 @@ def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
     failure = result.failure
     out.write(f"hunt: found and shrank a failure in {seconds:.1f}s: {len(failure.plan.calls)} call(s), "
               f"kill at {format_schedule(failure.schedule)}{f', drift {failure.drift}' if failure.drift else ''}\n")
-    for call in failure.plan.calls:
-        out.write(f"  {call.call_id}: {call.tool} {json.dumps(call.args)}\n")
-    for finding in result.verdict.findings:
-        out.write(f"  [{finding.property}] {finding.message}\n")
+    out.writelines(f"  {call.call_id}: {call.tool} {json.dumps(call.args)}\n" for call in failure.plan.calls)
+    out.writelines(f"  [{finding.property}] {finding.message}\n" for finding in result.verdict.findings)
     out.write(f"scenario file: {result.scenario_file}\n")
     out.write(f"evidence: {result.evidence}\n")
     out.write(f"reproduce: {repro_line(result.token)}\n")
@@ -475,11 +491,10 @@ def command_prune(args: argparse.Namespace, out: TextIO) -> int:
 
 def command_containers(args: argparse.Namespace, out: TextIO) -> int:
     """``killpoint clean`` and ``killpoint image build``: the docker backend's housekeeping."""
-    from harness.backends import _engine
+    from killpoint.harness.backends import _engine
 
     if args.command == "clean":
-        for path in sweep_abandoned_control_dirs():
-            out.write(f"removed {path}, the control directory of a harness process now gone\n")
+        out.writelines(f"removed {path}, the control directory of a harness process now gone\n" for path in sweep_abandoned_control_dirs())
         removed = _engine.remove_leftovers(_engine.connect(), everything=args.all)
         out.writelines(f"removed {description}\n" for description in removed)
         out.write(f"killpoint clean: {len(removed)} container(s) removed\n")

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fake_tools.world import World
-from harness import protocol
-from harness._safe_files import read_bounded
+from killpoint import protocol
+from killpoint.fake_tools.world import World
+from killpoint.harness._safe_files import read_bounded
 
 
 class MissingEvidence(Exception):

@@ -13,11 +13,19 @@ import random
 from collections.abc import Iterator
 from dataclasses import replace
 
-from harness.errors import ConfigError
-from harness.runner import Drift, GoldenRun
-from harness.scenario import Plan
-from harness.schedule import KillPoint, RandomFaults, Schedule, children, derived_seed, random_schedule, torn_variants
-from harness.session import Job, JobBatches, RunOutcome
+from killpoint.errors import ConfigError
+from killpoint.harness.model import Drift, GoldenRun
+from killpoint.harness.scenario import Plan
+from killpoint.harness.schedule import (
+    KillPoint,
+    RandomFaults,
+    Schedule,
+    children,
+    derived_seed,
+    random_schedule,
+    torn_variants,
+)
+from killpoint.harness.session import Job, JobBatches, RunOutcome
 
 MAX_NAMED_POINTS = 20  # never-killed points named by the coverage gate; the rest are counted
 

@@ -14,15 +14,20 @@ import re
 from html import escape
 from pathlib import Path
 
-from harness import protocol as p
-from harness.checker import PROPERTIES
-from harness.evidence import Evidence, Incarnation, Line, read_evidence
-from harness.explore import coverage
-from harness.report import coverage_figures, repro_command, summarise, summary_rows
-from harness.runner import GoldenRun
-from harness.scenario import Scenario
-from harness.schedule import format_schedule
-from harness.session import RunOutcome
+from killpoint import protocol as p
+from killpoint.harness.checker import PROPERTIES
+from killpoint.harness.evidence import Evidence, Incarnation, Line, read_evidence
+from killpoint.harness.explore import coverage
+from killpoint.harness.model import GoldenRun
+from killpoint.harness.report import (
+    coverage_figures,
+    repro_command,
+    summarise,
+    summary_rows,
+)
+from killpoint.harness.scenario import Scenario
+from killpoint.harness.schedule import format_schedule
+from killpoint.harness.session import RunOutcome
 
 # Failing runs drawn in full; the rest are listed with their repro commands.
 MAX_TIMELINES = 50

@@ -27,15 +27,22 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from harness import protocol
-from harness.backends import Backend, default_backend, make_backend
-from harness.checker import Verdict, check
-from harness.errors import ConfigError, WorkloadError
-from harness.evidence import read_evidence
-from harness.runner import Drift, GoldenRun, execute_run, run_golden
-from harness.scenario import Plan, PlannedCall, Scenario, load_scenario, with_workload
-from harness.schedule import TEARABLE_POINTS, KillPoint, Schedule
-from harness.session import Job, token_for
+from killpoint import protocol
+from killpoint.errors import ConfigError, WorkloadError
+from killpoint.harness.backends import Backend, default_backend, make_backend
+from killpoint.harness.checker import check
+from killpoint.harness.evidence import read_evidence
+from killpoint.harness.model import Drift, GoldenRun, Verdict
+from killpoint.harness.runner import execute_run, run_golden
+from killpoint.harness.scenario import (
+    Plan,
+    PlannedCall,
+    Scenario,
+    load_scenario,
+    with_workload,
+)
+from killpoint.harness.schedule import TEARABLE_POINTS, KillPoint, Schedule
+from killpoint.harness.session import Job, token_for
 
 DEFAULT_MAX_CALLS = 6
 FOUND_NAME = "hunt-found.toml"

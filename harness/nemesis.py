@@ -5,7 +5,7 @@ descendant psutil can find (a child that called setsid has left the group but
 not the tree). It is confirmed dead before anything is written about it: only
 then does the ledger get its kill marker, so no record of the dead process can
 land after the marker. The host backends kill a whole cgroup instead where they
-can (``harness.backends._cgroup``): the tree walk and the environment sweep here
+can (``killpoint.harness.backends._cgroup``): the tree walk and the environment sweep here
 are their fallback, and what the certify tools use.
 """
 
@@ -21,11 +21,16 @@ from pathlib import Path
 
 import psutil
 
-from harness import protocol
-from harness.errors import InfrastructureError
-from harness._safe_files import UntrustedFile, append_own_line, open_regular, read_bounded
-from harness.client import encode_record
-from harness.schedule import KillPoint
+from killpoint import protocol
+from killpoint.client import encode_record
+from killpoint.errors import InfrastructureError
+from killpoint.harness._safe_files import (
+    UntrustedFile,
+    append_own_line,
+    open_regular,
+    read_bounded,
+)
+from killpoint.harness.schedule import KillPoint
 
 PR_SET_CHILD_SUBREAPER = 36
 

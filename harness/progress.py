@@ -17,12 +17,20 @@ import json
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from harness._ci import ci_profile
-from harness.report import (coverage_figures, describe_failure, repro_command, summarise, summary_json, summary_line,
-                            summary_rows, write_coverage)
-from harness.runner import GoldenRun
-from harness.scenario import Scenario
-from harness.session import JobBatches, RunOutcome, outcome_to_json
+from killpoint.harness._ci import ci_profile
+from killpoint.harness.model import GoldenRun
+from killpoint.harness.report import (
+    coverage_figures,
+    describe_failure,
+    repro_command,
+    summarise,
+    summary_json,
+    summary_line,
+    summary_rows,
+    write_coverage,
+)
+from killpoint.harness.scenario import Scenario
+from killpoint.harness.session import JobBatches, RunOutcome, outcome_to_json
 
 MODES = ("normal", "quiet", "machine")
 
@@ -46,7 +54,13 @@ class SessionPrinter:
     def __enter__(self) -> SessionPrinter:
         if self._wants_bar:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

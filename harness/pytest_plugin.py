@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from harness._ci import CI_SEED, ci_profile
+from killpoint.harness._ci import CI_SEED, ci_profile
 
 # Failing runs described in full in a test's failure message; the HTML report has them all.
 MAX_DESCRIBED = 3
@@ -61,8 +61,8 @@ class KillpointResult:
 
     runs_dir: Path
     described: str
-    golden: Any  # harness.runner.GoldenRun
-    outcomes: list[Any]  # harness.session.RunOutcome, in job order
+    golden: Any  # killpoint.harness.model.GoldenRun
+    outcomes: list[Any]  # killpoint.harness.session.RunOutcome, in job order
 
 
 SETTINGS = pytest.StashKey[Settings]()
@@ -116,15 +116,15 @@ def settings_from(config: pytest.Config, drawn_seed: int | None = None) -> Setti
     depth = _whole_number(config, "--killpoint-depth", problems, least=1)
     shard = None
     if (shard_text := config.getoption("--killpoint-shard")) is not None:
-        from harness.errors import ConfigError
-        from harness.explore import parse_shard
+        from killpoint.errors import ConfigError
+        from killpoint.harness.explore import parse_shard
 
         try:
             shard = parse_shard(shard_text)
         except ConfigError:
             problems.append(f"--killpoint-shard {shard_text!r}: write K/N with 1 <= K <= N, e.g. --killpoint-shard 2/3")
     if (backend := config.getoption("--killpoint-backend")) is not None:
-        from harness.backends import BACKENDS
+        from killpoint.harness.backends import BACKENDS
 
         if backend not in BACKENDS:
             problems.append(f"--killpoint-backend {backend!r}: unknown backend; choose one of {', '.join(BACKENDS)}")
@@ -222,12 +222,12 @@ def _run(settings: Settings, scenario_path: Path, runs_dir: Path, keep_failures_
     import time
     from dataclasses import replace
 
-    from harness import explore
-    from harness.backends import default_backend
-    from harness.errors import HarnessError
-    from harness.scenario import load_scenario, with_workload
-    from harness.schedule import RandomFaults, parse_kill_point
-    from harness.session import run_session
+    from killpoint.errors import HarnessError
+    from killpoint.harness import explore
+    from killpoint.harness.backends import default_backend
+    from killpoint.harness.scenario import load_scenario, with_workload
+    from killpoint.harness.schedule import RandomFaults, parse_kill_point
+    from killpoint.harness.session import run_session
 
     started = time.monotonic()
     try:
@@ -286,8 +286,8 @@ def _failure_message(scenario: Any, golden: Any, outcomes: list[Any], described:
     """Every failing run's findings (the first few in full), the HTML report, then the repro command last."""
     import io
 
-    from harness.html_report import write_html_report
-    from harness.report import describe_failure, repro_command, summary_line
+    from killpoint.harness.html_report import write_html_report
+    from killpoint.harness.report import describe_failure, repro_command, summary_line
 
     failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
     text = io.StringIO()

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.schedule import KillPoint
-from harness.watch import EventWatcher
+from killpoint.harness.schedule import KillPoint
+from killpoint.harness.watch import EventWatcher
 
 _REPLY = b"ok\n"
 

@@ -13,15 +13,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness import protocol as p
-from harness._command import killpoint_command  # noqa: F401  (re-exported: the CLI and tests print with it)
-from harness.evidence import read_evidence
-from harness.explore import coverage
-from harness.repro_safety import repro_line
-from harness.runner import GoldenRun
-from harness.scenario import Scenario
-from harness.schedule import format_schedule
-from harness.session import RESULTS, RunOutcome, outcome_to_json
+from killpoint import protocol as p
+from killpoint.harness._command import killpoint_command  # noqa: F401  (re-exported: the CLI and tests print with it)
+from killpoint.harness.evidence import read_evidence
+from killpoint.harness.explore import coverage
+from killpoint.harness.model import GoldenRun
+from killpoint.harness.repro_safety import repro_line
+from killpoint.harness.scenario import Scenario
+from killpoint.harness.schedule import format_schedule
+from killpoint.harness.session import RESULTS, RunOutcome, outcome_to_json
 
 
 def repro_command(outcome: RunOutcome) -> str:
@@ -39,10 +39,8 @@ def describe_failure(outcome: RunOutcome, out: TextIO) -> None:
     for finding in verdict.findings:
         where = " ".join(part for part in (finding.call, f"(kill {finding.kill})" if finding.kill else None) if part)
         out.write(f"  [{finding.property}] {where + ': ' if where else ''}{finding.message}\n")
-        for quoted in finding.evidence:
-            out.write(f"      {quoted}\n")
-    for note in verdict.notes:
-        out.write(f"  note: {note}\n")
+        out.writelines(f"      {quoted}\n" for quoted in finding.evidence)
+    out.writelines(f"  note: {note}\n" for note in verdict.notes)
     out.write(f"  evidence: {outcome.run_dir}\n")
     out.write(f"  reproduce: {repro_command(outcome)}\n")
 

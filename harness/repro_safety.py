@@ -7,7 +7,7 @@ command inside it is never authority to run it. The rule:
   carries a command (the run was made with ``--workload`` over the file's), that
   command runs without asking only when it is the file's own or a workload
   shipped with killpoint (``SHIPPED_MODULES``: the reference and standalone
-  runtimes and the mutants, alone or behind ``scenarios.silent``).
+  runtimes and the mutants, alone or behind ``killpoint.scenarios.silent``).
 - Any other command a token carries (``--workload`` over a file, or a run made
   from ``--workload/--plan``) is shown and runs only with ``RUN_EMBEDDED_FLAG``;
   the reproduce line printed for such a run includes the flag.
@@ -28,21 +28,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness._command import killpoint_command
-from harness.errors import ConfigError
-from harness.scenario import Scenario, expand_workload, load_scenario, scenario_from_flags, with_workload
-from harness.token import ReproToken
+from killpoint.errors import ConfigError
+from killpoint.harness._command import killpoint_command
+from killpoint.harness.scenario import (
+    Scenario,
+    expand_workload,
+    load_scenario,
+    scenario_from_flags,
+    with_workload,
+)
+from killpoint.harness.token import ReproToken
 
 RUN_EMBEDDED_FLAG = "--run-embedded-command"
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"  # the package shipped beside harness
-SHIPPED_MODULES = frozenset({"scenarios.reference_runtime", "scenarios.standalone.runtime",
-                             *(f"scenarios.mutants.{path.stem}" for path in (SCENARIOS / "mutants").glob("*.py")
+SHIPPED_MODULES = frozenset({"killpoint.scenarios.reference_runtime", "killpoint.scenarios.standalone.runtime",
+                             *(f"killpoint.scenarios.mutants.{path.stem}" for path in (SCENARIOS / "mutants").glob("*.py")
                                if path.stem != "__init__")})
-SILENT = "scenarios.silent"  # hides the rendezvous from the module it runs
+SILENT = "killpoint.scenarios.silent"  # hides the rendezvous from the module it runs
 
 
 def shipped_workload(command: str) -> bool:
-    """``{python} -m M`` or ``{python} -m scenarios.silent M`` with ``M`` a runtime shipped with killpoint."""
+    """``{python} -m M`` or ``{python} -m killpoint.scenarios.silent M`` with ``M`` a runtime shipped with killpoint."""
     try:
         words = shlex.split(command)
     except ValueError:

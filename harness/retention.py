@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness._safe_files import remove_tree
-from harness.errors import ConfigError
-from harness.evidence import run_paths
+from killpoint.errors import ConfigError
+from killpoint.harness._safe_files import remove_tree
+from killpoint.harness.evidence import run_paths
 
 SECONDS_PER_DAY = 86400.0
 

@@ -15,35 +15,31 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import psutil
 
-from fake_tools.world import World, seed_world
-from harness import nemesis, protocol
-from harness._safe_files import UntrustedFile, copy_evidence
-from harness.backends import Backend, Launched
-from harness.errors import WorkloadError
-from harness.evidence import Incarnation, journal_at_kill_path, read_lines, run_paths
-from harness.rendezvous import RendezvousServer, Served
-from harness.scenario import Scenario
-from harness.schedule import KillPoint, Schedule
-from harness.watch import EventWatcher
+from killpoint import protocol
+from killpoint.errors import WorkloadError
+from killpoint.fake_tools.world import World, seed_world
+from killpoint.harness import nemesis
+from killpoint.harness._safe_files import UntrustedFile, copy_evidence
+from killpoint.harness.backends import Backend, Launched
+from killpoint.harness.evidence import (
+    Incarnation,
+    journal_at_kill_path,
+    read_lines,
+    run_paths,
+)
+from killpoint.harness.model import Drift, GoldenRun
+from killpoint.harness.rendezvous import RendezvousServer, Served
+from killpoint.harness.scenario import Scenario
+from killpoint.harness.schedule import KillPoint, Schedule
+from killpoint.harness.watch import EventWatcher
 
 STDERR_TAIL_BYTES = 600
 _PYTHON_WORD = re.compile(r"^python[\d.]*$")  # python, python3, python3.12: {python} expands to such a path
-
-
-@dataclass(frozen=True)
-class Drift:
-    """Catalogue drift: from the first recovery on, the workload is told ``tool`` has ``new_class``."""
-
-    tool: str
-    new_class: str
-
-    def __str__(self) -> str:
-        return f"{self.tool}={self.new_class}"
 
 
 def prepare_run_dir(scenario: Scenario, run_dir: Path, drift: Drift | None) -> dict[str, Path]:
@@ -228,20 +224,6 @@ def work_window(served: Served, watcher: EventWatcher | None, launched_at: float
     return round(first - launched_at, 4), round(last - launched_at, 4)
 
 
-@dataclass(frozen=True)
-class GoldenRun:
-    """The crash-free run of a scenario: the world every recovered run must reach."""
-
-    run_dir: Path
-    world: dict[str, str]
-    effects_per_call: dict[str, int]
-    points: tuple[str, ...]
-    seconds: float
-    # Seconds after launch of its first and last crash point (or journal/ledger write, for a
-    # workload that announces none): where timed kills are drawn. None: not measured.
-    work_window_s: tuple[float, float] | None = None
-
-
 def run_golden(scenario: Scenario, run_dir: Path, backend: Backend) -> GoldenRun:
     """Run the plan once with no kill; a workload that cannot do that is a workload error."""
     incarnations, window = _carry_out(scenario, (), run_dir, backend, max_incarnations=1, watch_work=True)
@@ -268,7 +250,7 @@ def _python_hint(workload: tuple[str, ...]) -> str:
     if any(_PYTHON_WORD.match(Path(word).name) for word in words if word):
         return ""
     return ("The command runs no Python interpreter, and a runtime in another language calls the fake tools "
-            "through `{python} -m fake_tools` — pass `{python}` in its command, e.g. --workload "
+            "through `{python} -m killpoint.fake_tools` — pass `{python}` in its command, e.g. --workload "
             "'node my-agent.js --python {python}' (docs/protocol.md, \"Calling the fake tools from another "
             "language\").\n")
 

@@ -16,10 +16,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue
-from harness._json import strict_json
-from harness.errors import ConfigError
-from harness.scenario_fields import not_json, scenario_problems
+from killpoint._json import strict_json
+from killpoint.errors import ConfigError
+from killpoint.fake_tools.catalogue import (
+    REFERENCE_CATALOGUE,
+    Catalogue,
+    load_catalogue,
+)
+from killpoint.harness.scenario_fields import not_json, scenario_problems
 
 DEFAULT_TIMEOUT_S = 20.0
 
@@ -194,7 +198,7 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def unknown_tool_problems(where: str, plan: Plan, catalogue: Catalogue) -> list[str]:
     """A planned tool that neither the catalogue lists nor a fake tool implements can never run."""
-    from fake_tools.base import lookup
+    from killpoint.fake_tools.base import lookup
 
     return [f"{where}: calls[{index}].tool: {call.tool!r} is neither in the catalogue nor a fake tool; "
             f"check the spelling (`killpoint catalogue list` shows the tools)"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from harness.backends import BACKENDS
+from killpoint.harness.model import BACKENDS
 
 # A name that is one safe path component: an evidence folder, a state area.
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

@@ -22,9 +22,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from harness import protocol
-from harness.errors import ConfigError
-from harness.scenario import Plan
+from killpoint import protocol
+from killpoint.errors import ConfigError
+from killpoint.harness.scenario import Plan
 
 # Points reached right after a journal write: the only ones where a torn last
 # record is a realistic crash (the write itself was cut). Anywhere else the

@@ -22,18 +22,18 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from harness._safe_files import remove_tree
-from harness.backends import Backend, make_backend
-from harness.backends._forkserver_main import die_with_parent
-from harness.checker import Verdict, check
-from harness.errors import ConfigError
-from harness.evidence import Incarnation, read_evidence
-from harness.repro_safety import recorded_origin
-from harness.runner import (Drift, GoldenRun, execute_run, require_rendezvous, run_golden,
-                            sweep_abandoned_control_dirs)
-from harness.scenario import Scenario
-from harness.schedule import Schedule, parse_point_reached
-from harness.token import ReproToken
+from killpoint.errors import ConfigError
+from killpoint.harness._safe_files import remove_tree
+from killpoint.harness.backends import Backend, make_backend
+from killpoint.harness.backends._forkserver_main import die_with_parent
+from killpoint.harness.checker import check
+from killpoint.harness.evidence import Incarnation, read_evidence
+from killpoint.harness.model import Drift, GoldenRun, Verdict
+from killpoint.harness.repro_safety import recorded_origin
+from killpoint.harness.runner import execute_run, require_rendezvous, run_golden, sweep_abandoned_control_dirs
+from killpoint.harness.scenario import Scenario
+from killpoint.harness.schedule import Schedule, parse_point_reached
+from killpoint.harness.token import ReproToken
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from harness import protocol as p
-from harness.evidence import Evidence, JsonLines, MissingEvidence, is_of
+from killpoint import protocol as p
+from killpoint.harness.evidence import Evidence, JsonLines, MissingEvidence, is_of
 
 _STR, _INT, _BOOL = (str,), (int,), (bool,)
 JOURNAL_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {

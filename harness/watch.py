@@ -19,7 +19,7 @@ from pathlib import Path
 
 from inotify_simple import INotify, flags
 
-from harness import protocol
+from killpoint import protocol
 
 
 @dataclass

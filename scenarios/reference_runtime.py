@@ -8,7 +8,7 @@ the ``started`` record), then acts on them and goes on with the plan.
 Mutant runtimes subclass it and override one method each, so every mutant is
 the reference with exactly one bug.
 
-Run it as ``python -m scenarios.reference_runtime`` under killpoint.
+Run it as ``python -m killpoint.scenarios.reference_runtime`` under killpoint.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from fake_tools.base import invoke, verify
-from fake_tools.ledger import Ledger
-from fake_tools.world import World
-from harness import protocol as p
-from harness.client import AppendOnlyFile, Rendezvous, WorkloadEnv, read_json_lines
+from killpoint import protocol as p
+from killpoint.client import AppendOnlyFile, Rendezvous, WorkloadEnv, read_json_lines
+from killpoint.fake_tools.base import invoke, verify
+from killpoint.fake_tools.ledger import Ledger
+from killpoint.fake_tools.world import World
 
 
 @dataclass

@@ -13,7 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness import cli, protocol
+from killpoint import protocol
+from killpoint.harness import cli
 from tests.helpers import CliResult
 
 TESTS = Path(__file__).resolve().parent

@@ -25,4 +25,4 @@ def workload_command(name: str) -> str:
 
 
 def mutant_workload(name: str) -> str:
-    return f"{{python}} -m scenarios.mutants.{name}"
+    return f"{{python}} -m killpoint.scenarios.mutants.{name}"

@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from fake_tools.catalogue import REFERENCE_CATALOGUE, catalogue_problems, load_catalogue
-from harness._command import killpoint_command
-from harness.catalogue_cli import classify
+from killpoint.fake_tools.catalogue import (
+    REFERENCE_CATALOGUE,
+    catalogue_problems,
+    load_catalogue,
+)
+from killpoint.harness._command import killpoint_command
+from killpoint.harness.catalogue_cli import classify
 
 REFERENCE_CLASSES = Counter(load_catalogue(REFERENCE_CATALOGUE).tools.values())
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
-from harness import protocol as p
-from harness.checker import check
-from harness.evidence import Evidence, Incarnation, JsonLines, Line
-from harness.runner import GoldenRun
-from harness.scenario import Plan, PlannedCall, Scenario
+from killpoint import protocol as p
+from killpoint.fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
+from killpoint.harness.checker import check
+from killpoint.harness.evidence import Evidence, Incarnation, JsonLines, Line
+from killpoint.harness.model import GoldenRun
+from killpoint.harness.scenario import Plan, PlannedCall, Scenario
 from tests.helpers import DEMO, ROOT
 
 CATALOGUE = load_catalogue(REFERENCE_CATALOGUE)
@@ -131,7 +131,7 @@ def test_a_succeeded_calls_finding_does_not_blame_its_class():
 
 
 RUNTIMES = {
-    "reference": "{python} -m scenarios.reference_runtime",
+    "reference": "{python} -m killpoint.scenarios.reference_runtime",
     "standalone": f"{{python}} {ROOT / 'scenarios' / 'standalone' / 'runtime.py'}",
 }
 
@@ -167,6 +167,6 @@ def test_a_retry_a_drift_made_unsafe_is_noted_not_failed(killpoint, tmp_path, ru
 @pytest.mark.integration
 def test_a_drift_excuses_only_the_retry_it_forced(killpoint, tmp_path):
     """The same drift, but a runtime that also replays a SUCCEEDED call is still caught."""
-    result = killpoint("run", DEMO, "--workload", "{python} -m scenarios.mutants.replays_succeeded",
+    result = killpoint("run", DEMO, "--workload", "{python} -m killpoint.scenarios.mutants.replays_succeeded",
                        "--drift", "append=READ_ONLY", "--kill-at", "c1:before_started", "--kill-at", "c4:after_effect")
     assert result.exit_code == 1 and "[succeeded-not-replayed]" in result.out, result.out

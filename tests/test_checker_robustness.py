@@ -8,9 +8,9 @@ from dataclasses import replace
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from harness.checker import PROPERTIES, check
-from harness.evidence import JsonLines, Line
-from harness.validate import ledger_problem
+from killpoint.harness.checker import PROPERTIES, check
+from killpoint.harness.evidence import JsonLines, Line
+from killpoint.harness.validate import ledger_problem
 from tests.test_checker import AT_KILL, GOLDEN, LEDGER, RECOVERY, SCENARIO, evidence
 
 JSON_VALUES = st.recursive(

@@ -9,8 +9,8 @@ import io
 
 import pytest
 
-from harness import cli
-from harness.scenario import load_scenario
+from killpoint.harness import cli
+from killpoint.harness.scenario import load_scenario
 from tests.helpers import DEMO
 
 KILL = ("--kill-at", "c3:after_effect")

@@ -1,5 +1,5 @@
 """The workload client: durable JSON lines, torn tails, the rendezvous round trip, a failed connect;
-and ``python -m fake_tools``, whose every bad invocation is exit 2, never a traceback or a FAILED call."""
+and ``python -m killpoint.fake_tools``, whose every bad invocation is exit 2, never a traceback or a FAILED call."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fake_tools.__main__ import main as fake_tools_main
-from harness import protocol
-from harness.client import AppendOnlyFile, Rendezvous, WorkloadEnv, read_json_lines
+from killpoint import protocol
+from killpoint.client import AppendOnlyFile, Rendezvous, WorkloadEnv, read_json_lines
+from killpoint.fake_tools.__main__ import main as fake_tools_main
 
 
 def test_append_only_file_writes_one_line_per_record(tmp_path):
@@ -101,7 +101,7 @@ def test_an_incarnation_that_is_not_a_number_is_named():
         WorkloadEnv.from_environ(environ | {protocol.ENV_INCARNATION: "three"})
 
 
-# -- python -m fake_tools: bad invocation is exit 2 (a runtime reads 1 as a FAILED call) --
+# -- python -m killpoint.fake_tools: bad invocation is exit 2 (a runtime reads 1 as a FAILED call) --
 
 
 @pytest.fixture
@@ -119,7 +119,7 @@ def tool_env(tmp_path, monkeypatch) -> Path:
 
 
 def fake_tools(capsys, *argv: str) -> tuple[int, str, str]:
-    """``python -m fake_tools ARGV`` in this process: (exit code, stdout, stderr)."""
+    """``python -m killpoint.fake_tools ARGV`` in this process: (exit code, stdout, stderr)."""
     try:
         code = fake_tools_main(list(argv))
     except SystemExit as exit_:

@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import DEMO
 
 GOOD_CALL = '[[plan.calls]]\ncall_id = "c1"\ntool = "read_file"\nargs = { path = "a" }\n'
-HEADER = 'workload = ["{python}", "-m", "scenarios.reference_runtime"]\n[plan]\ntask_id = "t"\n'
+HEADER = 'workload = ["{python}", "-m", "killpoint.scenarios.reference_runtime"]\n[plan]\ntask_id = "t"\n'
 
 
 def write(tmp_path, name: str, text: str):

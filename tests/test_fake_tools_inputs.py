@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from fake_tools import world as world_module
-from fake_tools.base import REGISTRY, ToolResult, invoke, lookup
-from fake_tools.ledger import Ledger
-from fake_tools.world import SandboxError, World, diff_snapshots, seed_world
+from killpoint.fake_tools import world as world_module
+from killpoint.fake_tools.base import REGISTRY, ToolResult, invoke, lookup
+from killpoint.fake_tools.ledger import Ledger
+from killpoint.fake_tools.world import SandboxError, World, diff_snapshots, seed_world
 
 lookup("read_file")  # registers every family
 SECRET = "the secret outside the world\n"

@@ -19,19 +19,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fake_tools.base import REGISTRY, invoke, lookup, verify
-from fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
-from fake_tools.ledger import Ledger
-from fake_tools.world import World, diff_snapshots, seed_world
-from harness import protocol as p
-from harness.certify.fake_seeds import WORLDS, arguments
-from harness.certify.strategies import args_for
-from harness.client import read_json_lines
+from killpoint import protocol as p
+from killpoint.client import read_json_lines
+from killpoint.fake_tools.base import REGISTRY, invoke, lookup, verify
+from killpoint.fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
+from killpoint.fake_tools.ledger import Ledger
+from killpoint.fake_tools.world import World, diff_snapshots, seed_world
+from killpoint.harness.certify.fake_seeds import WORLDS, arguments
+from killpoint.harness.certify.strategies import args_for
 
 CATALOGUE = load_catalogue(REFERENCE_CATALOGUE)
 lookup("read_file")  # registers every family
 
-# Seeded worlds and argument strategies live in harness.certify.fake_seeds (certify draws the same calls).
+# Seeded worlds and argument strategies live in killpoint.harness.certify.fake_seeds (certify draws the same calls).
 
 # Read modes of tools whose catalogue class is about their write mode.
 READ_MODES: dict[str, dict[str, Any]] = {
@@ -224,7 +224,7 @@ def _kill_on(call_number: int, real: Callable[..., Any],
 def test_a_file_change_cut_after_its_log_reads_as_not_done_and_a_redo_converges(
         tool: str, args: dict[str, Any], target: str, nth: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The file history is written before the files: a kill in between must not make a redo double the change."""
-    from fake_tools.tools import files
+    from killpoint.fake_tools.tools import files
 
     with bench("file") as golden:
         assert golden.call(tool, args).ok

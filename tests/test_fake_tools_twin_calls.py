@@ -8,7 +8,7 @@ first call's effect for the second's, or the redo is skipped and a write is
 lost, and the reference runtime fails ``world-equals-golden`` on a false alarm.
 
 The property, for every one of the 96 tools, on calls drawn by
-``harness.certify.fake_seeds`` in its family's seeded world: run c1 with
+``killpoint.harness.certify.fake_seeds`` in its family's seeded world: run c1 with
 arguments A, then
 
 (a) probe(c2, A) answers False whenever running c2 with A would change the
@@ -28,9 +28,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fake_tools.world import diff_snapshots
-from harness import protocol as p
-from harness.certify.fake_seeds import arguments
+from killpoint import protocol as p
+from killpoint.fake_tools.world import diff_snapshots
+from killpoint.harness.certify.fake_seeds import arguments
 from tests.test_fake_tools_replay import CATALOGUE, bench
 
 # The tools whose calls leave no effect a probe could see, and why: they never change the world (checked

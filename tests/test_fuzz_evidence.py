@@ -18,9 +18,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fake_tools.world import World
-from harness.checker import Verdict, check
-from harness.evidence import journal_at_kill_path, read_evidence, run_paths
+from killpoint.fake_tools.world import World
+from killpoint.harness.checker import check
+from killpoint.harness.evidence import journal_at_kill_path, read_evidence, run_paths
+from killpoint.harness.model import Verdict
 from tests.test_checker import AT_KILL, GOLDEN, INCARNATIONS, LEDGER, RECOVERY, SCENARIO
 from tests.test_checker_robustness import FIELDS, JSON_VALUES
 

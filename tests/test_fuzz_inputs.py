@@ -32,9 +32,9 @@ import tomli_w
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from harness import cli
-from harness.scenario import load_scenario
-from harness.token import PREFIX, ReproToken
+from killpoint.harness import cli
+from killpoint.harness.scenario import load_scenario
+from killpoint.harness.token import PREFIX, ReproToken
 from tests.conftest import SPAWNS
 
 pytestmark = pytest.mark.integration

@@ -14,17 +14,26 @@ from pathlib import Path
 
 import pytest
 
-from harness import protocol as p
-from harness.checker import Finding, Verdict
-from harness.evidence import Incarnation
-from harness.html_report import render_html
-from harness.progress import SessionPrinter
-from harness.report import (COVERAGE_HEADINGS, coverage_figures, describe_failure, killpoint_command, repro_command,
-                            summarise, summary_line, summary_rows, write_coverage, write_json_report)
-from harness.runner import GoldenRun
-from harness.scenario import load_scenario
-from harness.schedule import KillPoint
-from harness.session import Job, RunOutcome
+from killpoint import protocol as p
+from killpoint.harness.evidence import Incarnation
+from killpoint.harness.html_report import render_html
+from killpoint.harness.model import Finding, GoldenRun, Verdict
+from killpoint.harness.progress import SessionPrinter
+from killpoint.harness.report import (
+    COVERAGE_HEADINGS,
+    coverage_figures,
+    describe_failure,
+    killpoint_command,
+    repro_command,
+    summarise,
+    summary_line,
+    summary_rows,
+    write_coverage,
+    write_json_report,
+)
+from killpoint.harness.scenario import load_scenario
+from killpoint.harness.schedule import KillPoint
+from killpoint.harness.session import Job, RunOutcome
 from tests.helpers import DEMO
 
 SCENARIO = load_scenario(DEMO)
@@ -212,4 +221,4 @@ def test_killpoint_command_is_relative_inside_the_cwd_and_absolute_outside(insta
 
 def test_killpoint_command_falls_back_to_the_module_without_a_script(installation):
     (installation / "killpoint").unlink()
-    assert killpoint_command() == f"{installation / 'python'} -m harness.cli"
+    assert killpoint_command() == f"{installation / 'python'} -m killpoint"

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.scenario import load_scenario
+from killpoint.harness.scenario import load_scenario
 from tests.helpers import ROOT
 from tests.test_config_errors import GOOD_CALL, assert_usage_error, write
 
-WORKLOAD = 'workload = ["{python}", "-m", "scenarios.reference_runtime"]\n'
+WORKLOAD = 'workload = ["{python}", "-m", "killpoint.scenarios.reference_runtime"]\n'
 PLAN = '[plan]\ntask_id = "t"\n' + GOOD_CALL
 
 

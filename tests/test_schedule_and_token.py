@@ -6,11 +6,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import protocol
-from harness.errors import ConfigError
-from harness.scenario import load_scenario
-from harness.schedule import KillPoint, derived_seed, exhaustive, parse_kill_point, random_schedule
-from harness.token import ReproToken
+from killpoint import protocol
+from killpoint.errors import ConfigError
+from killpoint.harness.scenario import load_scenario
+from killpoint.harness.schedule import (
+    KillPoint,
+    derived_seed,
+    exhaustive,
+    parse_kill_point,
+    random_schedule,
+)
+from killpoint.harness.token import ReproToken
 from tests.helpers import DEMO
 
 PLAN = load_scenario(DEMO).plan

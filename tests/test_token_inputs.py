@@ -15,15 +15,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import repro_safety
-from harness.checker import Verdict
-from harness.errors import ConfigError
-from harness.repro_safety import (RUN_EMBEDDED_FLAG, decide, needs_run_flag, project_root, recorded_origin,
-                                  repro_line, scenario_for_token, shipped_workload)
-from harness.scenario import load_scenario
-from harness.schedule import KillPoint
-from harness.session import Job, token_for
-from harness.token import LONGEST_PAYLOAD, ReproToken
+from killpoint.errors import ConfigError
+from killpoint.harness import repro_safety
+from killpoint.harness.model import Verdict
+from killpoint.harness.repro_safety import (
+    RUN_EMBEDDED_FLAG,
+    decide,
+    needs_run_flag,
+    project_root,
+    recorded_origin,
+    repro_line,
+    scenario_for_token,
+    shipped_workload,
+)
+from killpoint.harness.scenario import load_scenario
+from killpoint.harness.schedule import KillPoint
+from killpoint.harness.session import Job, token_for
+from killpoint.harness.token import LONGEST_PAYLOAD, ReproToken
 from tests.helpers import DEMO, ROOT, mutant_workload
 
 GOOD = {"origin": {"scenario": "scenarios/demo.toml"}, "plan_digest": "3f9a0c2b1d4e",
@@ -172,26 +180,26 @@ def test_the_flag_runs_the_carried_command_and_shows_it() -> None:
     assert decision.command == FOREIGN and FOREIGN in (decision.notice or "")
 
 
-@pytest.mark.parametrize("command", [mutant_workload("retry_non_idempotent"), "{python} -m scenarios.reference_runtime",
-                                     "{python}  -m scenarios.silent scenarios.mutants.retry_non_idempotent",
-                                     "{python} -m scenarios.standalone.runtime"])
+@pytest.mark.parametrize("command", [mutant_workload("retry_non_idempotent"), "{python} -m killpoint.scenarios.reference_runtime",
+                                     "{python}  -m killpoint.scenarios.silent killpoint.scenarios.mutants.retry_non_idempotent",
+                                     "{python} -m killpoint.scenarios.standalone.runtime"])
 def test_a_shipped_workload_beside_a_scenario_file_runs_without_the_flag(command: str) -> None:
     decision = decide(demo_token(workload=command), FILE_WORKLOAD, run_embedded_command=False)
     assert decision.command == command and decision.notice is None
 
 
-@pytest.mark.parametrize("command", ["{python} -m scenarios.mutants.no_such_mutant",
-                                     "{python} -m scenarios.mutants.retry_non_idempotent; id",
-                                     "{python} -m scenarios.mutants.retry_non_idempotent --evil",
-                                     "{python} -m scenarios.hostile", "python -m scenarios.reference_runtime",
-                                     "{python} -m scenarios.silent sh", "{python} 'unterminated"])
+@pytest.mark.parametrize("command", ["{python} -m killpoint.scenarios.mutants.no_such_mutant",
+                                     "{python} -m killpoint.scenarios.mutants.retry_non_idempotent; id",
+                                     "{python} -m killpoint.scenarios.mutants.retry_non_idempotent --evil",
+                                     "{python} -m killpoint.scenarios.hostile", "python -m killpoint.scenarios.reference_runtime",
+                                     "{python} -m killpoint.scenarios.silent sh", "{python} 'unterminated"])
 def test_anything_else_is_not_a_shipped_workload(command: str) -> None:
     assert not shipped_workload(command)
     assert needs_run_flag({"scenario": "s.toml", "workload": command})
 
 
 def test_the_files_own_command_given_as_workload_runs_without_the_flag() -> None:
-    assert decide(demo_token(workload="{python} -m scenarios.reference_runtime"), FILE_WORKLOAD,
+    assert decide(demo_token(workload="{python} -m killpoint.scenarios.reference_runtime"), FILE_WORKLOAD,
                   run_embedded_command=False).command is not None
     own = decide(demo_token(workload="/bin/true x"), ("/bin/true", "x"), run_embedded_command=False)
     assert own.command is None
@@ -288,5 +296,5 @@ def test_a_workload_and_plan_token_runs_in_the_folder_it_was_made_in(tmp_path: P
 
 def test_the_shipped_modules_are_the_mutants_on_disk() -> None:
     mutants = {path.stem for path in (ROOT / "scenarios" / "mutants").glob("*.py")} - {"__init__"}
-    assert {f"scenarios.mutants.{name}" for name in mutants} <= repro_safety.SHIPPED_MODULES
+    assert {f"killpoint.scenarios.mutants.{name}" for name in mutants} <= repro_safety.SHIPPED_MODULES
     assert not any("hostile" in module for module in repro_safety.SHIPPED_MODULES)

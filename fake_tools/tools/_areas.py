@@ -18,9 +18,16 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
-from fake_tools.base import FakeTool, Probe, ToolContext, ToolFailed, fake_tool, verifies
-from fake_tools.schema import obj
-from fake_tools.world import World
+from killpoint.fake_tools.base import (
+    FakeTool,
+    Probe,
+    ToolContext,
+    ToolFailed,
+    fake_tool,
+    verifies,
+)
+from killpoint.fake_tools.schema import obj
+from killpoint.fake_tools.world import World
 
 NO_ARGS: dict[str, Any] = obj({})
 SHORT: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200}

@@ -12,8 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_tools.schema import obj
-from fake_tools.tools._areas import SHORT, Args, Refused, State, logged_tool, pick, reader, setter
+from killpoint.fake_tools.schema import obj
+from killpoint.fake_tools.tools._areas import (
+    SHORT,
+    Args,
+    Refused,
+    State,
+    logged_tool,
+    pick,
+    reader,
+    setter,
+)
 
 DEFAULT_APPS: State = {"store": {}, "installed": {}, "running": {}, "foreground": None, "log": []}
 PACKAGE = obj({"package": SHORT})

@@ -17,11 +17,22 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from fake_tools.base import FakeTool, ToolContext, ToolFailed, fake_tool
-from fake_tools.schema import NAME, PATH, TEXT, obj
-from fake_tools.tools._areas import NO_ARGS, SHORT, Args, State, change, load_area, pick, probe_of, probe_ref, \
-    reader, stamp
-from fake_tools.world import World
+from killpoint.fake_tools.base import FakeTool, ToolContext, ToolFailed, fake_tool
+from killpoint.fake_tools.schema import NAME, PATH, TEXT, obj
+from killpoint.fake_tools.tools._areas import (
+    NO_ARGS,
+    SHORT,
+    Args,
+    State,
+    change,
+    load_area,
+    pick,
+    probe_of,
+    probe_ref,
+    reader,
+    stamp,
+)
+from killpoint.fake_tools.world import World
 
 DEFAULT_BROWSER: State = {"sites": {}, "page": None, "history": [], "network": [], "downloads": [],
                           "submissions": [], "uploads": [], "events": []}

@@ -16,9 +16,19 @@ import re
 import string
 from typing import Any
 
-from fake_tools.base import ToolContext, ToolFailed, fake_tool
-from fake_tools.schema import BOOLEAN, NAME, obj
-from fake_tools.tools._areas import NO_ARGS, Args, State, area_view, bounded, enum, load_area, logged_tool, setter
+from killpoint.fake_tools.base import ToolContext, ToolFailed, fake_tool
+from killpoint.fake_tools.schema import BOOLEAN, NAME, obj
+from killpoint.fake_tools.tools._areas import (
+    NO_ARGS,
+    Args,
+    State,
+    area_view,
+    bounded,
+    enum,
+    load_area,
+    logged_tool,
+    setter,
+)
 
 DEFAULT_DISPLAY: State = {"brightness": 128, "auto_brightness": False, "resolution": "1080x2400", "refresh_hz": 60}
 DEFAULT_ALARMS: State = {"alarms": []}

@@ -21,11 +21,21 @@ from collections.abc import Collection
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from fake_tools.base import ToolContext, ToolFailed, fake_tool
-from fake_tools.schema import PATH, TEXT, obj
-from fake_tools.tools._areas import SHORT, TEXT1, Args, State, enum, load_area, probe_of, refusal_logged, stamp
-from fake_tools.tools.web import DEFAULT_WEB
-from fake_tools.world import SandboxError, World
+from killpoint.fake_tools.base import ToolContext, ToolFailed, fake_tool
+from killpoint.fake_tools.schema import PATH, TEXT, obj
+from killpoint.fake_tools.tools._areas import (
+    SHORT,
+    TEXT1,
+    Args,
+    State,
+    enum,
+    load_area,
+    probe_of,
+    refusal_logged,
+    stamp,
+)
+from killpoint.fake_tools.tools.web import DEFAULT_WEB
+from killpoint.fake_tools.world import SandboxError, World
 
 HISTORY = "file_history"
 DEFAULT_HISTORY: State = {"changes": [], "log": []}

@@ -12,9 +12,19 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
-from fake_tools.base import ToolFailed
-from fake_tools.schema import NAME, PATH, TEXT, obj
-from fake_tools.tools._areas import SHORT, Args, State, enum, logged_tool, matches, pick, reader, setter
+from killpoint.fake_tools.base import ToolFailed
+from killpoint.fake_tools.schema import NAME, PATH, TEXT, obj
+from killpoint.fake_tools.tools._areas import (
+    SHORT,
+    Args,
+    State,
+    enum,
+    logged_tool,
+    matches,
+    pick,
+    reader,
+    setter,
+)
 
 DEFAULT_GITHUB: State = {"user": {"login": "agent", "name": "Agent"}, "repos": {}}
 REPO = {"type": "string", "minLength": 3, "maxLength": 100}

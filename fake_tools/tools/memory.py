@@ -13,11 +13,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_tools.base import ToolContext, ToolFailed, fake_tool
-from fake_tools.schema import NAME, obj
-from fake_tools.tools._areas import OBJECT, SHORT, TEXT1, Args, Refused, State, bounded, change, has_ref, probe_of, \
-    load_area, logged_tool, matches, pick, reader, setter, stamp
-from fake_tools.world import World
+from killpoint.fake_tools.base import ToolContext, ToolFailed, fake_tool
+from killpoint.fake_tools.schema import NAME, obj
+from killpoint.fake_tools.tools._areas import (
+    OBJECT,
+    SHORT,
+    TEXT1,
+    Args,
+    Refused,
+    State,
+    bounded,
+    change,
+    has_ref,
+    load_area,
+    logged_tool,
+    matches,
+    pick,
+    probe_of,
+    reader,
+    setter,
+    stamp,
+)
+from killpoint.fake_tools.world import World
 
 DEFAULT_MEMORY: State = {"episodes": [], "nodes": [], "macros": {}}
 DEFAULT_SKILLS: State = {"installed": {}, "registry": {}, "log": []}

@@ -20,13 +20,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fake_tools.base import REFUSALS, ToolContext, ToolFailed, fake_tool
-from fake_tools.schema import NAME, TEXT, obj
-from fake_tools.tools._areas import NO_ARGS, SHORT, Args, State, area_view, bounded, change, enum, load_area, \
-    probe_of, probe_ref, reader, stamp
-from fake_tools.tools.files import DEFAULT_HISTORY, HISTORY, shows_change
-from fake_tools.tools.ui import DEFAULT_SCREEN
-from fake_tools.world import World
+from killpoint.fake_tools.base import REFUSALS, ToolContext, ToolFailed, fake_tool
+from killpoint.fake_tools.schema import NAME, TEXT, obj
+from killpoint.fake_tools.tools._areas import (
+    NO_ARGS,
+    SHORT,
+    Args,
+    State,
+    area_view,
+    bounded,
+    change,
+    enum,
+    load_area,
+    probe_of,
+    probe_ref,
+    reader,
+    stamp,
+)
+from killpoint.fake_tools.tools.files import DEFAULT_HISTORY, HISTORY, shows_change
+from killpoint.fake_tools.tools.ui import DEFAULT_SCREEN
+from killpoint.fake_tools.world import World
 
 COMMANDS = ("echo", "cat", "ls", "mkdir", "rm", "touch")
 

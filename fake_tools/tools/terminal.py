@@ -12,11 +12,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_tools.base import ToolContext, ToolFailed, fake_tool
-from fake_tools.schema import NAME, obj
-from fake_tools.tools._areas import TEXT1, Args, Refused, State, bounded, change, enum, load_area, logged_tool, \
-    pick, probe_ref, reader, stamp
-from fake_tools.tools.shell import COMMAND, run_logged
+from killpoint.fake_tools.base import ToolContext, ToolFailed, fake_tool
+from killpoint.fake_tools.schema import NAME, obj
+from killpoint.fake_tools.tools._areas import (
+    TEXT1,
+    Args,
+    Refused,
+    State,
+    bounded,
+    change,
+    enum,
+    load_area,
+    logged_tool,
+    pick,
+    probe_ref,
+    reader,
+    stamp,
+)
+from killpoint.fake_tools.tools.shell import COMMAND, run_logged
 
 DEFAULT_TERMINAL: State = {"sessions": {}, "log": []}
 SESSION = obj({"session": NAME})

@@ -17,10 +17,21 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from fake_tools.base import FakeTool, ToolContext, ToolFailed, fake_tool
-from fake_tools.schema import PATH, TEXT, obj
-from fake_tools.tools._areas import OBJECT, STRINGS, TEXT1, Args, State, bounded, change, enum, probe_ref, stamp
-from fake_tools.tools.shell import run_logged
+from killpoint.fake_tools.base import FakeTool, ToolContext, ToolFailed, fake_tool
+from killpoint.fake_tools.schema import PATH, TEXT, obj
+from killpoint.fake_tools.tools._areas import (
+    OBJECT,
+    STRINGS,
+    TEXT1,
+    Args,
+    State,
+    bounded,
+    change,
+    enum,
+    probe_ref,
+    stamp,
+)
+from killpoint.fake_tools.tools.shell import run_logged
 
 TRANSFORMS = {
     "upper": str.upper,

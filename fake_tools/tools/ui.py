@@ -9,10 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_tools.base import ToolContext, ToolFailed, fake_tool
-from fake_tools.schema import NAME, obj
-from fake_tools.tools._areas import TEXT1, Args, State, bounded, enum, logged_tool, pick, probe_of, reader
-from fake_tools.world import World
+from killpoint.fake_tools.base import ToolContext, ToolFailed, fake_tool
+from killpoint.fake_tools.schema import NAME, obj
+from killpoint.fake_tools.tools._areas import (
+    TEXT1,
+    Args,
+    State,
+    bounded,
+    enum,
+    logged_tool,
+    pick,
+    probe_of,
+    reader,
+)
+from killpoint.fake_tools.world import World
 
 DEFAULT_SCREEN: dict[str, Any] = {"buttons": {"submit": {"submits": "form"}}, "form": {}}
 

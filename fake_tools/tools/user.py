@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_tools.base import ToolContext, ToolFailed, fake_tool
-from fake_tools.schema import TEXT, obj
-from fake_tools.tools._areas import STRINGS
+from killpoint.fake_tools.base import ToolContext, ToolFailed, fake_tool
+from killpoint.fake_tools.schema import TEXT, obj
+from killpoint.fake_tools.tools._areas import STRINGS
 
 
 @fake_tool("ask_user", family="user", schema=obj({"question": TEXT}))

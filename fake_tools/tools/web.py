@@ -10,11 +10,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_tools.base import ToolContext, ToolFailed, fake_tool
-from fake_tools.schema import obj
-from fake_tools.tools._areas import OBJECT, SHORT, Args, State, bounded, change, enum, has_ref, load_area, probe_of, \
-    matches, reader, stamp
-from fake_tools.world import World
+from killpoint.fake_tools.base import ToolContext, ToolFailed, fake_tool
+from killpoint.fake_tools.schema import obj
+from killpoint.fake_tools.tools._areas import (
+    OBJECT,
+    SHORT,
+    Args,
+    State,
+    bounded,
+    change,
+    enum,
+    has_ref,
+    load_area,
+    matches,
+    probe_of,
+    reader,
+    stamp,
+)
+from killpoint.fake_tools.world import World
 
 DEFAULT_WEB: State = {"pages": {}, "collections": {}}
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from harness.errors import ConfigError
+from killpoint.errors import ConfigError
+from killpoint.harness.model import BACKENDS
 
 
 class Launched(Protocol):
@@ -41,14 +42,12 @@ class Backend(Protocol):
         """Release what the backend holds (servers, containers) for good."""
 
 
-BACKENDS = ("subprocess", "forkserver", "docker")
-RESTART_MODES = ("new", "same")  # docker: a new container per incarnation, or the killed one started again
 
 
 def default_backend(workload: tuple[str, ...]) -> str:
     """The backend when none is chosen: the fork server for a Python workload on this interpreter
     (``{python} -m MODULE`` or ``{python} SCRIPT``), which starts it several times faster; else subprocess."""
-    from harness.backends.forkserver import python_target
+    from killpoint.harness.backends.forkserver import python_target
 
     try:
         python_target(workload)
@@ -62,15 +61,15 @@ def make_backend(name: str, *, image: str | None = None, restart: str | None = N
     if name != "docker" and (image is not None or restart is not None):
         raise ConfigError("--image and --restart choose how containers run; they go with --backend docker")
     if name == "subprocess":
-        from harness.backends.subprocess import SubprocessBackend
+        from killpoint.harness.backends.subprocess import SubprocessBackend
 
         return SubprocessBackend()
     if name == "forkserver":
-        from harness.backends.forkserver import ForkServerBackend
+        from killpoint.harness.backends.forkserver import ForkServerBackend
 
         return ForkServerBackend()
     if name == "docker":
-        from harness.backends.docker import DockerBackend
+        from killpoint.harness.backends.docker import DockerBackend
 
         return DockerBackend(image=image, restart=restart or "new")
     raise ConfigError(f"--backend {name!r}: unknown backend; choose one of {', '.join(BACKENDS)}")

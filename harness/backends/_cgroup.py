@@ -22,7 +22,7 @@ server starts each child inside the cgroup (``clone3`` with ``CLONE_INTO_CGROUP`
 moves its child in before the exec (``preexec_joiner``).
 
 Where there is no cgroup v2 hierarchy this process may write, or no ``cgroup.kill``, the
-backends fall back to the tree walk and the environment sweep of ``harness.nemesis`` and say so
+backends fall back to the tree walk and the environment sweep of ``killpoint.harness.nemesis`` and say so
 once per process on stderr: there a process that leaves the tree and drops the protocol's
 environment outlives its run.
 """
@@ -42,8 +42,8 @@ from pathlib import Path
 
 import psutil
 
-from harness import nemesis
-from harness.errors import HarnessError
+from killpoint.errors import HarnessError
+from killpoint.harness import nemesis
 
 NAME_PREFIX = "killpoint-"  # killpoint-PID-N: incarnation N of harness process PID
 

@@ -30,8 +30,8 @@ import docker.errors
 import psutil
 import requests
 
-import harness
-from harness.errors import ConfigError
+import killpoint.harness
+from killpoint.errors import ConfigError
 
 DEFAULT_IMAGE = "killpoint-host:1"
 LABEL_OWNER = "killpoint.owner"
@@ -154,7 +154,7 @@ def image_config(client: docker.DockerClient, image: str) -> dict[str, Any]:
 
 def host_runtime_paths(cwd: Path) -> list[str]:
     """What a host-runtime image needs from the host, read-only: /usr, Python, venv, project, scenario dir."""
-    project = Path(harness.__file__).resolve().parent.parent
+    project = Path(killpoint.harness.__file__).resolve().parent.parent
     wanted = [Path("/usr"), Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), project, cwd.resolve()]
     kept: list[Path] = []
     for path in sorted(set(wanted), key=lambda path: len(path.parts)):

@@ -1,9 +1,9 @@
 """The fork server: a warm interpreter that forks one child per workload incarnation.
 
-Started by ``harness.backends.forkserver`` as ``_forkserver_main FD PARENT_PID``
+Started by ``killpoint.harness.backends.forkserver`` as ``_forkserver_main FD PARENT_PID``
 with one end of a socketpair on descriptor FD. Requests and answers are JSON lines:
 
-    -> {"module": "scenarios.reference_runtime", "argv": [...], "env": {...}, "cwd": ..., "stdout": ..., "stderr": ...,
+    -> {"module": "killpoint.scenarios.reference_runtime", "argv": [...], "env": {...}, "cwd": ..., "stdout": ..., "stderr": ...,
         "cgroup": "/sys/fs/cgroup/.../killpoint-PID-N" or null}
     <- {"pid": 1234}                       once the child exists
     <- {"error": "clone3 into cgroup ..."} when it could not be created

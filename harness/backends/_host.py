@@ -12,8 +12,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness import nemesis
-from harness.backends._cgroup import IncarnationCgroup, usable_parent
+from killpoint.harness import nemesis
+from killpoint.harness.backends._cgroup import IncarnationCgroup, usable_parent
 
 
 def prepare_containment() -> None:

@@ -34,10 +34,11 @@ import docker.types
 import psutil
 import requests
 
-from harness import protocol
-from harness.backends import RESTART_MODES, _engine
-from harness.errors import ConfigError, WorkloadError
-from harness.nemesis import CONFIRM_TIMEOUT_S, KillFailed, confirm_dead
+from killpoint import protocol
+from killpoint.errors import ConfigError, WorkloadError
+from killpoint.harness.backends import _engine
+from killpoint.harness.model import RESTART_MODES
+from killpoint.harness.nemesis import CONFIRM_TIMEOUT_S, KillFailed, confirm_dead
 
 PIDS_LIMIT = 128
 MEMORY_LIMIT = "512m"

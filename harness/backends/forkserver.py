@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import protocol
-from harness.nemesis import CONFIRM_TIMEOUT_S, KillFailed
-from harness.backends._cgroup import IncarnationCgroup
-from harness.backends._host import HostIncarnation, prepare_containment
-from harness.errors import ConfigError, InfrastructureError
+from killpoint import protocol
+from killpoint.errors import ConfigError, InfrastructureError
+from killpoint.harness.backends._cgroup import IncarnationCgroup
+from killpoint.harness.backends._host import HostIncarnation, prepare_containment
+from killpoint.harness.nemesis import CONFIRM_TIMEOUT_S, KillFailed
 
 
 class ForkServerDied(InfrastructureError):
@@ -67,7 +67,7 @@ class ForkServer:
         # Hash randomisation is fixed when an interpreter starts, so a forked child keeps the server's:
         # the server must start with the PYTHONHASHSEED every incarnation is given.
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "harness.backends._forkserver_main", str(theirs.fileno()), str(os.getpid())],
+            [sys.executable, "-m", "killpoint.harness.backends._forkserver_main", str(theirs.fileno()), str(os.getpid())],
             stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True,
             env={**os.environ, "PYTHONHASHSEED": protocol.WORKLOAD_HASH_SEED},
         )

@@ -6,10 +6,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from harness import protocol
-from harness.backends._cgroup import IncarnationCgroup, preexec_joiner
-from harness.backends._host import HostIncarnation, prepare_containment
-from harness.errors import HarnessError, WorkloadError
+from killpoint import protocol
+from killpoint.errors import HarnessError, WorkloadError
+from killpoint.harness.backends._cgroup import IncarnationCgroup, preexec_joiner
+from killpoint.harness.backends._host import HostIncarnation, prepare_containment
 
 
 class SubprocessBackend:

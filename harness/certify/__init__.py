@@ -1,6 +1,6 @@
 """Certify a tool's idempotency class by running it: replays, and real SIGKILLs part-way through a call.
 
-``killpoint certify`` is the command (``harness.certify.cli``); these are the
+``killpoint certify`` is the command (``killpoint.harness.certify.cli``); these are the
 values and functions to use it from Python. ``docs/certify.md`` explains the
 checks, the adapters for tools outside the project, and the certificates.
 The names load on first use, so ``killpoint`` (and the fork server that runs
@@ -24,5 +24,5 @@ __all__ = sorted(_HOMES)
 
 def __getattr__(name: str) -> Any:
     if name not in _HOMES:
-        raise AttributeError(f"module 'harness.certify' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"harness.certify.{_HOMES[name]}"), name)
+        raise AttributeError(f"module 'killpoint.harness.certify' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"killpoint.harness.certify.{_HOMES[name]}"), name)

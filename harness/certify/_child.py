@@ -2,7 +2,7 @@
 
 Why a fork server: a fresh interpreter per kill trial costs a few hundred
 milliseconds (most of it importing), and a certification makes hundreds of
-kill trials. ``python -m harness.certify._child FD`` imports the tools once,
+kill trials. ``python -m killpoint.harness.certify._child FD`` imports the tools once,
 then for each job forks a child from that pristine, single-threaded process
 (never from the certifying process, whose state and threads a fork would
 inherit). Each child is a real process in its own session: the parent SIGKILLs
@@ -25,8 +25,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from harness.certify.points import Child, PipePoints
-from harness.nemesis import kill_tree
+from killpoint.harness.certify.points import Child, PipePoints
+from killpoint.harness.nemesis import kill_tree
 
 STDERR_NAME = "child-stderr.txt"
 _MESSAGE_BYTES = 1 << 20
@@ -34,7 +34,7 @@ _MESSAGE_BYTES = 1 << 20
 
 def serve(control: socket.socket) -> None:
     """The server loop: one job at a time, until the parent closes the control socket."""
-    from harness.certify.adapters import target_from_spec
+    from killpoint.harness.certify.adapters import target_from_spec
 
     targets: dict[str, Any] = {}
     while True:
@@ -67,7 +67,7 @@ def _run_job(job: dict[str, Any], target: Any, points_fd: int) -> None:
             os.dup2(stderr.fileno(), 1)
             os.dup2(stderr.fileno(), 2)
         if target is None:
-            from harness.certify.adapters import target_from_spec
+            from killpoint.harness.certify.adapters import target_from_spec
 
             target = target_from_spec(job["spec"])  # raises again, with its traceback, into the file
         target.call_with_points(Path(job["world"]), job["args"], scratch, PipePoints(points_fd, points_fd))
@@ -89,7 +89,7 @@ class ForkServer:
     def __init__(self) -> None:
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(entry or os.getcwd() for entry in sys.path)}
-        self.process = subprocess.Popen([sys.executable, "-m", "harness.certify._child", str(theirs.fileno())],
+        self.process = subprocess.Popen([sys.executable, "-m", "killpoint.harness.certify._child", str(theirs.fileno())],
                                         pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
         theirs.close()
 
@@ -160,6 +160,6 @@ def child_stderr(scratch: Path) -> str:
 
 
 if __name__ == "__main__":
-    import fake_tools.tools  # noqa: F401  (imported once here, so no child pays for it)
+    import killpoint.fake_tools.tools  # noqa: F401  (imported once here, so no child pays for it)
 
     serve(socket.socket(fileno=int(sys.argv[1])))

@@ -3,7 +3,7 @@
 A target makes a fresh world, calls the tool uninterrupted (counting its kill
 points), calls it in a child that is SIGKILLed part-way, snapshots the world
 canonically, draws arguments, and names its version. Its ``spec`` is plain
-JSON, so a child process (``python -m harness.certify._child``) and
+JSON, so a child process (``python -m killpoint.harness.certify._child``) and
 ``killpoint certify --check`` rebuild the same target from a certificate.
 """
 
@@ -25,13 +25,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fake_tools.schema import _TYPES
-from fake_tools.world import World, seed_world
-from harness.certify.identity import command_identity, source_digest
-from harness.certify.points import (RETURN_LABEL, ChildRun, Instrumented, OnPoint, count_only, drive,
-                                    start_command)
-from harness.errors import ConfigError
-from harness.scenario import strict_json
+from killpoint.errors import ConfigError
+from killpoint.fake_tools.schema import _TYPES
+from killpoint.fake_tools.world import World, seed_world
+from killpoint.harness.certify.identity import command_identity, source_digest
+from killpoint.harness.certify.points import (
+    RETURN_LABEL,
+    ChildRun,
+    Instrumented,
+    OnPoint,
+    count_only,
+    drive,
+    start_command,
+)
+from killpoint.harness.scenario import strict_json
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -97,7 +104,7 @@ class PythonTarget:
 
     def kill(self, world: Path, args: dict[str, Any], scratch: Path, *, at_point: int | None = None,
              after_s: float | None = None) -> ChildRun:
-        from harness.certify._child import child_stderr, start_python
+        from killpoint.harness.certify._child import child_stderr, start_python
 
         job = {"spec": self.spec, "world": str(world), "args": args, "scratch": str(scratch)}
         run = drive(start_python(job), kill_at=at_point, kill_after_s=after_s, timeout_s=CALL_TIMEOUT_S)
@@ -164,7 +171,7 @@ Target = PythonTarget | CommandTarget
 
 def _drawn_from(schema: dict[str, Any]) -> Arguments:
     def arguments() -> SearchStrategy[dict[str, Any]]:
-        from harness.certify.strategies import args_for
+        from killpoint.harness.certify.strategies import args_for
 
         return args_for(schema)
 
@@ -207,8 +214,8 @@ def canonical_snapshot(value: Any) -> dict[str, str]:
 
 def fake_target(tool: str) -> PythonTarget:
     """One of the 96 fake tools, on its family's seeded world; ConfigError if there is no such tool."""
-    from fake_tools.base import invoke, lookup
-    from fake_tools.ledger import Ledger
+    from killpoint.fake_tools.base import invoke, lookup
+    from killpoint.fake_tools.ledger import Ledger
 
     fake = lookup(tool)
     if fake is None:
@@ -224,12 +231,14 @@ def fake_target(tool: str) -> PythonTarget:
         return result.ok, result.error
 
     def seed(folder: Path) -> Path:
-        from harness.certify.fake_seeds import world_of  # the parent seeds; a child never needs hypothesis
+        from killpoint.harness.certify.fake_seeds import (
+            world_of,  # the parent seeds; a child never needs hypothesis
+        )
 
         return seed_world(folder / "world", *world_of(fake.family)).root
 
     def drawn() -> SearchStrategy[dict[str, Any]]:
-        from harness.certify.fake_seeds import arguments
+        from killpoint.harness.certify.fake_seeds import arguments
 
         return arguments(tool)
 
@@ -279,7 +288,7 @@ def schema_problems(schema: Any, where: str = "schema") -> list[str]:
 
 DEEPEST_SCHEMA = 32  # levels of properties/items: tool arguments are never nested this deep
 LONGEST_MIN_LENGTH = 1000  # drawn strings are at least minLength long, and a person reads a counterexample
-SCHEMA_TYPES = _TYPES  # the tools' own validator's table (fake_tools.schema), so the two never disagree on a type
+SCHEMA_TYPES = _TYPES  # the tools' own validator's table (killpoint.fake_tools.schema), so the two never disagree on a type
 
 
 def _schema_walk(schema: Any, where: str, depth: int) -> Iterator[tuple[str, str | None]]:

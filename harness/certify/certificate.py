@@ -18,9 +18,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from fake_tools.world import diff_snapshots
-from harness import protocol
-from harness.certify.trials import KILL, Evidence, Observation, SearchResult, Snapshot
+from killpoint import protocol
+from killpoint.fake_tools.world import diff_snapshots
+from killpoint.harness.certify.trials import (
+    KILL,
+    Evidence,
+    Observation,
+    SearchResult,
+    Snapshot,
+)
 
 CONFIRMED, REFUTED, INCONCLUSIVE = "CONFIRMED", "REFUTED", "INCONCLUSIVE"
 FORMAT = 1
@@ -188,7 +194,7 @@ def make_certificate(*, tool: str, claim: str, interactive: bool, result: Search
         "seed": seed, "evidence_digest": evidence_digest(observations, result.found),
         "identity": identity, "adapter": adapter, "killpoint_version": killpoint_version(),
         "reproduce": reproduce, "seconds": round(result.seconds, 3),
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
     if why:
         data["hint"] = {"why": why, "hints": hints, "contradiction": hint_contradiction(claim, judgement, why)}

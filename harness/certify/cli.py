@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness._ci import CI_SEED, ci_profile
-from harness.errors import ConfigError
+from killpoint.errors import ConfigError
+from killpoint.harness._ci import CI_SEED, ci_profile
 
 DEFAULT_TRIALS = 25
 EXIT_OK, EXIT_REFUTED, EXIT_INCONCLUSIVE = 0, 1, 3
@@ -67,8 +67,12 @@ def command_certify(args: argparse.Namespace, out: TextIO) -> int:
                           if not modes else f"{' and '.join(modes)} are exclusive")
     if args.check:
         return _check(args.check, out)
-    from harness.certify.adapters import ExternalSpec
-    from harness.certify.run import certify, claims_from_catalogue, single_claim
+    from killpoint.harness.certify.adapters import ExternalSpec
+    from killpoint.harness.certify.run import (
+        certify,
+        claims_from_catalogue,
+        single_claim,
+    )
 
     _check_flags(args)
     external = ExternalSpec(args.python, args.python_snapshot, args.command_line, args.snapshot_command, args.world,
@@ -157,8 +161,7 @@ def _details(certified: Any, out: TextIO) -> None:
         if kill:
             where = f"point {kill['point']}, before {kill['label']}" if kill.get("point") else f"{kill['after_ms']} ms"
             out.write(f"  killed at {where}\n")
-        for title, lines in example["diffs"].items():
-            out.write(f"  {title}:\n" + "".join(f"    {line}\n" for line in lines or ["(no difference)"]))
+        out.writelines(f"  {title}:\n" + "".join(f"    {line}\n" for line in lines or ["(no difference)"]) for title, lines in example["diffs"].items())
     hint = data.get("hint") or {}
     if hint.get("contradiction"):
         out.write(f"  {hint['contradiction']}\n")
@@ -166,12 +169,11 @@ def _details(certified: Any, out: TextIO) -> None:
 
 
 def _check(folder: Path, out: TextIO) -> int:
-    from harness.certify.run import check_folder
+    from killpoint.harness.certify.run import check_folder
 
     rows = check_folder(folder)
     out.write(f"{'TOOL':<24} {'VERDICT':<13} STATUS\n")
-    for row in rows:
-        out.write(f"{row.tool:<24} {row.verdict:<13} {row.status}\n")
+    out.writelines(f"{row.tool:<24} {row.verdict:<13} {row.status}\n" for row in rows)
     bad = [row for row in rows if not row.ok]
     out.write(f"certify --check: {len(rows)} certificate(s), {len(bad)} stale, refuted or uncheckable in {folder}\n")
     return exit_code(refuted=bool(bad), inconclusive=any(row.verdict == "INCONCLUSIVE" for row in rows))

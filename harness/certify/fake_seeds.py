@@ -15,8 +15,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from fake_tools.base import REGISTRY, lookup
-from harness.certify.strategies import TEXTS, WORDS, args_for, one
+from killpoint.fake_tools.base import REGISTRY, lookup
+from killpoint.harness.certify.strategies import TEXTS, WORDS, args_for, one
 
 lookup("read_file")  # registers every family
 

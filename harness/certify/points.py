@@ -33,7 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.nemesis import CONFIRM_TIMEOUT_S, KillFailed, confirm_dead, kill_stragglers, signal_tree
+from killpoint.harness.nemesis import (
+    CONFIRM_TIMEOUT_S,
+    KillFailed,
+    confirm_dead,
+    kill_stragglers,
+    signal_tree,
+)
 
 OnPoint = Callable[[str], None]
 ENV_POINT_SCRIPT = "KILLPOINT_POINT"
@@ -63,7 +69,7 @@ class _PointedFile:
     def __enter__(self) -> _PointedFile:
         return self
 
-    def __exit__(self, *exc_info: Any) -> Any:
+    def __exit__(self, *exc_info: object) -> Any:
         return self._raw.__exit__(*exc_info)
 
     def __iter__(self) -> Any:
@@ -157,7 +163,7 @@ class Instrumented:
             self._patch(owner, name, replacement)
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         for owner, name, real in reversed(self._saved):
             setattr(owner, name, real)
         self._saved.clear()

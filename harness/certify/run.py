@@ -11,15 +11,32 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fake_tools.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue
-from harness import protocol
-from harness._command import killpoint_command
-from harness.certify._child import close_fork_server
-from harness.certify.adapters import ExternalSpec, Target, external_target, fake_target, target_from_spec
-from harness.certify.certificate import (Certificate, judge, make_certificate, read_certificate, certificate_path,
-                                         staleness, write_certificate)
-from harness.certify.trials import SearchResult, search
-from harness.errors import ConfigError
+from killpoint import protocol
+from killpoint.errors import ConfigError
+from killpoint.fake_tools.catalogue import (
+    REFERENCE_CATALOGUE,
+    Catalogue,
+    load_catalogue,
+)
+from killpoint.harness._command import killpoint_command
+from killpoint.harness.certify._child import close_fork_server
+from killpoint.harness.certify.adapters import (
+    ExternalSpec,
+    Target,
+    external_target,
+    fake_target,
+    target_from_spec,
+)
+from killpoint.harness.certify.certificate import (
+    Certificate,
+    certificate_path,
+    judge,
+    make_certificate,
+    read_certificate,
+    staleness,
+    write_certificate,
+)
+from killpoint.harness.certify.trials import SearchResult, search
 
 DEFAULT_TRIALS = 25
 

@@ -1,4 +1,4 @@
-"""Hypothesis strategies for the JSON Schema subset the tools declare (``fake_tools.schema``).
+"""Hypothesis strategies for the JSON Schema subset the tools declare (``killpoint.fake_tools.schema``).
 
 Why our own builder and not ``hypothesis-jsonschema``: the subset is ten
 keywords, every drawn value must pass ``schema_errors`` exactly (the same

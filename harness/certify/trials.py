@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from harness import protocol
-from harness.certify.adapters import Target, TrialError
+from killpoint import protocol
+from killpoint.harness.certify.adapters import Target, TrialError
 
 REPLAY, KILL = "replay", "kill"
 Snapshot = dict[str, str]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from fake_tools.world import World
-from harness.client import WorkloadEnv
-from scenarios.reference_runtime import ReferenceRuntime
+from killpoint.client import WorkloadEnv
+from killpoint.fake_tools.world import World
+from killpoint.scenarios.reference_runtime import ReferenceRuntime
 
 # What an attack gets: the world it attacks and the workload's own arguments (e.g. a file outside the world).
 Attack = Callable[[World, list[str]], None]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
-from fake_tools.world import World
-from scenarios.hostile._attack import run_attacking
+from killpoint.fake_tools.world import World
+from killpoint.scenarios.hostile._attack import run_attacking
 
 PLANTED = "notes/pipe"
 

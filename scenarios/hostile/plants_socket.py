@@ -6,8 +6,8 @@ import os
 import socket
 import sys
 
-from fake_tools.world import World
-from scenarios.hostile._attack import run_attacking
+from killpoint.fake_tools.world import World
+from killpoint.scenarios.hostile._attack import run_attacking
 
 PLANTED = "notes/socket"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-from fake_tools.world import World
-from scenarios.hostile._attack import run_attacking
+from killpoint.fake_tools.world import World
+from killpoint.scenarios.hostile._attack import run_attacking
 
 
 def swap_files_for_symlink(world: World, argv: list[str]) -> None:

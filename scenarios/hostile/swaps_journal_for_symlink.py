@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
-from harness import client, protocol
-from scenarios.reference_runtime import main
+from killpoint import client, protocol
+from killpoint.scenarios.reference_runtime import main
 
 announce = client.Rendezvous.point
 

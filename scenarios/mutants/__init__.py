@@ -4,7 +4,7 @@ Each module says, in its docstring, what the bug is and, in constants, how it is
 caught: ``CAUGHT_BY`` the property the checker must name, ``CAUGHT_WITH`` the
 cheapest ``killpoint run`` flags that catch it (default ``--exhaustive``), and
 ``SCENARIO`` the scenario it is run on (default ``demo``). Run one with
-``python -m scenarios.mutants.NAME`` under killpoint.
+``python -m killpoint.scenarios.mutants.NAME`` under killpoint.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Mutant:
 
     @property
     def workload(self) -> str:
-        return f"{{python}} -m scenarios.mutants.{self.name}"
+        return f"{{python}} -m killpoint.scenarios.mutants.{self.name}"
 
 
 def zoo() -> list[Mutant]:

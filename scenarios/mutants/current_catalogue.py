@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from scenarios.reference_runtime import Operation, ReferenceRuntime, main
+from killpoint.scenarios.reference_runtime import Operation, ReferenceRuntime, main
 
 CAUGHT_WITH = ("--exhaustive", "--drift", "append=READ_ONLY")
 CAUGHT_BY = "interrupted-action"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from harness import protocol as p
-from scenarios.reference_runtime import ReferenceRuntime, main
+from killpoint import protocol as p
+from killpoint.scenarios.reference_runtime import ReferenceRuntime, main
 
 CAUGHT_BY = "journal-well-formed"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
-from harness.client import AppendOnlyFile
-from scenarios.reference_runtime import ReferenceRuntime, main
+from killpoint.client import AppendOnlyFile
+from killpoint.scenarios.reference_runtime import ReferenceRuntime, main
 
 CAUGHT_WITH = ("--exhaustive", "--torn-tail")
 CAUGHT_BY = "liveness"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from harness import protocol as p
-from scenarios.reference_runtime import Operation, ReferenceRuntime, main
+from killpoint import protocol as p
+from killpoint.scenarios.reference_runtime import Operation, ReferenceRuntime, main
 
 CAUGHT_BY = "interrupted-action"
 

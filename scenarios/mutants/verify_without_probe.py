@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from harness import protocol as p
-from scenarios.reference_runtime import ReferenceRuntime, main
+from killpoint.scenarios.reference_runtime import ReferenceRuntime, main
 
 CAUGHT_BY = "verify-before-replay"
 

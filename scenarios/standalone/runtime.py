@@ -2,7 +2,7 @@
 
 It is deliberately independent: it imports only the Python standard library (no
 ``harness``, ``fake_tools`` or ``scenarios`` module) and reaches the fake tools
-the way a runtime in another language would, by running ``python -m fake_tools``.
+the way a runtime in another language would, by running ``python -m killpoint.fake_tools``.
 So when killpoint passes it, the harness has judged a runtime through the
 protocol alone (environment, journal, ledger, control socket), and a mistake
 shared by the harness and its own client code could not hide behind it.
@@ -165,8 +165,8 @@ class Runtime:
         self.control.point("after_finished", call_id, op)
 
     def fake_tool(self, command: str, call: Record, *options: str) -> Record:
-        """Run ``python -m fake_tools COMMAND`` and return its JSON answer; exit 1 is a FAILED call."""
-        argv = [sys.executable, "-m", "fake_tools", command, call["tool"], "--call", call["call_id"],
+        """Run ``python -m killpoint.fake_tools COMMAND`` and return its JSON answer; exit 1 is a FAILED call."""
+        argv = [sys.executable, "-m", "killpoint.fake_tools", command, call["tool"], "--call", call["call_id"],
                 *options, "--args", json.dumps(call.get("args", {}))]
         done = subprocess.run(argv, stdout=subprocess.PIPE, check=False)
         try:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
-from harness import protocol as p
+from killpoint import protocol as p
+from killpoint.fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
 from tests.helpers import CliResult
 
 TOOLS = Path(__file__).parent / "tools"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness._command import killpoint_command
+import killpoint as killpoint_package
+from killpoint.harness._command import killpoint_command
 from tests.helpers import CliResult
 
 TOOLS = Path(__file__).parent / "tools"
@@ -83,7 +84,7 @@ def test_a_certificate_records_claim_verdict_trials_seed_digest_identity_and_ver
             "killpoint_version", "reproduce", "counterexample", "observations", "adapter"} <= set(data)
     assert (data["claim"], data["verdict"], data["seed"]) == ("IDEMPOTENT_WRITE", "REFUTED", 3)
     assert data["identity"]["kind"] == "fake tool source" and data["identity"]["digest"].startswith("sha256:")
-    assert data["killpoint_version"] == "0.1.0" and data["adapter"] == {"adapter": "fake", "tool": "append"}
+    assert data["killpoint_version"] == killpoint_package.__version__ and data["adapter"] == {"adapter": "fake", "tool": "append"}
     assert data["reproduce"] == f"{killpoint_command()} certify append --claim IDEMPOTENT_WRITE --seed 3 --trials 25"
     assert f"reproduce: {data['reproduce']}" in result.out
     again = killpoint(*shlex.split(data["reproduce"])[1:], "--out", tmp_path / "again")
@@ -109,7 +110,7 @@ def test_a_changed_script_makes_its_certificate_stale(killpoint: Killpoint, tmp_
 def test_a_changed_python_tool_makes_its_certificate_stale(tmp_path: Path) -> None:
     """Run as separate processes, as CI would: a module already imported here would hide the change."""
     (tmp_path / "mytool.py").write_text("def put(world, args):\n    (world / 'a.txt').write_text('a')\n")
-    killpoint = [sys.executable, "-m", "harness.cli", "certify"]
+    killpoint = [sys.executable, "-m", "killpoint.harness.cli", "certify"]
     subprocess.run([*killpoint, "put", "--claim", "IDEMPOTENT_WRITE", "--python", "mytool:put", "--trials", "2",
                     "--seed", "0", "--out", "c"], cwd=tmp_path, check=True, capture_output=True)
     assert subprocess.run([*killpoint, "--check", "c"], cwd=tmp_path, capture_output=True).returncode == 0

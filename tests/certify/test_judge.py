@@ -6,10 +6,26 @@ from typing import Any
 
 import pytest
 
-from harness import protocol as p
-from harness.certify.certificate import (CONFIRMED, INCONCLUSIVE, REFUTED, evidence_digest, hint_contradiction,
-                                         hints_in, judge, strongest_supported)
-from harness.certify.trials import KILL, REPLAY, Evidence, Observation, SearchResult, breaks_promise, wants_kill
+from killpoint import protocol as p
+from killpoint.harness.certify.certificate import (
+    CONFIRMED,
+    INCONCLUSIVE,
+    REFUTED,
+    evidence_digest,
+    hint_contradiction,
+    hints_in,
+    judge,
+    strongest_supported,
+)
+from killpoint.harness.certify.trials import (
+    KILL,
+    REPLAY,
+    Evidence,
+    Observation,
+    SearchResult,
+    breaks_promise,
+    wants_kill,
+)
 
 ARGS: dict[str, Any] = {"path": "a.txt"}
 READ = Observation(REPLAY, ARGS, ok=True, error=None, changed=False, differs=False, points=1)

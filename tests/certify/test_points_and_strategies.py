@@ -14,12 +14,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fake_tools.base import REGISTRY, lookup
-from fake_tools.schema import schema_errors
-from harness.certify.adapters import ExternalSpec, external_target, fake_target, unsupported_keywords
-from harness.certify.points import Instrumented, drive, start_command
-from harness.certify.strategies import from_schema
-from harness.errors import ConfigError
+from killpoint.errors import ConfigError
+from killpoint.fake_tools.base import REGISTRY, lookup
+from killpoint.fake_tools.schema import schema_errors
+from killpoint.harness.certify.adapters import (
+    ExternalSpec,
+    external_target,
+    fake_target,
+    unsupported_keywords,
+)
+from killpoint.harness.certify.points import Instrumented, drive, start_command
+from killpoint.harness.certify.strategies import from_schema
 
 lookup("read_file")
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.certify.adapters import DEEPEST_SCHEMA, schema_problems
+from killpoint.harness.certify.adapters import DEEPEST_SCHEMA, schema_problems
 from tests.helpers import CliResult
 
 Killpoint = Callable[..., CliResult]

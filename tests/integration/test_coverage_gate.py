@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from harness import explore
-from harness.backends import make_backend
-from harness.runner import GoldenRun, run_golden
-from harness.scenario import load_scenario, with_workload
-from harness.schedule import RandomFaults
+from killpoint.harness import explore
+from killpoint.harness.backends import make_backend
+from killpoint.harness.model import GoldenRun
+from killpoint.harness.runner import run_golden
+from killpoint.harness.scenario import load_scenario, with_workload
+from killpoint.harness.schedule import RandomFaults
 from tests.helpers import DEMO, mutant_workload, workload_command
 
-SILENT_REFERENCE = "{python} -m scenarios.silent scenarios.reference_runtime"
+SILENT_REFERENCE = "{python} -m killpoint.scenarios.silent killpoint.scenarios.reference_runtime"
 
 
 def test_exhaustive_runs_meet_full_coverage_by_construction(killpoint):
@@ -110,7 +111,7 @@ def test_random_mode_mixes_its_timed_kills_into_the_working_period():
     assert len(drawn) > 100 and all(0.2 <= delay <= 0.3 for delay in drawn)
 
 
-HINT = ("a runtime in another language calls the fake tools through `{python} -m fake_tools` — pass `{python}` "
+HINT = ("a runtime in another language calls the fake tools through `{python} -m killpoint.fake_tools` — pass `{python}` "
         "in its command, e.g. --workload 'node my-agent.js --python {python}'")
 
 

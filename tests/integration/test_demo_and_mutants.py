@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from harness.report import killpoint_command
+from killpoint.harness.report import killpoint_command
 from tests.helpers import DEMO, MUTANTS, mutant_workload
 
 
@@ -28,7 +28,7 @@ def test_reference_runtime_passes_exhaustive_demo(killpoint, tmp_path):
 
 @pytest.mark.parametrize("mutant", MUTANTS)
 def test_mutant_is_caught_and_its_repro_reproduces(killpoint, mutant):
-    expected = importlib.import_module(f"scenarios.mutants.{mutant}").CAUGHT_BY
+    expected = importlib.import_module(f"killpoint.scenarios.mutants.{mutant}").CAUGHT_BY
     result = killpoint("run", DEMO, "--exhaustive", "--workload", mutant_workload(mutant))
     assert result.exit_code == 1, result.out + result.err
     first_failure = result.out.split("FAIL run ", 1)[1]

@@ -22,17 +22,19 @@ from pathlib import Path
 
 import pytest
 
-from harness._ci import ci_profile
-from harness.backends import BACKENDS, _engine
-from harness.backends.docker import PIDS_LIMIT, DockerBackend
-from harness.checker import check
-from harness.errors import ConfigError
-from harness.evidence import read_evidence
-from harness.runner import execute_run, run_golden
-from harness.scenario import load_scenario, with_workload
-from harness.schedule import parse_kill_point
-from harness.token import ReproToken
-from tests.helpers import DEMO, ROOT, WORKLOADS, mutant_workload, workload_command as workload
+from killpoint.errors import ConfigError
+from killpoint.harness._ci import ci_profile
+from killpoint.harness.backends import _engine
+from killpoint.harness.backends.docker import PIDS_LIMIT, DockerBackend
+from killpoint.harness.checker import check
+from killpoint.harness.evidence import read_evidence
+from killpoint.harness.model import BACKENDS
+from killpoint.harness.runner import execute_run, run_golden
+from killpoint.harness.scenario import load_scenario, with_workload
+from killpoint.harness.schedule import parse_kill_point
+from killpoint.harness.token import ReproToken
+from tests.helpers import DEMO, ROOT, WORKLOADS, mutant_workload
+from tests.helpers import workload_command as workload
 
 # (mutant, schedule) -> the properties its findings name, on every backend. One schedule of
 # each mutant is caught, one is not.
@@ -139,7 +141,7 @@ def test_reference_passes_every_single_kill(backend, killpoint, tmp_path):
 
 @pytest.mark.parametrize("mutant", sorted({mutant for mutant, _ in EXPECTED_FINDINGS}))
 def test_mutant_is_caught_with_the_same_findings(backend, killpoint, tmp_path, mutant):
-    caught_by = importlib.import_module(f"scenarios.mutants.{mutant}").CAUGHT_BY
+    caught_by = importlib.import_module(f"killpoint.scenarios.mutants.{mutant}").CAUGHT_BY
     for (name, schedule), expected in EXPECTED_FINDINGS.items():
         if name != mutant:
             continue
@@ -265,7 +267,7 @@ def test_restart_same_starts_the_killed_container_again(docker_engine, tmp_path)
 def test_containers_of_a_sigkilled_harness_are_removed(docker_engine, killpoint, tmp_path, cleanup):
     runs_dir = tmp_path / "killed"
     harness = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(DEMO), "--backend", "docker", "--workload",
+        [sys.executable, "-m", "killpoint.harness.cli", "run", str(DEMO), "--backend", "docker", "--workload",
          workload("hangs.py"), "--timeout", "120", "--kill-at", "c1:after_effect", "--runs-dir", str(runs_dir)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

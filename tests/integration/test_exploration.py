@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from harness.scenario import load_scenario
-from harness.token import ReproToken
+from killpoint.harness.scenario import load_scenario
+from killpoint.harness.token import ReproToken
 from tests.helpers import DEMO, mutant_workload
 
 
@@ -63,7 +63,7 @@ def test_catalogue_drift_bug_needs_drift(killpoint):
     assert "append is NON_IDEMPOTENT (the class its started record snapshots, from the catalogue given to incarnation 0)" in caught.out
 
 
-SILENT_MUTANT = "{python} -m scenarios.silent scenarios.mutants.retry_non_idempotent"
+SILENT_MUTANT = "{python} -m killpoint.scenarios.silent killpoint.scenarios.mutants.retry_non_idempotent"
 
 
 @pytest.fixture
@@ -141,7 +141,7 @@ def test_hunt_shrinks_each_mutant_to_at_most_three_calls(killpoint, tmp_path, mu
     assert result.exit_code == 1, result.out
     scenario = load_scenario(tmp_path / "hunt-found.toml")
     assert 1 <= len(scenario.plan.calls) <= 3
-    expected = importlib.import_module(f"scenarios.mutants.{mutant}").CAUGHT_BY
+    expected = importlib.import_module(f"killpoint.scenarios.mutants.{mutant}").CAUGHT_BY
     assert f"[{expected}]" in result.out
     token = result.out.strip().splitlines()[-1].split()[-1]
     repro = killpoint("repro", token)

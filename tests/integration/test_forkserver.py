@@ -39,9 +39,9 @@ def test_child_starts_with_only_standard_descriptors(killpoint, tmp_path):
 
 
 def test_dead_server_is_restarted_and_said(tmp_path, capsys):
-    from harness.backends.forkserver import ForkServerBackend
-    from harness.runner import execute_run
-    from harness.scenario import load_scenario
+    from killpoint.harness.backends.forkserver import ForkServerBackend
+    from killpoint.harness.runner import execute_run
+    from killpoint.harness.scenario import load_scenario
 
     scenario = load_scenario(DEMO)
     backend = ForkServerBackend()
@@ -60,9 +60,9 @@ def test_dead_server_is_restarted_and_said(tmp_path, capsys):
 def test_child_reaped_before_it_is_watched_is_an_exit_not_a_crash(tmp_path):
     """The server reaps its children itself, so a workload that exits at once may be gone
     before the runner opens its pidfd; that is an exit with its code, every time."""
-    from harness.backends.forkserver import ForkServerBackend
-    from harness.runner import execute_run
-    from harness.scenario import load_scenario, with_workload
+    from killpoint.harness.backends.forkserver import ForkServerBackend
+    from killpoint.harness.runner import execute_run
+    from killpoint.harness.scenario import load_scenario, with_workload
 
     scenario = with_workload(load_scenario(DEMO), workload_command("exits_at_once.py"))
     backend = ForkServerBackend()
@@ -84,10 +84,10 @@ def test_missing_module_fails_in_the_child_as_python_would(killpoint, tmp_path):
 def test_kill_before_the_child_opened_its_streams_still_leaves_them(tmp_path):
     """A timed kill at 0 s can land while the forked child is still setting itself up;
     its stdout and stderr files are evidence all the same, and the run is judged."""
-    from harness.backends.forkserver import ForkServerBackend
-    from harness.runner import execute_run
-    from harness.scenario import load_scenario
-    from harness.schedule import parse_kill_point
+    from killpoint.harness.backends.forkserver import ForkServerBackend
+    from killpoint.harness.runner import execute_run
+    from killpoint.harness.scenario import load_scenario
+    from killpoint.harness.schedule import parse_kill_point
 
     scenario = load_scenario(DEMO)
     schedule = (parse_kill_point("@0", scenario.plan),)

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.runner import control_root
+from killpoint.harness.runner import control_root
 from tests.helpers import DEMO
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,7 @@ def start_harness(runs_dir: Path, tmp_path: Path, *flags: str) -> tuple[subproce
     stderr = tmp_path / f"{runs_dir.name}.stderr"
     with stderr.open("wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "harness.cli", "run", DEMO, *flags, "--runs-dir", str(runs_dir)],
+            [sys.executable, "-m", "killpoint.harness.cli", "run", DEMO, *flags, "--runs-dir", str(runs_dir)],
             stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
     return process, stderr
 

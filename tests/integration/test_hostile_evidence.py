@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from harness import nemesis
-from harness._safe_files import remove_tree
-from harness.checker import check
-from harness.evidence import read_lines
+from killpoint.harness import nemesis
+from killpoint.harness._safe_files import remove_tree
+from killpoint.harness.checker import check
+from killpoint.harness.evidence import read_lines
 from tests.helpers import DEMO, WORKLOADS
 from tests.test_checker import GOLDEN, LEDGER, SCENARIO, evidence
 
@@ -78,7 +78,7 @@ def test_a_journal_swapped_for_a_symlink_at_the_kill_is_neither_copied_nor_torn(
     secret.chmod(0o600)
     runs = tmp_path / "runs"
     result = killpoint("run", DEMO, "--backend", backend, "--kill-at", "c1:after_started/torn:500",
-                       "--workload", f"{{python}} -m scenarios.hostile.swaps_journal_for_symlink {secret}",
+                       "--workload", f"{{python}} -m killpoint.scenarios.hostile.swaps_journal_for_symlink {secret}",
                        "--runs-dir", runs, "--json", tmp_path / "report.json")
     assert result.exit_code == 1 and "Traceback" not in result.err, result.out + result.err
     assert secret.read_bytes() == b"root's secret\n" and secret.stat().st_mode & 0o777 == 0o600
@@ -111,7 +111,7 @@ def test_removing_a_tree_nested_past_the_recursion_limit(tmp_path):
 def test_granting_the_container_the_world_never_hands_over_a_linked_host_file(tmp_path, user):
     """Before each docker incarnation the world is chowned (or opened up) for the container's user; a hard or
     symbolic link planted in it must not take a host file along."""
-    from harness.backends._engine import grant_writes
+    from killpoint.harness.backends._engine import grant_writes
 
     secret = tmp_path / "host-secret"
     secret.write_text("root only\n")

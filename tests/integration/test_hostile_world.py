@@ -27,7 +27,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import DEMO, ROOT
-from tests.integration.test_docker_backend import docker_engine, leftover_sweeps_serialised  # noqa: F401
+from tests.integration.test_docker_backend import (  # noqa: F401
+    docker_engine,
+    leftover_sweeps_serialised,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -158,9 +161,9 @@ def test_a_hostile_world_is_reported_and_harms_nothing(request: pytest.FixtureRe
         request.getfixturevalue("docker_engine")
     attack = ATTACKS[name]
     target, outside_before = make_outside(tmp_path, attack.outside) if attack.outside else (None, {})
-    workload = f"{{python}} -m scenarios.hostile.{name}" + (f" {target}" if target else "")
+    workload = f"{{python}} -m killpoint.scenarios.hostile.{name}" + (f" {target}" if target else "")
     report_path = tmp_path / "report.json"
-    harness = run_harness(tmp_path / "harness.log", "run", DEMO, "--backend", backend, "--kill-at", "c4:after_effect",
+    harness = run_harness(tmp_path / "killpoint.harness.log", "run", DEMO, "--backend", backend, "--kill-at", "c4:after_effect",
                           "--workload", workload, "--runs-dir", runs, "--json", report_path)
 
     assert harness.exit_code is not None, f"the harness hung for {WALL_LIMIT_S:.0f} s:\n{harness.output[-3000:]}"

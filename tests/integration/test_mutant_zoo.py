@@ -8,8 +8,8 @@ import tempfile
 
 import pytest
 
-from harness.hunt import hunt
-from scenarios.mutants import zoo
+from killpoint.harness.hunt import hunt
+from killpoint.scenarios.mutants import zoo
 from tests.helpers import ROOT
 
 ZOO = zoo()

@@ -7,7 +7,7 @@ import time
 
 import psutil
 
-from harness import nemesis
+from killpoint.harness import nemesis
 
 
 def test_descendants_walked_from_proc_match_psutils_scan_and_all_die():

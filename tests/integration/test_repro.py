@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.checker import Verdict
-from harness.scenario import load_scenario
-from harness.schedule import KillPoint
-from harness.session import Job, token_for
-from harness.token import ReproToken
+from killpoint.harness.model import Verdict
+from killpoint.harness.scenario import load_scenario
+from killpoint.harness.schedule import KillPoint
+from killpoint.harness.session import Job, token_for
+from killpoint.harness.token import ReproToken
 from tests.helpers import DEMO
 
 KILL = (KillPoint("after_effect", "c5"),)

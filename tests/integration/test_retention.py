@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
-from harness.errors import ConfigError
-from harness.retention import is_session_dir, prune
-from harness.scenario import load_scenario, with_workload
-from harness.schedule import KillPoint
-from harness.session import Job, fixed_batches, run_session
+from killpoint.errors import ConfigError
+from killpoint.harness import cli
+from killpoint.harness.retention import is_session_dir, prune
+from killpoint.harness.scenario import load_scenario, with_workload
+from killpoint.harness.schedule import KillPoint
+from killpoint.harness.session import Job, fixed_batches, run_session
 from tests.helpers import DEMO, mutant_workload
 
 DAY = 86400.0

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from fake_tools.base import REGISTRY, invoke, lookup
-from fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
-from fake_tools.ledger import Ledger
-from fake_tools.world import seed_world
-from harness import protocol
-from harness.scenario import Scenario, load_scenario
+from killpoint import protocol
+from killpoint.fake_tools.base import REGISTRY, invoke, lookup
+from killpoint.fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
+from killpoint.fake_tools.ledger import Ledger
+from killpoint.fake_tools.world import seed_world
+from killpoint.harness.scenario import Scenario, load_scenario
 from tests.helpers import ROOT
 
 SCENARIO_FILES = sorted((ROOT / "scenarios").glob("*.toml"))
-REFERENCE_WORKLOAD = "scenarios.reference_runtime"
+REFERENCE_WORKLOAD = "killpoint.scenarios.reference_runtime"
 
 
 def scenario_id(path: Path) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 
 from bench.soak import SCENARIOS, soak
-from harness.hunt import call_pool, draw_examples
+from killpoint.harness.hunt import call_pool, draw_examples
 from tests.helpers import DEMO
 
 

@@ -2,7 +2,7 @@
 
 scenarios/standalone/runtime.py shares no code with killpoint: it passes every
 single-kill schedule of the demo, and each one-line bug planted in a copy of it
-is caught with the right property named. Also: ``python -m fake_tools``, the
+is caught with the right property named. Also: ``python -m killpoint.fake_tools``, the
 command-line door through which it (and a runtime in any language) calls tools.
 """
 
@@ -21,8 +21,8 @@ from types import ModuleType
 
 import pytest
 
-from fake_tools.world import seed_world
-from harness import protocol
+from killpoint import protocol
+from killpoint.fake_tools.world import seed_world
 from tests.helpers import DEMO, ROOT
 
 STANDALONE = ROOT / "scenarios" / "standalone" / "runtime.py"
@@ -108,7 +108,7 @@ def test_standalone_journal_cuts_a_torn_last_line_and_keeps_the_rest(tmp_path):
     assert journal_path.read_bytes().count(b"\n") == 2
 
 
-# -- python -m fake_tools --------------------------------------------------------
+# -- python -m killpoint.fake_tools --------------------------------------------------------
 
 
 @pytest.fixture
@@ -125,8 +125,8 @@ def tool_env(tmp_path: Path) -> dict[str, str]:
 
 
 def fake_tools_cli(env: dict[str, str], *args: str) -> tuple[int, dict[str, object] | None, str]:
-    """Run ``python -m fake_tools ARGS``; return (exit code, its JSON answer or None, stderr)."""
-    done = subprocess.run([sys.executable, "-m", "fake_tools", *args], env=env, cwd=ROOT,
+    """Run ``python -m killpoint.fake_tools ARGS``; return (exit code, its JSON answer or None, stderr)."""
+    done = subprocess.run([sys.executable, "-m", "killpoint.fake_tools", *args], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=30)
     return done.returncode, (json.loads(done.stdout) if done.stdout.strip() else None), done.stderr
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import DEMO, workload_command as workload
+from tests.helpers import DEMO
+from tests.helpers import workload_command as workload
 
 
 def test_missing_command_is_a_workload_error(killpoint):
@@ -31,7 +32,7 @@ def test_workload_that_hangs_is_killed_at_the_timeout(killpoint):
 
 
 def test_workload_that_never_connects_cannot_be_killed_at_points(killpoint):
-    result = killpoint("run", DEMO, "--workload", "{python} -m scenarios.silent scenarios.reference_runtime", "--exhaustive")
+    result = killpoint("run", DEMO, "--workload", "{python} -m killpoint.scenarios.silent killpoint.scenarios.reference_runtime", "--exhaustive")
     assert result.exit_code == 2
     assert "never connected to the control socket ($KILLPOINT_CONTROL)" in result.err
 

@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-from harness.explore import shard_of
-from harness.scenario import load_scenario
-from harness.schedule import parse_kill_point
-from harness.session import Job
+from killpoint.harness.explore import shard_of
+from killpoint.harness.scenario import load_scenario
+from killpoint.harness.schedule import parse_kill_point
+from killpoint.harness.session import Job
 from tests.helpers import DEMO, ROOT
 
 pytest_plugins = ["pytester"]
@@ -23,7 +23,7 @@ pytest_plugins = ["pytester"]
 KILL = "c4:after_started"
 CHAOS_TEST = f"""
 def test_my_runtime_recovers(killpoint_run):
-    killpoint_run("chaos/demo.toml", workload="{{python}} -m scenarios.mutants.retry_non_idempotent", kill_at="{KILL}")
+    killpoint_run("chaos/demo.toml", workload="{{python}} -m killpoint.scenarios.mutants.retry_non_idempotent", kill_at="{KILL}")
 """
 
 
@@ -68,6 +68,6 @@ def test_the_ci_files_pytest_command_runs_as_written(pytester, monkeypatch, ci_f
 
     # The last line reproduces the failure from the project's root, as a developer would run it.
     token = next(line for line in reversed(output.splitlines()) if "killpoint repro kp1." in line).split()[-1]
-    repro = subprocess.run([sys.executable, "-m", "harness.cli", "repro", token, "--runs-dir", "repro-runs"],
+    repro = subprocess.run([sys.executable, "-m", "killpoint.harness.cli", "repro", token, "--runs-dir", "repro-runs"],
                            cwd=pytester.path, capture_output=True, text=True, timeout=120)
     assert repro.returncode == 1 and "[interrupted-action]" in repro.stdout, repro.stdout + repro.stderr

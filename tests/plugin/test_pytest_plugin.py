@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 import pytest
 
@@ -25,10 +25,10 @@ CHAOS_TESTS = f"""
 DEMO = {str(DEMO)!r}
 
 def test_reference_runtime_recovers(killpoint_run):
-    killpoint_run(DEMO, workload="{{python}} -m scenarios.reference_runtime", kill_at="c4:after_started")
+    killpoint_run(DEMO, workload="{{python}} -m killpoint.scenarios.reference_runtime", kill_at="c4:after_started")
 
 def test_mutant_recovers(killpoint_run):
-    killpoint_run(DEMO, workload="{{python}} -m scenarios.mutants.retry_non_idempotent", kill_at="c4:after_started")
+    killpoint_run(DEMO, workload="{{python}} -m killpoint.scenarios.mutants.retry_non_idempotent", kill_at="c4:after_started")
 """
 
 
@@ -64,8 +64,8 @@ def test_chaos_tests_under_xdist_fail_with_the_repro_command_last(pytester):
 
 def test_options_reach_every_session(pytester):
     pytester.makepyfile(test_options=f"""
-        from harness.explore import shard_of
-        from harness.schedule import derived_seed
+        from killpoint.harness.explore import shard_of
+        from killpoint.harness.schedule import derived_seed
 
         def test_random_runs_and_seed(killpoint_run):
             result = killpoint_run({str(DEMO)!r})
@@ -173,4 +173,4 @@ def test_the_plugin_imports_no_harness_until_used(pytester):
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=pytester.path).stdout
     assert "1 passed" in loaded
-    assert loaded.strip().splitlines()[-1] == "['harness', 'harness._ci', 'harness.pytest_plugin']"
+    assert loaded.strip().splitlines()[-1] == "['harness', 'killpoint.harness._ci', 'killpoint.harness.pytest_plugin']"

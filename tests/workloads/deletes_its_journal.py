@@ -3,8 +3,8 @@
 import os
 import sys
 
-from harness import protocol
-from scenarios.reference_runtime import main
+from killpoint import protocol
+from killpoint.scenarios.reference_runtime import main
 
 code = main()
 if os.environ.get(protocol.ENV_INCARNATION) != "0":

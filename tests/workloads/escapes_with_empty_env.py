@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from scenarios.reference_runtime import main
+from killpoint.scenarios.reference_runtime import main
 
 SLEEPER_SECONDS = 600
 START_DEADLINE_S = 10.0

@@ -5,9 +5,9 @@ point of the demo's c4 (an append). The harness's kill marker must still start a
 import os
 import sys
 
-from harness import client, protocol
-from scenarios.mutants.retry_non_idempotent import RetryNonIdempotent
-from scenarios.reference_runtime import main
+from killpoint import client, protocol
+from killpoint.scenarios.mutants.retry_non_idempotent import RetryNonIdempotent
+from killpoint.scenarios.reference_runtime import main
 
 announce = client.Rendezvous.point
 

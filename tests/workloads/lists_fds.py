@@ -3,7 +3,7 @@
 import os
 import sys
 
-from scenarios.reference_runtime import main
+from killpoint.scenarios.reference_runtime import main
 
 descriptors = sorted(int(name) for name in os.listdir("/proc/self/fd"))  # includes listdir's own
 print("descriptors:", descriptors[:-1], flush=True)

@@ -6,8 +6,8 @@ import os
 import socket
 import sys
 
-from harness import protocol
-from scenarios.reference_runtime import main
+from killpoint import protocol
+from killpoint.scenarios.reference_runtime import main
 
 if os.environ.get(protocol.ENV_CONTROL):
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as control:

@@ -2,7 +2,7 @@
 
 import sys
 
-from scenarios.reference_runtime import main
+from killpoint.scenarios.reference_runtime import main
 
 print(hash("killpoint"), flush=True)
 sys.exit(main())

@@ -4,7 +4,7 @@ process group) which would outlive it: the harness must still kill it."""
 import subprocess
 import sys
 
-from scenarios.reference_runtime import main
+from killpoint.scenarios.reference_runtime import main
 
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
 sys.exit(main())

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import protocol
+from killpoint import protocol
 
 
 def encode_record(record: dict[str, Any]) -> bytes:

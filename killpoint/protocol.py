@@ -21,7 +21,12 @@ WORKLOAD_HASH_SEED = "0"
 JOURNAL_NAME = "journal.jsonl"
 
 # The crash points of one tool call, in the order a correct runtime reaches them.
-CALL_POINTS = ("before_started", "after_started", "after_effect", "before_finished", "after_finished")
+BEFORE_STARTED = "before_started"
+AFTER_STARTED = "after_started"
+AFTER_EFFECT = "after_effect"  # sent by the fake tool itself, once it has acted
+BEFORE_FINISHED = "before_finished"
+AFTER_FINISHED = "after_finished"
+CALL_POINTS = (BEFORE_STARTED, AFTER_STARTED, AFTER_EFFECT, BEFORE_FINISHED, AFTER_FINISHED)
 # Crash points of the recovery itself.
 AFTER_DECISIONS = "after_decisions"
 AFTER_VERIFY = "after_verify"
@@ -53,3 +58,11 @@ DECISION = "decision"
 VERIFIED = "verified"
 TASK = "task"
 COMPLETED = "COMPLETED"
+
+# Ledger record kinds: each ledger line is keyed by exactly one of these. The fake tools write the
+# first three (a call's invocation, an effect it made, a read-only probe); the harness writes KILLED.
+LEDGER_INVOKED = "invoked"
+LEDGER_EFFECT = "effect"
+LEDGER_PROBE = "probe"
+LEDGER_KILLED = "killed"
+TOOL_LEDGER_KINDS = (LEDGER_INVOKED, LEDGER_EFFECT, LEDGER_PROBE)

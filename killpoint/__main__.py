@@ -1,0 +1,7 @@
+"""``python -m killpoint ...`` is the ``killpoint`` command."""
+
+import sys
+
+from killpoint.harness.cli import main
+
+sys.exit(main())
