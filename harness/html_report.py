@@ -19,15 +19,11 @@ from killpoint.harness.checker import PROPERTIES
 from killpoint.harness.evidence import Evidence, Incarnation, Line, read_evidence
 from killpoint.harness.explore import coverage
 from killpoint.harness.model import GoldenRun
-from killpoint.harness.report import (
-    coverage_figures,
-    repro_command,
-    summarise,
-    summary_rows,
-)
+from killpoint.harness.report import repro_command, summary_rows, verdict_headline, verdict_label, verdict_reason
 from killpoint.harness.scenario import Scenario
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import RunOutcome
+from killpoint.harness.summary import Summary, given_or_summarised
 
 # Failing runs drawn in full; the rest are listed with their repro commands.
 MAX_TIMELINES = 50
@@ -35,6 +31,8 @@ LEFT, SLOT, TOP, LANE = 170, 26, 64, 78
 RECOVERY_SLOTS = len(p.RECOVERY_POINTS)
 DECISION_COLOURS = {p.SKIP: "#6b7280", p.RETRY: "#c2410c", p.VERIFY: "#1d4ed8"}
 _QUOTED = re.compile(r"^([\w.-]+\.jsonl):(\d+): ")
+# Where a ledger record is drawn: under the crash point its tool reaches as it writes it.
+LEDGER_POINTS = {p.LEDGER_INVOKED: p.AFTER_STARTED, p.LEDGER_EFFECT: p.AFTER_EFFECT, p.LEDGER_PROBE: p.BEFORE_STARTED}
 
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px 32px; color: #111827; }
@@ -42,7 +40,7 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8p
 h3 { font-size: 16px; margin: 0 0 8px; }
 .banner { padding: 10px 14px; border-radius: 6px; font-weight: 600; margin: 12px 0; }
 .banner.fail { background: #fee2e2; color: #991b1b; } .banner.pass { background: #dcfce7; color: #166534; }
-.banner.untested { background: #fef3c7; color: #92400e; }
+.banner.untested { background: #fef3c7; color: #92400e; } .banner.unknown { background: #e5e7eb; color: #374151; }
 table { border-collapse: collapse; } td, th { padding: 3px 10px; border: 1px solid #e5e7eb; text-align: left; }
 th { background: #f9fafb; font-weight: 600; }
 table.heat td { text-align: center; min-width: 70px; font-variant-numeric: tabular-nums; }
@@ -59,19 +57,20 @@ svg text { font: 11px system-ui, sans-serif; } svg .mono { font: 10px ui-monospa
 
 
 def write_html_report(path: Path, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome],
-                      seconds: float) -> None:
-    path.write_text(render_html(scenario, golden, outcomes, seconds))
+                      summary: Summary | float) -> None:
+    path.write_text(render_html(scenario, golden, outcomes, summary))
 
 
-def render_html(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], seconds: float) -> str:
-    """The whole report as one HTML string."""
+def render_html(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], summary: Summary | float) -> str:
+    """The whole report as one HTML string; "failing runs" here are those that broke a rule or could not be judged."""
+    summary = given_or_summarised(summary, golden, outcomes)
     failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
     body = [f"<h1>killpoint report: {escape(scenario.name)}</h1>",
             f'<div class="muted">workload <code>{escape(" ".join(scenario.workload))}</code> · plan '
             f"{escape(scenario.plan.digest)} · {len(scenario.plan.calls)} calls</div>",
-            _summary(golden, outcomes, seconds, failures), _heat_map(scenario, outcomes)]
+            _summary(summary), _heat_map(scenario, outcomes)]
     if failures:
-        body.append(f"<h2>Failing runs ({len(failures)})</h2>")
+        body.append(f"<h2>{_failures_heading(summary)}</h2>")
         body += [_failing_run(scenario, outcome) for outcome in failures[:MAX_TIMELINES]]
         if len(failures) > MAX_TIMELINES:
             body.append(f"<p>{len(failures) - MAX_TIMELINES} more failing runs, not drawn:</p>")
@@ -82,11 +81,18 @@ def render_html(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome
             f"<body>{''.join(body)}</body></html>\n")
 
 
-def _summary(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float, failures: list[RunOutcome]) -> str:
-    summary = summarise(outcomes, seconds)
-    if failures:
-        banner = (f'<div class="banner fail">FAILED: {len(failures)} of {summary.runs} runs broke a recovery rule '
-                  f"or could not be judged</div>")
+def _failures_heading(summary: Summary) -> str:
+    """"Failing runs (2)", "Unknown runs (1)" or "Failing runs (2) and unknown runs (1)"."""
+    parts = [f"{kind} runs ({count})" for kind, count in (("failing", summary.failed), ("unknown", summary.unknown))
+             if count]
+    return " and ".join(parts).capitalize()
+
+
+def _summary(summary: Summary) -> str:
+    if summary.failed:
+        banner = f'<div class="banner fail">FAILED: {escape(verdict_headline(summary))}</div>'
+    elif summary.unknown:
+        banner = f'<div class="banner unknown">UNKNOWN: {escape(verdict_headline(summary))}</div>'
     elif summary.untested:
         banner = (f'<div class="banner untested">{"PASSED" if summary.passed else "UNTESTED"}: {summary.passed} of '
                   f"{summary.runs} runs recovered correctly from a kill; {summary.untested} untested: no kill of "
@@ -94,7 +100,7 @@ def _summary(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float, fail
     else:
         banner = f'<div class="banner pass">PASSED: all {summary.runs} runs recovered correctly</div>'
     rows = []
-    for label, text in summary_rows(summary, coverage_figures(golden, outcomes), golden.seconds):
+    for label, text in summary_rows(summary):
         if label.startswith("["):
             prop = label.strip("[]")
             label, text = f'<span class="prop">{escape(prop)}</span>', f"{text}: {PROPERTIES.get(prop, '')}"
@@ -106,7 +112,7 @@ def _summary(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float, fail
 
 def _heat_map(scenario: Scenario, outcomes: list[RunOutcome]) -> str:
     """Kills per call x point, per incarnation; red where a failing run was killed there."""
-    kills, failing = coverage(outcomes), coverage([outcome for outcome in outcomes if not outcome.verdict.valid])
+    kills, failing = coverage(outcomes), coverage([outcome for outcome in outcomes if outcome.verdict.valid is False])
     columns = [*p.CALL_POINTS, *p.RECOVERY_POINTS]
     parts = ["<h2>Coverage</h2><p class='muted'>Kills that really landed at each crash point, per incarnation "
              "(a timed or event kill counts at the last point announced before it). Red: a failing run was "
@@ -153,10 +159,9 @@ def _failing_run(scenario: Scenario, outcome: RunOutcome) -> str:
                         f"<b>{escape(where)}</b> {escape(finding.message)}"
                         + (f"<pre>{escape(quoted)}</pre>" if quoted else "") + "</div>")
     extra = "".join(f"<p class='muted'>note: {escape(note)}</p>" for note in verdict.notes)
-    if verdict.error:
-        extra += f"<pre>{escape(verdict.error)}</pre>"
-    label = "FAIL" if verdict.valid is False else "UNKNOWN"
-    return (f"<div class='run' id='run-{outcome.job.index}'><h3>{label} run {outcome.job.index}: kill at "
+    if reason := verdict_reason(verdict):
+        extra += f"<pre>{escape(reason)}</pre>"
+    return (f"<div class='run' id='run-{outcome.job.index}'><h3>{verdict_label(verdict)} run {outcome.job.index}: kill at "
             f"{escape(format_schedule(outcome.job.schedule))}</h3>{timeline_svg(scenario, outcome)}"
             "<div class='legend muted'><span>● crash point reached</span><span>✕ SIGKILL</span>"
             "<span>▲ tool invoked</span><span>◆ effect</span><span>○ probe</span><span>SKIP/RETRY/VERIFY: "
@@ -173,6 +178,11 @@ def _slot(point: str, call_ids: tuple[str, ...]) -> float | None:
     call, _, name = point.rpartition(":")
     if call not in call_ids or name not in p.CALL_POINTS:
         return None
+    return _call_slot(call, name, call_ids)
+
+
+def _call_slot(call: str, name: str, call_ids: tuple[str, ...]) -> int:
+    """The x slot of crash point ``name`` of a call of the plan."""
     return RECOVERY_SLOTS + call_ids.index(call) * len(p.CALL_POINTS) + p.CALL_POINTS.index(name)
 
 
@@ -267,16 +277,15 @@ def _decision(line: Line, calls: tuple[str, ...], top: float, blamed: bool) -> s
 
 def _ledger_mark(line: Line, calls: tuple[str, ...], mid: float, marks: dict[tuple[str, str], int], blamed: bool) -> str:
     """▲ invoked, ◆ effect, ○ probe, below the call's bar; repeated marks step right."""
-    kind = next((key for key in ("invoked", "effect", "probe") if key in line.record), "effect")
+    kind = next((key for key in p.TOOL_LEDGER_KINDS if key in line.record), p.LEDGER_EFFECT)
     call = line.get("call")
-    base = {"invoked": "after_started", "effect": "after_effect", "probe": "before_started"}[kind]
     repeat = marks[(call, kind)] = marks.get((call, kind), -1) + 1
-    x = _x(_slot(f"{call}:{base}", calls)) + repeat * 9 - (SLOT / 2 if kind == "probe" else 0)
+    x = _x(_call_slot(call, LEDGER_POINTS[kind], calls)) + repeat * 9 - (SLOT / 2 if kind == p.LEDGER_PROBE else 0)
     y = mid + 20
     stroke = ' stroke="#dc2626" stroke-width="2.5"' if blamed else ""
-    shape = {"invoked": f'<polygon points="{x - 5},{y + 4} {x + 5},{y + 4} {x},{y - 5}" fill="#6b7280"{stroke}>',
-             "effect": f'<polygon points="{x},{y - 6} {x + 6},{y} {x},{y + 6} {x - 6},{y}" fill="#f59e0b"{stroke}>',
-             "probe": f'<circle cx="{x}" cy="{y}" r="5" fill="white" stroke="{"#dc2626" if blamed else "#1d4ed8"}" '
-                      f'stroke-width="2">'}[kind]
-    closing = "</circle>" if kind == "probe" else "</polygon>"
+    shape = {p.LEDGER_INVOKED: f'<polygon points="{x - 5},{y + 4} {x + 5},{y + 4} {x},{y - 5}" fill="#6b7280"{stroke}>',
+             p.LEDGER_EFFECT: f'<polygon points="{x},{y - 6} {x + 6},{y} {x},{y + 6} {x - 6},{y}" fill="#f59e0b"{stroke}>',
+             p.LEDGER_PROBE: f'<circle cx="{x}" cy="{y}" r="5" fill="white" '
+                             f'stroke="{"#dc2626" if blamed else "#1d4ed8"}" stroke-width="2">'}[kind]
+    closing = "</circle>" if kind == p.LEDGER_PROBE else "</polygon>"
     return f"{shape}<title>{escape(line.quote())}</title>{closing}"

@@ -19,18 +19,10 @@ from typing import Any, TextIO
 
 from killpoint.harness._ci import ci_profile
 from killpoint.harness.model import GoldenRun
-from killpoint.harness.report import (
-    coverage_figures,
-    describe_failure,
-    repro_command,
-    summarise,
-    summary_json,
-    summary_line,
-    summary_rows,
-    write_coverage,
-)
+from killpoint.harness.report import describe_failure, repro_command, summary_line, summary_rows, write_coverage
 from killpoint.harness.scenario import Scenario
 from killpoint.harness.session import JobBatches, RunOutcome, outcome_to_json
+from killpoint.harness.summary import Summary, given_or_summarised
 
 MODES = ("normal", "quiet", "machine")
 
@@ -42,14 +34,16 @@ class SessionPrinter:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: choose one of {', '.join(MODES)}")
         self.out, self.mode = out, mode
-        self.failing = 0
+        self.failing = 0  # runs so far that broke a rule
+        self.unknown = 0  # runs so far that could not be judged
         self._progress: Any = None
         self._task: Any = None
         self._wants_bar = progress_bar if progress_bar is not None else (
             mode == "normal" and not ci_profile() and hasattr(out, "isatty") and out.isatty())
 
     def __repr__(self) -> str:
-        return f"<SessionPrinter {self.mode}, {self.failing} failing run(s) so far, bar {'on' if self._progress else 'off'}>"
+        return (f"<SessionPrinter {self.mode}, {self.failing} failing and {self.unknown} unknown run(s) so far, "
+                f"bar {'on' if self._progress else 'off'}>")
 
     def __enter__(self) -> SessionPrinter:
         if self._wants_bar:
@@ -64,10 +58,11 @@ class SessionPrinter:
 
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("[red]{task.fields[failing]} failing"), TextColumn("{task.fields[rate]:.1f} schedules/s"),
+                TextColumn("[red]{task.fields[failing]} failing"), TextColumn("{task.fields[unknown]} unknown"),
+                TextColumn("{task.fields[rate]:.1f} schedules/s"),
                 TimeElapsedColumn(), console=Console(file=self.out), transient=True)
             self._progress.start()
-            self._task = self._progress.add_task("golden run", total=None, failing=0, rate=0.0)
+            self._task = self._progress.add_task("golden run", total=None, failing=0, unknown=0, rate=0.0)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -93,8 +88,8 @@ class SessionPrinter:
 
     def on_outcome(self, outcome: RunOutcome) -> None:
         """Called as each run is judged, in the order runs finish."""
-        if not outcome.verdict.valid:
-            self.failing += 1
+        self.failing += outcome.verdict.valid is False
+        self.unknown += outcome.verdict.valid is None
         if self.mode == "machine":
             self._write(json.dumps({"kind": "run", **outcome_to_json(outcome)}) + "\n")
         elif not outcome.verdict.valid:
@@ -103,22 +98,26 @@ class SessionPrinter:
             self._write(block.getvalue())
         if self._progress is not None:
             task = self._progress.tasks[0]
-            self._progress.update(self._task, advance=1, failing=self.failing,
+            self._progress.update(self._task, advance=1, failing=self.failing, unknown=self.unknown,
                                   rate=(task.completed + 1) / task.elapsed if task.elapsed else 0.0)
 
-    def finish(self, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], seconds: float,
+    def finish(self, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], summary: Summary | float,
                *, show_coverage: bool = False) -> None:
-        """The end of the session: summary (table in normal mode) and the first failure's repro command."""
+        """The end of the session: summary (table in normal mode) and the first failure's repro command.
+
+        A failure here is any run that did not pass: one that broke a rule or one that could not be judged.
+        """
+        summary = given_or_summarised(summary, golden, outcomes)
         failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
         if self.mode == "machine":
-            self._write(json.dumps({"kind": "summary", **summary_json(golden, outcomes, seconds),
+            self._write(json.dumps({"kind": "summary", **summary.to_json(),
                                     "reproduce": repro_command(failures[0]) if failures else None}) + "\n")
             return
         if self.mode == "normal":
             if show_coverage:
                 write_coverage(scenario, golden, outcomes, self.out)
-            write_summary_table(golden, outcomes, seconds, self.out)
-        self._write(summary_line(outcomes, seconds) + "\n")
+            write_summary_table(summary, self.out)
+        self._write(summary_line(summary) + "\n")
         if failures:
             self._write(f"first failure reproduces with: {repro_command(failures[0])}\n")
 
@@ -129,7 +128,7 @@ class SessionPrinter:
             self.out.write(text)
 
 
-def write_summary_table(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float, out: TextIO) -> None:
+def write_summary_table(summary: Summary, out: TextIO) -> None:
     """The summary as a table (plain text off a terminal)."""
     from rich.console import Console
     from rich.table import Table
@@ -138,6 +137,6 @@ def write_summary_table(golden: GoldenRun, outcomes: list[RunOutcome], seconds: 
     table = Table(title="killpoint summary", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    for label, text in summary_rows(summarise(outcomes, seconds), coverage_figures(golden, outcomes), golden.seconds):
+    for label, text in summary_rows(summary):
         table.add_row(Text(label, style="red" if label.startswith("[") else ""), text)
     Console(file=out, highlight=False, width=max(100, Console(file=out).width)).print(table)

@@ -1,27 +1,32 @@
 """What people read: failing runs with their evidence, a summary, a timeline, JSON.
 
 Every failing run's block ends with the one command that reproduces it, written
-so that it runs where it is printed (``killpoint_command``). Every summary is
-rendered from one ``Summary`` value.
+so that it runs where it is printed (``killpoint_command``). Every figure is
+rendered from the session's one ``Summary`` (``harness.summary``); a run the
+checker could not judge is labelled UNKNOWN with its reason, never PASS or FAIL.
 """
 
 from __future__ import annotations
 
+import io
 import json
-from collections import Counter
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from killpoint import protocol as p
 from killpoint.harness._command import killpoint_command  # noqa: F401  (re-exported: the CLI and tests print with it)
 from killpoint.harness.evidence import read_evidence
 from killpoint.harness.explore import coverage
-from killpoint.harness.model import GoldenRun
+from killpoint.harness.model import GoldenRun, Verdict
 from killpoint.harness.repro_safety import repro_line
 from killpoint.harness.scenario import Scenario
 from killpoint.harness.schedule import format_schedule
-from killpoint.harness.session import RESULTS, RunOutcome, outcome_to_json
+from killpoint.harness.session import RunOutcome, outcome_to_json
+from killpoint.harness.summary import Summary, given_or_summarised, summarise, unknown_reason
+
+# Runs described in full in the plugin's failure message; the HTML report has them all.
+MAX_DESCRIBED = 3
 
 
 def repro_command(outcome: RunOutcome) -> str:
@@ -29,13 +34,22 @@ def repro_command(outcome: RunOutcome) -> str:
     return repro_line(outcome.token)
 
 
+def verdict_label(verdict: Verdict) -> str:
+    """PASS, FAIL or UNKNOWN: how every output names a verdict."""
+    return "PASS" if verdict.valid else "FAIL" if verdict.valid is False else "UNKNOWN"
+
+
+def verdict_reason(verdict: Verdict) -> str | None:
+    """The line said under a verdict's label: an unknown's reason (never missing), else the checker's error if any."""
+    return unknown_reason(verdict) if verdict.valid is None else verdict.error
+
+
 def describe_failure(outcome: RunOutcome, out: TextIO) -> None:
     """The block printed for a run that broke a rule (or could not be judged)."""
     verdict = outcome.verdict
-    label = "FAIL" if verdict.valid is False else "UNKNOWN"
-    out.write(f"{label} run {outcome.job.index}: kill at {format_schedule(outcome.job.schedule)}\n")
-    if verdict.error:
-        out.write(f"  {verdict.error}\n")
+    out.write(f"{verdict_label(verdict)} run {outcome.job.index}: kill at {format_schedule(outcome.job.schedule)}\n")
+    if reason := verdict_reason(verdict):
+        out.write(f"  {reason}\n")
     for finding in verdict.findings:
         where = " ".join(part for part in (finding.call, f"(kill {finding.kill})" if finding.kill else None) if part)
         out.write(f"  [{finding.property}] {where + ': ' if where else ''}{finding.message}\n")
@@ -43,44 +57,6 @@ def describe_failure(outcome: RunOutcome, out: TextIO) -> None:
     out.writelines(f"  note: {note}\n" for note in verdict.notes)
     out.write(f"  evidence: {outcome.run_dir}\n")
     out.write(f"  reproduce: {repro_command(outcome)}\n")
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A session's figures, counted once: the summary line, the summary table, the JSON report,
-    the machine-mode summary and the HTML report all render this value.
-
-    Runs are counted by ``RunOutcome.result``: "passed" only when a kill landed
-    and recovery was judged correct; a valid run where no kill landed is "untested".
-    """
-
-    runs: int
-    passed: int
-    failed: int
-    unknown: int
-    untested: int
-    later_kill_never_came: int  # runs where a kill landed but a later kill of the schedule never came
-    schedules: int  # distinct ones
-    kills: int  # scheduled kills that landed (not kills at the timeout)
-    properties: dict[str, int]  # failing runs per broken property, most first
-    kill_latency_ms: dict[str, float] | None  # event kills: median and max from the event to the confirmed kill
-    seconds: float
-
-
-def summarise(outcomes: list[RunOutcome], seconds: float) -> Summary:
-    results = Counter(outcome.result for outcome in outcomes)
-    latencies = sorted(incarnation.kill_latency_s * 1000 for outcome in outcomes for incarnation in outcome.incarnations
-                       if incarnation.kill_latency_s is not None)
-    return Summary(
-        runs=len(outcomes), **{result: results[result] for result in RESULTS},
-        later_kill_never_came=sum(1 for outcome in outcomes if outcome.killed_any and outcome.unreached),
-        schedules=len({tuple(map(str, outcome.job.schedule)) for outcome in outcomes}),
-        kills=sum(len(outcome.kills_landed) for outcome in outcomes),
-        properties=dict(Counter(prop for outcome in outcomes for prop in outcome.verdict.properties).most_common()),
-        kill_latency_ms={"median": round(latencies[len(latencies) // 2], 3), "max": round(latencies[-1], 3)}
-        if latencies else None,
-        seconds=round(seconds, 3),
-    )
 
 
 def _describe_results(summary: Summary) -> str:
@@ -98,14 +74,25 @@ def _describe_latency(summary: Summary) -> str | None:
     return f"event-to-kill latency median {latency['median']:.2f} ms, max {latency['max']:.2f} ms" if latency else None
 
 
-def _rate(summary: Summary) -> float:
-    """Schedules per second."""
-    return summary.runs / summary.seconds if summary.seconds > 0 else 0.0
+def _describe_unknown(summary: Summary) -> str:
+    """"2 run(s) could not be judged: REASON (2)"; the first three reasons, most frequent first."""
+    reasons = list(summary.unknown_reasons.items())
+    text = f"{summary.unknown} run(s) could not be judged: " + "; ".join(
+        f"{reason} ({count})" for reason, count in reasons[:3])
+    return text + (f"; {len(reasons) - 3} other reason(s)" if len(reasons) > 3 else "")
 
 
-def summary_line(outcomes: list[RunOutcome], seconds: float) -> str:
-    """The session in one line, last in every mode but ``machine``."""
-    summary = summarise(outcomes, seconds)
+# Stands in for the crash-free run where a caller of the old shape gives none; the line renders no coverage.
+_NO_GOLDEN = GoldenRun(Path(), {}, {}, (), 0.0)
+
+
+def summary_line(summary: Summary | Sequence[RunOutcome], seconds: float = 0.0) -> str:
+    """The session in one line, last in every mode but ``machine``.
+
+    Transitional: ``pytest_plugin._failure_message`` still passes (outcomes, seconds); see ``given_or_summarised``.
+    """
+    if not isinstance(summary, Summary):
+        summary = summarise(_NO_GOLDEN, summary, seconds)
     text = f"{summary.runs} runs: {_describe_results(summary)}"
     if summary.later_kill_never_came:
         text += f", {summary.later_kill_never_came} where a later kill never came"
@@ -113,14 +100,24 @@ def summary_line(outcomes: list[RunOutcome], seconds: float) -> str:
         text += " (" + ", ".join(f"{prop}: {count}" for prop, count in summary.properties.items()) + ")"
     if latency := _describe_latency(summary):
         text += f"; {latency}"
-    return f"{text} in {summary.seconds:.2f}s ({_rate(summary):.1f} schedules/s)"
+    return f"{text} in {summary.seconds:.2f}s ({summary.schedules_per_second:.1f} schedules/s)"
 
 
-def summary_rows(summary: Summary, cover: dict[str, Any], golden_seconds: float) -> list[tuple[str, str]]:
+def verdict_headline(summary: Summary) -> str:
+    """What went wrong, in one clause: runs that broke the rules and runs that could not be judged, apart
+    (empty when every run passed or was untested)."""
+    parts = [f"{summary.failed} of {summary.runs} runs broke the recovery rules"] if summary.failed else []
+    if summary.unknown:
+        parts.append(f"{summary.unknown}{'' if parts else f' of {summary.runs}'} runs could not be judged (unknown)")
+    return "; ".join(parts)
+
+
+def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     """(label, text) rows of the summary; a broken property's label is its name in brackets."""
+    cover = summary.coverage
     recoveries = "; ".join(
         f"{count} crash point{'s' if count != 1 else ''} killed in incarnation {number}, the restart after "
-        f"{number} kill{'s' if int(number) > 1 else ''}" for number, count in cover["points_per_incarnation"].items()
+        f"{number} kill{'s' if int(number) > 1 else ''}" for number, count in cover.points_per_incarnation.items()
         if number != "0")
     latency = _describe_latency(summary)
     return [
@@ -129,38 +126,47 @@ def summary_rows(summary: Summary, cover: dict[str, Any], golden_seconds: float)
                       + (f"; in {summary.later_kill_never_came} run(s) a later kill never came"
                          if summary.later_kill_never_came else "")),
         *((f"[{prop}]", f"broken in {count} run(s)") for prop, count in summary.properties.items()),
-        ("coverage", f"{cover['first_kill_points']} of {cover['golden_points']} crash points of the crash-free run "
+        *((("unknown", _describe_unknown(summary)),) if summary.unknown else ()),
+        ("coverage", f"{cover.first_kill_points} of {cover.golden_points} crash points of the crash-free run "
                      f"killed in the first incarnation" + (f"; {recoveries}" if recoveries else "")),
         *((("kill latency", latency),) if latency else ()),
-        ("time", f"{summary.seconds:.2f}s ({_rate(summary):.1f} schedules/s; golden run {golden_seconds:.2f}s)"),
+        ("time", f"{summary.seconds:.2f}s ({summary.schedules_per_second:.1f} schedules/s; "
+                 f"golden run {summary.golden_seconds:.2f}s)"),
     ]
 
 
-def coverage_figures(golden: GoldenRun, outcomes: list[RunOutcome]) -> dict[str, Any]:
-    """How much of the crash-free run's points the first kills covered, and crash points killed per incarnation."""
-    covered = coverage(outcomes)
-    return {
-        "golden_points": len(golden.points),
-        "first_kill_points": len(set(covered.get(0, {})) & set(golden.points)),
-        "points_per_incarnation": {str(number): len(points) for number, points in sorted(covered.items())},
-    }
-
-
-def summary_json(golden: GoldenRun, outcomes: list[RunOutcome], seconds: float) -> dict[str, Any]:
-    """The summary and coverage as JSON: the JSON report's ``summary``, and machine mode's summary line."""
-    return {**asdict(summarise(outcomes, seconds)), "coverage": coverage_figures(golden, outcomes)}
-
-
-def write_json_report(path: Path, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], seconds: float) -> None:
+def write_json_report(path: Path, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome],
+                      summary: Summary | float) -> None:
     report = {
         "scenario": scenario.name,
         "origin": scenario.origin,
         "plan_digest": scenario.plan.digest,
         "golden": {"run_dir": str(golden.run_dir), "seconds": golden.seconds, "points": list(golden.points)},
-        "summary": summary_json(golden, outcomes, seconds),
+        "summary": given_or_summarised(summary, golden, outcomes).to_json(),
         "runs": [outcome_to_json(outcome) for outcome in outcomes],
     }
     path.write_text(json.dumps(report, indent=1))
+
+
+def failure_message(scenario: Scenario, described: str, outcomes: list[RunOutcome], summary: Summary,
+                    html_report: Path) -> str:
+    """A failing session as the pytest plugin reports it (the text JUnit XML carries).
+
+    Every run that failed or could not be judged, the first few in full, then the
+    summary line, the HTML report, and the first such run's repro command last.
+    """
+    attention = [outcome for outcome in outcomes if not outcome.verdict.valid]
+    text = io.StringIO()
+    text.write(f"killpoint: {scenario.name} ({described}): {verdict_headline(summary)}\n")
+    for outcome in attention[:MAX_DESCRIBED]:
+        describe_failure(outcome, text)
+    for outcome in attention[MAX_DESCRIBED:]:
+        verdict = outcome.verdict
+        why = ", ".join(verdict.properties) if verdict.valid is False else unknown_reason(verdict)
+        text.write(f"{verdict_label(verdict)} run {outcome.job.index}: [{why}] {repro_command(outcome)}\n")
+    text.write(summary_line(summary) + "\n")
+    text.write(f"HTML report: {html_report}\nreproduce the first failure with:\n{repro_command(attention[0])}")
+    return text.getvalue()
 
 
 COVERAGE_COLUMNS = (*p.CALL_POINTS, *p.RECOVERY_POINTS)
@@ -214,10 +220,11 @@ def write_timeline(outcome: RunOutcome, out: TextIO) -> None:
                 f"{line.get('call')} {line.get('found')}->{line.get('action')}" for line in decisions) + "\n")
         for line in segments[number] if number < len(segments) else []:
             record = line.record
-            kind = next(key for key in ("invoked", "effect", "probe") if key in record)
+            kind = next(key for key in p.TOOL_LEDGER_KINDS if key in record)
             out.write(f"  ledger:    {kind:<7} {record.get('call')} {record[kind]}\n")
     verdict = outcome.verdict
-    out.write("verdict: " + ("PASS" if verdict.valid else "FAIL" if verdict.valid is False else "UNKNOWN") + "\n")
+    reason = unknown_reason(verdict) if verdict.valid is None else None
+    out.write(f"verdict: {verdict_label(verdict)}" + (f" ({reason})" if reason else "") + "\n")
 
 
 def _points_by_call(points: tuple[str, ...]) -> str:

@@ -1,6 +1,7 @@
-"""What a session prints, on literal outcomes (no process runs here): untested runs counted apart
-from passes in every output, a coverage map whose headings are explained, and reproduce lines
-whose command runs as printed."""
+"""What a session prints, on literal outcomes (no process runs here): one summary that the terminal,
+JSON, HTML and JUnit outputs all render, untested and unknown runs counted apart from passes and
+failures in every output, a coverage map whose headings are explained, and reproduce lines whose
+command runs as printed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import re
 import shlex
 import subprocess
 import sys
+from html import unescape
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -21,20 +24,23 @@ from killpoint.harness.model import Finding, GoldenRun, Verdict
 from killpoint.harness.progress import SessionPrinter
 from killpoint.harness.report import (
     COVERAGE_HEADINGS,
-    coverage_figures,
     describe_failure,
+    failure_message,
     killpoint_command,
     repro_command,
-    summarise,
     summary_line,
     summary_rows,
     write_coverage,
     write_json_report,
+    write_timeline,
 )
 from killpoint.harness.scenario import load_scenario
 from killpoint.harness.schedule import KillPoint
 from killpoint.harness.session import Job, RunOutcome
+from killpoint.harness.summary import NO_REASON, Summary, summarise
 from tests.helpers import DEMO
+
+pytest_plugins = ["pytester"]
 
 SCENARIO = load_scenario(DEMO)
 GOLDEN_POINTS = tuple(f"{call}:{point}" for call in SCENARIO.plan.call_ids for point in p.CALL_POINTS)
@@ -102,15 +108,16 @@ def test_a_pass_needs_a_kill_that_landed():
 
 def test_summary_line_counts_untested_runs_apart_from_passes():
     runs = [passed(index) for index in range(5)] + [untested(index) for index in range(5, 20)]
-    assert summary_line(runs, 2.0).startswith("20 runs: 5 passed, 0 failed, 15 untested (no kill landed) in 2.00s")
-    assert summary_line(MIXED, 1.0).startswith(
+    assert summary_line(summarise(GOLDEN, runs, 2.0)).startswith(
+        "20 runs: 5 passed, 0 failed, 15 untested (no kill landed) in 2.00s")
+    assert summary_line(summarise(GOLDEN, MIXED, 1.0)).startswith(
         "6 runs: 2 passed, 2 failed, 1 unknown, 1 untested (no kill landed) (interrupted-action: 1, liveness: 1)")
 
 
 def test_normal_mode_prints_the_untested_count_in_the_table_and_a_legend_for_the_coverage_headings():
     out = io.StringIO()
     with SessionPrinter(out, mode="normal", progress_bar=False) as printer:
-        printer.finish(SCENARIO, GOLDEN, MIXED, 1.0, show_coverage=True)
+        printer.finish(SCENARIO, GOLDEN, MIXED, summarise(GOLDEN, MIXED, 1.0), show_coverage=True)
     text = out.getvalue()
     assert re.search(r"runs\s+│ 6: 2 passed, 2 failed, 1 unknown, 1 untested \(no kill landed\)", text)
     coverage_map = text[:text.index("killpoint summary")].splitlines()
@@ -135,7 +142,7 @@ def test_a_timed_kill_counts_just_after_the_last_point_announced():
 
 
 def test_summary_rows_say_in_words_what_was_killed_during_recovery():
-    rows = dict(summary_rows(summarise(MIXED, 1.0), coverage_figures(GOLDEN, MIXED), GOLDEN.seconds))
+    rows = dict(summary_rows(summarise(GOLDEN, MIXED, 1.0)))
     assert rows["coverage"] == ("3 of 30 crash points of the crash-free run killed in the first incarnation; "
                                 "1 crash point killed in incarnation 1, the restart after 1 kill")
     assert rows["schedules"] == "6 distinct, 5 kills landed"
@@ -146,7 +153,7 @@ def test_machine_mode_gives_each_run_its_outcome_and_the_summary_its_untested_co
     with SessionPrinter(out, mode="machine") as printer:
         for run in MIXED:
             printer.on_outcome(run)
-        printer.finish(SCENARIO, GOLDEN, MIXED, 1.0)
+        printer.finish(SCENARIO, GOLDEN, MIXED, summarise(GOLDEN, MIXED, 1.0))
     *runs, summary = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [run["outcome"] for run in runs] == RESULTS
     assert (summary["kind"], summary["passed"], summary["failed"], summary["unknown"], summary["untested"]) == (
@@ -156,7 +163,7 @@ def test_machine_mode_gives_each_run_its_outcome_and_the_summary_its_untested_co
 
 def test_json_report_has_one_summary_with_untested_and_each_run_its_outcome(tmp_path):
     path = tmp_path / "report.json"
-    write_json_report(path, SCENARIO, GOLDEN, MIXED, 1.0)
+    write_json_report(path, SCENARIO, GOLDEN, MIXED, summarise(GOLDEN, MIXED, 1.0))
     report = json.loads(path.read_text())
     assert {key: report["summary"][key] for key in ("runs", "passed", "failed", "unknown", "untested")} == {
         "runs": 6, "passed": 2, "failed": 2, "unknown": 1, "untested": 1}
@@ -165,12 +172,90 @@ def test_json_report_has_one_summary_with_untested_and_each_run_its_outcome(tmp_
 
 
 def test_html_names_untested_runs_and_properties_without_rule_numbers():
-    html = render_html(SCENARIO, GOLDEN, [passed(0), untested(1)], 1.0)
+    html = render_html(SCENARIO, GOLDEN, [passed(0), untested(1)], summarise(GOLDEN, [passed(0), untested(1)], 1.0))
     assert "1 of 2 runs recovered correctly from a kill; 1 untested" in html and "all 2 runs recovered" not in html
     assert "1 untested (no kill landed)" in html
-    failing = render_html(SCENARIO, GOLDEN, [passed(0), failed(1)], 1.0)
+    failing = render_html(SCENARIO, GOLDEN, [passed(0), failed(1)], summarise(GOLDEN, [passed(0), failed(1)], 1.0))
     assert "interrupted-action" in failing and "an operation RUNNING at the kill gets RETRY or VERIFY" in failing
     assert not re.search(r"rule \d", failing)
+
+
+# "2 passed, 2 failed, 1 unknown, 1 untested": the counts as the terminal, HTML and JUnit outputs word them.
+COUNTS = re.compile(r"(\d+) passed, (\d+) failed(?:, (\d+) unknown)?(?:, (\d+) untested)?")
+
+
+def counts_in(text: str) -> tuple[int, ...]:
+    match = COUNTS.search(text)
+    assert match, f"no counts in {text!r}"
+    return tuple(int(count or 0) for count in match.groups())
+
+
+def outputs(pytester: pytest.Pytester, runs: list[RunOutcome], summary: Summary) -> dict[str, str]:
+    """The session as each output renders it: terminal (quiet), JSON report, HTML report (as text: unescaped),
+    and the failure JUnit XML records."""
+    terminal = io.StringIO()
+    with SessionPrinter(terminal, mode="quiet") as printer:
+        for run in runs:
+            printer.on_outcome(run)
+        printer.finish(SCENARIO, GOLDEN, runs, summary)
+    json_report = pytester.path / "report.json"
+    write_json_report(json_report, SCENARIO, GOLDEN, runs, summary)
+    # The plugin fails a test with this message (pytest.fail, no traceback); JUnit XML is pytest's own.
+    message = failure_message(SCENARIO, "literal runs", runs, summary, pytester.path / "report.html")
+    pytester.makepyfile(test_session=f"import pytest\n\ndef test_session():\n    pytest.fail({message!r}, pytrace=False)\n")
+    junit = pytester.path / "junit.xml"
+    pytester.runpytest_inprocess("-p", "no:killpoint", "-p", "no:cacheprovider", f"--junitxml={junit}",
+                                 "-W", "ignore::pytest.PytestAssertRewriteWarning")
+    (failure,) = ElementTree.parse(junit).getroot().iter("failure")
+    return {"terminal": terminal.getvalue(), "json": json_report.read_text(),
+            "html": unescape(render_html(SCENARIO, GOLDEN, runs, summary)), "junit": failure.text or ""}
+
+
+def test_the_terminal_json_html_and_junit_outputs_render_one_summary(pytester):
+    summary = summarise(GOLDEN, MIXED, 1.0)
+    assert (summary.runs, summary.passed, summary.failed, summary.unknown, summary.untested) == (6, 2, 2, 1, 1)
+    assert (summary.kills, summary.schedules, summary.later_kill_never_came) == (5, 6, 0)
+    assert summary.properties == {"interrupted-action": 1, "liveness": 1}
+    assert summary.unknown_reasons == {"checker error: KeyError('op')": 1}
+    assert (summary.coverage.golden_points, summary.coverage.first_kill_points) == (30, 3)
+    assert summary.coverage.points_per_incarnation == {"0": 3, "1": 1}
+    assert (summary.golden_seconds, summary.seconds) == (0.25, 1.0)
+
+    rendered = outputs(pytester, MIXED, summary)
+    for name in ("terminal", "html", "junit"):
+        assert counts_in(rendered[name]) == (2, 2, 1, 1), name
+        assert "UNKNOWN run 4" in rendered[name] and "checker error: KeyError('op')" in rendered[name], name
+    for name in ("terminal", "junit"):
+        assert "1 untested (no kill landed) (interrupted-action: 1, liveness: 1) in 1.00s" in rendered[name], name
+    assert json.loads(rendered["json"])["summary"] == summary.to_json()
+    for name in ("html", "junit"):
+        assert "2 of 6 runs broke the recovery rules; 1 runs could not be judged (unknown)" in rendered[name], name
+    assert "interrupted-action</span></th><td>broken in 1 run(s)" in rendered["html"]
+    assert "could not be judged: checker error: KeyError('op') (1)" in rendered["html"]
+
+
+def test_an_unknown_run_is_unknown_with_its_reason_in_every_output_never_a_failure(pytester, tmp_path):
+    silent = outcome(7, KillPoint("after_started", "c3"), Verdict(None), killed(0, "c3:after_started"), finished(1))
+    runs = [passed(0), unjudged(4), silent]
+    summary = summarise(GOLDEN, runs, 1.0)
+    assert (summary.passed, summary.failed, summary.unknown) == (1, 0, 2)
+    assert summary.unknown_reasons == {"checker error: KeyError('op')": 1, NO_REASON: 1}
+
+    rendered = outputs(pytester, runs, summary)
+    assert json.loads(rendered["json"])["summary"]["unknown_reasons"] == summary.unknown_reasons
+    assert [run["outcome"] for run in json.loads(rendered["json"])["runs"]] == ["passed", "unknown", "unknown"]
+    for name in ("terminal", "html", "junit"):
+        assert counts_in(rendered[name]) == (1, 0, 2, 0), name
+        assert "UNKNOWN run 7: kill at c3:after_started" in rendered[name] and NO_REASON in rendered[name], name
+        assert "FAIL run" not in rendered[name] and "broke" not in rendered[name], name
+    assert "UNKNOWN: 2 of 3 runs could not be judged (unknown)" in rendered["html"]
+    assert "FAILED" not in rendered["html"] and "Unknown runs (2)" in rendered["html"]
+    assert "rgba(220,38,38" not in rendered["html"], "the heat map marks only runs that broke a rule red"
+    assert rendered["junit"].startswith("killpoint: demo (literal runs): 2 of 3 runs could not be judged (unknown)\n")
+
+    timeline = io.StringIO()
+    write_timeline(silent, timeline)
+    assert timeline.getvalue().endswith(f"verdict: UNKNOWN ({NO_REASON})\n")
 
 
 @pytest.mark.integration  # runs the printed command
