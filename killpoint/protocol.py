@@ -1,12 +1,12 @@
 """Names of workload protocol v1, in one place (docs/protocol.md explains them).
 
 Both sides import this: the harness, and the stdlib-only workload client. It must
-stay free of third-party imports so a workload pays nothing for it.
+stay free of third-party imports so a workload pays nothing for it. There is no
+version constant: the v1 spec gives a workload no field to announce one, so the
+harness would have nothing to check it against.
 """
 
 from __future__ import annotations
-
-PROTOCOL_VERSION = 1
 
 ENV_RUN_DIR = "KILLPOINT_RUN_DIR"
 ENV_PLAN = "KILLPOINT_PLAN"
@@ -49,7 +49,6 @@ OUTCOME_UNKNOWN = "UNKNOWN"
 SKIP = "SKIP"
 RETRY = "RETRY"
 VERIFY = "VERIFY"
-ACTIONS = (SKIP, RETRY, VERIFY)
 
 # Journal record kinds.
 STARTED = "started"
