@@ -119,7 +119,7 @@ def invoke(
     ledger.invoked(name, call)
     result = _act(name, call, args, world, ledger)
     if rendezvous is not None:
-        rendezvous.point(protocol.CALL_POINTS[2], call=call, op=op)
+        rendezvous.point(protocol.AFTER_EFFECT, call=call, op=op)
     return result
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from killpoint import protocol
 from killpoint.client import AppendOnlyFile
 
 
@@ -21,15 +22,17 @@ class Ledger:
         self.pid = os.getpid()
 
     def invoked(self, tool: str, call: str) -> None:
-        self._file.append({"invoked": tool, "call": call, "incarnation": self.incarnation, "pid": self.pid})
+        self._append(protocol.LEDGER_INVOKED, tool, call=call)
 
     def effect(self, name: str, *, tool: str, call: str) -> None:
-        self._file.append({"effect": name, "call": call, "tool": tool,
-                           "incarnation": self.incarnation, "pid": self.pid})
+        self._append(protocol.LEDGER_EFFECT, name, call=call, tool=tool)
 
     def probe(self, name: str, *, tool: str, call: str) -> None:
-        self._file.append({"probe": name, "call": call, "tool": tool,
-                           "incarnation": self.incarnation, "pid": self.pid})
+        self._append(protocol.LEDGER_PROBE, name, call=call, tool=tool)
+
+    def _append(self, kind: str, value: str, **fields: str) -> None:
+        """One record keyed by its kind (one of ``protocol.TOOL_LEDGER_KINDS``), stamped with who wrote it."""
+        self._file.append({kind: value, **fields, "incarnation": self.incarnation, "pid": self.pid})
 
     def close(self) -> None:
         self._file.close()

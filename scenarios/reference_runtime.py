@@ -165,9 +165,9 @@ class ReferenceRuntime:
         previous = self.operations.get(call_id)
         op = previous.op if previous else self.new_op_id()
         attempt = previous.attempt + 1 if previous else 1
-        self.rendezvous.point("before_started", call=call_id, op=op)
+        self.rendezvous.point(p.BEFORE_STARTED, call=call_id, op=op)
         self.journal_started(call_id, op, attempt)
-        self.rendezvous.point("after_started", call=call_id, op=op)
+        self.rendezvous.point(p.AFTER_STARTED, call=call_id, op=op)
         self.run_then_finish(call_id, op)
 
     def journal_started(self, call_id: str, op: str, attempt: int) -> None:
@@ -186,9 +186,9 @@ class ReferenceRuntime:
         return result.ok
 
     def finish(self, call_id: str, op: str, status: str) -> None:
-        self.rendezvous.point("before_finished", call=call_id, op=op)
+        self.rendezvous.point(p.BEFORE_FINISHED, call=call_id, op=op)
         self.write({"kind": p.FINISHED, "op": op, "status": status})
-        self.rendezvous.point("after_finished", call=call_id, op=op)
+        self.rendezvous.point(p.AFTER_FINISHED, call=call_id, op=op)
 
 
 def main(runtime_class: type[ReferenceRuntime] = ReferenceRuntime) -> int:

@@ -12,20 +12,28 @@ from __future__ import annotations
 import os
 import sys
 
-from killpoint import client, protocol
-from killpoint.scenarios.reference_runtime import main
+from killpoint import protocol
+from killpoint.client import Rendezvous, WorkloadEnv
+from killpoint.scenarios.reference_runtime import ReferenceRuntime, main
 
-announce = client.Rendezvous.point
+
+class SwapsJournalAtAfterStarted(Rendezvous):
+    """The rendezvous, swapping the journal for the symlink just before it announces ``after_started``."""
+
+    def point(self, point: str, *, call: str | None = None, op: str | None = None) -> None:
+        run_dir = os.environ[protocol.ENV_RUN_DIR]
+        # Not in the crash-free run (its folder is named golden): the session must get as far as a kill.
+        if point == protocol.AFTER_STARTED and self.incarnation == 0 and "/golden/" not in run_dir:
+            journal = os.path.join(run_dir, protocol.JOURNAL_NAME)
+            os.replace(journal, journal + ".real")
+            os.symlink(sys.argv[1], journal)
+        super().point(point, call=call, op=op)
 
 
-def point(self: client.Rendezvous, name: str, **where: str | None) -> None:
-    run_dir = os.environ[protocol.ENV_RUN_DIR]
-    # Not in the crash-free run (its folder is named golden): the session must get as far as a kill.
-    if name == "after_started" and os.environ.get(protocol.ENV_INCARNATION) == "0" and "/golden/" not in run_dir:
-        journal = os.path.join(run_dir, protocol.JOURNAL_NAME)
-        os.replace(journal, journal + ".real")
-        os.symlink(sys.argv[1], journal)
-    announce(self, name, **where)
+class SwapsJournal(ReferenceRuntime):
+    def __init__(self, env: WorkloadEnv) -> None:
+        super().__init__(env)
+        self.rendezvous = SwapsJournalAtAfterStarted(env.control_path, env.incarnation)
 
 
 def put_the_journal_back() -> None:
@@ -36,6 +44,5 @@ def put_the_journal_back() -> None:
 
 
 if __name__ == "__main__":
-    client.Rendezvous.point = point
     put_the_journal_back()
-    sys.exit(main())
+    sys.exit(main(SwapsJournal))

@@ -26,7 +26,22 @@ from typing import Any, BinaryIO
 
 Record = dict[str, Any]
 
-RETRY_SAFE_CLASSES = ("READ_ONLY", "IDEMPOTENT_WRITE")
+# The protocol's names, copied from the spec rather than imported: a name killpoint itself misspelt
+# would otherwise be shared and pass unseen (tests/integration/test_standalone_runtime.py holds each
+# one equal to killpoint.protocol's).
+ENV_PLAN, ENV_CATALOGUE, ENV_RUN_DIR = "KILLPOINT_PLAN", "KILLPOINT_CATALOGUE", "KILLPOINT_RUN_DIR"
+ENV_CONTROL, ENV_INCARNATION = "KILLPOINT_CONTROL", "KILLPOINT_INCARNATION"
+JOURNAL_NAME = "journal.jsonl"
+BEFORE_STARTED, AFTER_STARTED = "before_started", "after_started"
+BEFORE_FINISHED, AFTER_FINISHED = "before_finished", "after_finished"
+AFTER_DECISIONS, AFTER_VERIFY = "after_decisions", "after_verify"
+STARTED, FINISHED, DECISION, VERIFIED, TASK = "started", "finished", "decision", "verified", "task"
+RUNNING, SUCCEEDED, FAILED, COMPLETED = "RUNNING", "SUCCEEDED", "FAILED", "COMPLETED"
+NOT_STARTED, OUTCOME_UNKNOWN = "NOT_STARTED", "UNKNOWN"
+SKIP, RETRY, VERIFY = "SKIP", "RETRY", "VERIFY"
+READ_ONLY, IDEMPOTENT_WRITE = "READ_ONLY", "IDEMPOTENT_WRITE"
+
+RETRY_SAFE_CLASSES = (READ_ONLY, IDEMPOTENT_WRITE)
 
 
 class Journal:
@@ -60,13 +75,13 @@ class Journal:
         self._fold(record)
 
     def _fold(self, record: Record) -> None:
-        if record["kind"] == "started":
-            self.ops[record["call"]] = {**record, "status": "RUNNING"}
-        elif record["kind"] == "finished":
+        if record["kind"] == STARTED:
+            self.ops[record["call"]] = {**record, "status": RUNNING}
+        elif record["kind"] == FINISHED:
             started = next(op for op in self.ops.values() if op["op"] == record["op"])
             started["status"] = record["status"]
-        elif record["kind"] == "task":
-            self.completed = record.get("status") == "COMPLETED"
+        elif record["kind"] == TASK:
+            self.completed = record.get("status") == COMPLETED
 
 
 class Control:
@@ -94,11 +109,11 @@ class Runtime:
     """One incarnation: recover what the journal left open, then carry the plan to its end."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
-        with open(environ["KILLPOINT_PLAN"]) as plan, open(environ["KILLPOINT_CATALOGUE"]) as catalogue:
+        with open(environ[ENV_PLAN]) as plan, open(environ[ENV_CATALOGUE]) as catalogue:
             self.plan, self.catalogue = json.load(plan), json.load(catalogue)
-        self.incarnation = int(environ.get("KILLPOINT_INCARNATION", "0"))
-        self.journal = Journal(os.path.join(environ["KILLPOINT_RUN_DIR"], "journal.jsonl"))
-        self.control = Control(environ.get("KILLPOINT_CONTROL"), self.incarnation)
+        self.incarnation = int(environ.get(ENV_INCARNATION, "0"))
+        self.journal = Journal(os.path.join(environ[ENV_RUN_DIR], JOURNAL_NAME))
+        self.control = Control(environ.get(ENV_CONTROL), self.incarnation)
 
     def run(self) -> None:
         if self.journal.completed:
@@ -106,42 +121,42 @@ class Runtime:
         actions = self.decide_every_call() if self.journal.ops else {}
         for call in self.plan["calls"]:
             action = actions.get(call["call_id"])
-            if action == "VERIFY":
+            if action == VERIFY:
                 self.verify_then_redo(call)
-            elif action == "RETRY" or call["call_id"] not in self.journal.ops:
+            elif action == RETRY or call["call_id"] not in self.journal.ops:
                 self.perform(call)
-        self.journal.append({"kind": "task", "status": "COMPLETED"})
+        self.journal.append({"kind": TASK, "status": COMPLETED})
 
     def decide_every_call(self) -> dict[str, str]:
         """Recovery: a durable decision for every planned call before acting on any."""
         actions = {}
         for call in self.plan["calls"]:
             started = self.journal.ops.get(call["call_id"])
-            found = "NOT_STARTED" if started is None else started["status"]
-            found = "UNKNOWN" if found == "RUNNING" else found  # the crash hid its outcome
+            found = NOT_STARTED if started is None else started["status"]
+            found = OUTCOME_UNKNOWN if found == RUNNING else found  # the crash hid its outcome
             actions[call["call_id"]] = action = self.action_for(found, started)
-            decision = {"kind": "decision", "call": call["call_id"], "found": found, "action": action,
+            decision = {"kind": DECISION, "call": call["call_id"], "found": found, "action": action,
                         "incarnation": self.incarnation}
             self.journal.append(decision | ({"op": started["op"]} if started else {}))
-        self.control.point("after_decisions")
+        self.control.point(AFTER_DECISIONS)
         return actions
 
     @staticmethod
     def action_for(found: str, started: Record | None) -> str:
         """The decision matrix, on the class snapshot the ``started`` record carries."""
-        if found != "UNKNOWN" or started is None:
-            return "SKIP"
+        if found != OUTCOME_UNKNOWN or started is None:
+            return SKIP
         if started["interactive"] or started["class"] in RETRY_SAFE_CLASSES:
-            return "RETRY"
-        return "VERIFY"
+            return RETRY
+        return VERIFY
 
     def verify_then_redo(self, call: Record) -> None:
         op = self.journal.ops[call["call_id"]]["op"]
         effect_found = self.fake_tool("probe", call)["effect_found"]
-        self.journal.append({"kind": "verified", "op": op, "effect_found": effect_found})
-        self.control.point("after_verify", call["call_id"], op)
+        self.journal.append({"kind": VERIFIED, "op": op, "effect_found": effect_found})
+        self.control.point(AFTER_VERIFY, call["call_id"], op)
         if effect_found:
-            self.journal.append({"kind": "finished", "op": op, "status": "SUCCEEDED"})
+            self.journal.append({"kind": FINISHED, "op": op, "status": SUCCEEDED})
         else:
             self.perform(call)
 
@@ -150,19 +165,19 @@ class Runtime:
         call_id, tool = call["call_id"], call["tool"]
         previous = self.journal.ops.get(call_id)
         op = previous["op"] if previous else f"{self.plan['task_id']}-op{len(self.journal.ops) + 1}"
-        self.control.point("before_started", call_id, op)
-        self.journal.append({"kind": "started", "op": op, "call": call_id, "tool": tool,
+        self.control.point(BEFORE_STARTED, call_id, op)
+        self.journal.append({"kind": STARTED, "op": op, "call": call_id, "tool": tool,
                              "class": self.catalogue["tools"].get(tool, self.catalogue["default"]),
                              "interactive": tool in self.catalogue["interactive"],
                              "attempt": previous["attempt"] + 1 if previous else 1})
-        self.control.point("after_started", call_id, op)
+        self.control.point(AFTER_STARTED, call_id, op)
         ok = self.fake_tool("call", call, "--op", op)["ok"]
-        self.finish(call_id, op, "SUCCEEDED" if ok else "FAILED")
+        self.finish(call_id, op, SUCCEEDED if ok else FAILED)
 
     def finish(self, call_id: str, op: str, status: str) -> None:
-        self.control.point("before_finished", call_id, op)
-        self.journal.append({"kind": "finished", "op": op, "status": status})
-        self.control.point("after_finished", call_id, op)
+        self.control.point(BEFORE_FINISHED, call_id, op)
+        self.journal.append({"kind": FINISHED, "op": op, "status": status})
+        self.control.point(AFTER_FINISHED, call_id, op)
 
     def fake_tool(self, command: str, call: Record, *options: str) -> Record:
         """Run ``python -m killpoint.fake_tools COMMAND`` and return its JSON answer; exit 1 is a FAILED call."""

@@ -42,6 +42,16 @@ def test_standalone_runtime_imports_only_the_standard_library():
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
 
 
+def test_standalone_runtime_spells_every_protocol_name_as_killpoint_does():
+    # It copies the names from the spec rather than importing them; a copy that drifts from
+    # killpoint.protocol (or a name killpoint misspelt) would make the two sides disagree unseen.
+    standalone = load_standalone()
+    copied = {name: value for name, value in vars(standalone).items() if name.isupper() and isinstance(value, str)}
+    assert copied, "the standalone runtime names no protocol constants"
+    assert {name: getattr(protocol, name, None) for name in copied} == copied
+    assert set(standalone.RETRY_SAFE_CLASSES) == {protocol.READ_ONLY, protocol.IDEMPOTENT_WRITE}
+
+
 def test_standalone_runtime_passes_exhaustive_demo(killpoint, tmp_path):
     report_path = tmp_path / "report.json"
     result = killpoint("run", DEMO, "--exhaustive", "--workload", standalone_workload(STANDALONE),
@@ -57,14 +67,14 @@ def test_standalone_runtime_passes_exhaustive_demo(killpoint, tmp_path):
 
 # (line of the standalone runtime, its one-line replacement, where to kill, property that must catch it)
 MUTATIONS = [
-    pytest.param('RETRY_SAFE_CLASSES = ("READ_ONLY", "IDEMPOTENT_WRITE")',
-                 'RETRY_SAFE_CLASSES = ("READ_ONLY", "IDEMPOTENT_WRITE", "NON_IDEMPOTENT")',
+    pytest.param("RETRY_SAFE_CLASSES = (READ_ONLY, IDEMPOTENT_WRITE)",
+                 'RETRY_SAFE_CLASSES = (READ_ONLY, IDEMPOTENT_WRITE, "NON_IDEMPOTENT")',
                  "c5:after_effect", "interrupted-action", id="retries-non-idempotent"),
-    pytest.param('        if found != "UNKNOWN" or started is None:',
-                 '        if found in ("FAILED", "NOT_STARTED") or started is None:',
+    pytest.param("        if found != OUTCOME_UNKNOWN or started is None:",
+                 "        if found in (FAILED, NOT_STARTED) or started is None:",
                  "c3:after_finished", "succeeded-not-replayed", id="decides-succeeded-by-class"),
     pytest.param('        ok = self.fake_tool("call", call, "--op", op)["ok"]',
-                 '        ok = self.finish(call_id, op, "SUCCEEDED") or self.fake_tool("call", call, "--op", op)["ok"]',
+                 '        ok = self.finish(call_id, op, SUCCEEDED) or self.fake_tool("call", call, "--op", op)["ok"]',
                  "c1:after_finished", "write-ahead", id="finished-before-tool"),
     pytest.param('        effect_found = self.fake_tool("probe", call)["effect_found"]',
                  "        effect_found = False",

@@ -5,19 +5,24 @@ point of the demo's c4 (an append). The harness's kill marker must still start a
 import os
 import sys
 
-from killpoint import client, protocol
+from killpoint import protocol
+from killpoint.client import Rendezvous, WorkloadEnv
 from killpoint.scenarios.mutants.retry_non_idempotent import RetryNonIdempotent
 from killpoint.scenarios.reference_runtime import main
 
-announce = client.Rendezvous.point
+
+class TearsLedgerBeforeC4Effect(Rendezvous):
+    def point(self, point: str, *, call: str | None = None, op: str | None = None) -> None:
+        if (point, call) == (protocol.AFTER_EFFECT, "c4") and self.incarnation == 0:
+            with open(os.environ[protocol.ENV_LEDGER], "ab") as ledger:
+                ledger.write(b'{"note": "half a rec')
+        super().point(point, call=call, op=op)
 
 
-def point(self: client.Rendezvous, name: str, **where: str | None) -> None:
-    if (name, where.get("call")) == ("after_effect", "c4") and os.environ.get(protocol.ENV_INCARNATION) == "0":
-        with open(os.environ[protocol.ENV_LEDGER], "ab") as ledger:
-            ledger.write(b'{"note": "half a rec')
-    announce(self, name, **where)
+class LedgerGlue(RetryNonIdempotent):
+    def __init__(self, env: WorkloadEnv) -> None:
+        super().__init__(env)
+        self.rendezvous = TearsLedgerBeforeC4Effect(env.control_path, env.incarnation)
 
 
-client.Rendezvous.point = point
-sys.exit(main(RetryNonIdempotent))
+sys.exit(main(LedgerGlue))

@@ -13,8 +13,8 @@ if os.environ.get(protocol.ENV_CONTROL):
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as control:
         control.connect(os.environ[protocol.ENV_CONTROL])
         replies = control.makefile("rb")
-        for line in (json.dumps({"point": ["after_effect"], "call": "c1"}).encode(),
-                     json.dumps({"point": "after_effect", "call": ["c1"]}).encode(),
+        for line in (json.dumps({"point": [protocol.AFTER_EFFECT], "call": "c1"}).encode(),
+                     json.dumps({"point": protocol.AFTER_EFFECT, "call": ["c1"]}).encode(),
                      b'{"point": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", b"not json"):
             control.sendall(line + b"\n")
             assert replies.readline(), "the harness must answer every message"
