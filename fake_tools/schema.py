@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-_TYPES: dict[str, tuple[type, ...]] = {
+# The Python types of each JSON Schema type (certification's schema checks use this table too).
+TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
     "array": (list,),
     "string": (str,),
@@ -25,7 +26,7 @@ def schema_errors(schema: dict[str, Any], value: Any, where: str = "args") -> li
     """Every way ``value`` breaks ``schema``, as readable messages (empty when valid)."""
     expected = schema.get("type")
     if expected is not None:
-        kinds = _TYPES[expected]
+        kinds = TYPES[expected]
         is_bool = isinstance(value, bool)
         if not isinstance(value, kinds) or (is_bool and expected in ("integer", "number")):
             return [f"{where} must be {expected}, got {type(value).__name__} {value!r:.40}"]
@@ -64,9 +65,7 @@ def obj(required: dict[str, dict[str, Any]], optional: dict[str, dict[str, Any]]
     }
 
 
-STRING = {"type": "string"}
 TEXT = {"type": "string", "maxLength": 4096}
 NAME = {"type": "string", "minLength": 1, "maxLength": 64}
 PATH = {"type": "string", "minLength": 1, "maxLength": 200}
-INTEGER = {"type": "integer"}
 BOOLEAN = {"type": "boolean"}

@@ -295,7 +295,7 @@ _OPERATORS: dict[type, Callable[[Any, Any], Any]] = {
 
 def _evaluate(node: ast.AST) -> float | int:
     """Arithmetic on numbers only, walked from the syntax tree: nothing is ever eval'd."""
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
         value = _evaluate(node.operand)

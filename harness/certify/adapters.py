@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from killpoint import protocol
+from killpoint._json import strict_json
 from killpoint.errors import ConfigError
-from killpoint.fake_tools.schema import _TYPES
+from killpoint.fake_tools.schema import TYPES
 from killpoint.fake_tools.world import World, seed_world
 from killpoint.harness.certify.identity import command_identity, source_digest
 from killpoint.harness.certify.points import (
@@ -38,12 +40,12 @@ from killpoint.harness.certify.points import (
     drive,
     start_command,
 )
-from killpoint.harness.scenario import strict_json
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
 CALL_TIMEOUT_S = 30.0
+ENV_TOOL = "KILLPOINT_TOOL"  # a command tool's own name, set beside KILLPOINT_WORLD (docs/certify.md)
 CALL_ID = "c1"  # the replay is the same call again, so it carries the same id
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 Run = Callable[[Path, dict[str, Any], Path], tuple[bool, str | None]]
@@ -135,7 +137,7 @@ class CommandTarget:
         text = json.dumps(args, sort_keys=True, ensure_ascii=False)
         argv = [_fill(token, args=text, world=str(world), tool=self.name) for token in self.argv]
         stdin = "" if any("{args}" in token for token in self.argv) else text
-        return argv, stdin, {**os.environ, "KILLPOINT_WORLD": str(world), "KILLPOINT_TOOL": self.name}
+        return argv, stdin, {**os.environ, protocol.ENV_WORLD: str(world), ENV_TOOL: self.name}
 
     def call(self, world: Path, args: dict[str, Any], scratch: Path) -> CallResult:
         run = self.kill(world, args, scratch)
@@ -288,7 +290,7 @@ def schema_problems(schema: Any, where: str = "schema") -> list[str]:
 
 DEEPEST_SCHEMA = 32  # levels of properties/items: tool arguments are never nested this deep
 LONGEST_MIN_LENGTH = 1000  # drawn strings are at least minLength long, and a person reads a counterexample
-SCHEMA_TYPES = _TYPES  # the tools' own validator's table (killpoint.fake_tools.schema), so the two never disagree on a type
+SCHEMA_TYPES = TYPES  # the tools' own validator's table (killpoint.fake_tools.schema), so the two never disagree on a type
 
 
 def _schema_walk(schema: Any, where: str, depth: int) -> Iterator[tuple[str, str | None]]:

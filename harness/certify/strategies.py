@@ -19,10 +19,8 @@ LONGEST_TEXT = 30  # drawn strings stay short: a counterexample is read by a per
 LONGEST_LIST = 4
 
 WORDS = st.text(string.ascii_letters + string.digits + " _-", min_size=1, max_size=12)
-CHARACTERS = st.characters(codec="utf-8", exclude_categories=("Cs",))
+CHARACTERS = st.characters(codec="utf-8", exclude_categories=["Cs"])
 TEXTS = st.text(CHARACTERS, max_size=40)
-
-Overrides = dict[str, "st.SearchStrategy[Any] | None"]
 
 
 def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
@@ -31,8 +29,9 @@ def from_schema(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.sampled_from(schema["enum"])
     kind = schema.get("type")
     if kind == "string":
-        return st.text(CHARACTERS, min_size=schema.get("minLength", 0),
-                       max_size=max(min(schema.get("maxLength", LONGEST_TEXT), LONGEST_TEXT), schema.get("minLength", 0)))
+        shortest = schema.get("minLength", 0)
+        return st.text(CHARACTERS, min_size=shortest,
+                       max_size=max(min(schema.get("maxLength", LONGEST_TEXT), LONGEST_TEXT), shortest))
     if kind == "integer":
         return st.integers(schema.get("minimum", -1000), schema.get("maximum", 1000))
     if kind == "number":

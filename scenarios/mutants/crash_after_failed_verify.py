@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from killpoint import protocol as p
+from killpoint.client import AppendOnlyFile
 from killpoint.scenarios.reference_runtime import ReferenceRuntime, main
 
 CAUGHT_WITH = ("--exhaustive", "--depth", "2")
@@ -15,12 +16,14 @@ CAUGHT_BY = "liveness"
 
 
 class CrashAfterFailedVerify(ReferenceRuntime):
+    recovering_from_file = False  # true while the start-up scan folds the journal's records
+
     def fold(self, record: dict[str, Any]) -> None:
         if record.get("kind") == p.VERIFIED and not record["effect_found"] and self.recovering_from_file:
             raise KeyError(f"no finished record for verified op {record['op']}")
         super().fold(record)
 
-    def open_journal(self):  # type: ignore[no-untyped-def]
+    def open_journal(self) -> AppendOnlyFile:
         self.recovering_from_file = True
         journal = super().open_journal()
         self.recovering_from_file = False
