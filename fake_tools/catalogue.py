@@ -212,8 +212,9 @@ class _KeyLines:
                     closing = _opened_string(line, end + 3)
                 continue
             header, key_line = _HEADER.match(line), _KEY_LINE.match(line)
-            if header or key_line:
-                parts = tuple(_unquoted(part) for part in _KEY_PART.findall((header or key_line).group(1)))
+            matched = header or key_line
+            if matched:
+                parts = tuple(_unquoted(part) for part in _KEY_PART.findall(matched.group(1)))
                 full = parts if header else section + parts
                 section = parts if header else section
                 if key_line and len(parts) == 1 and full in ((parts[0],), ("tools", parts[0])):

@@ -144,15 +144,16 @@ def classify(annotations: dict[str, Any] | None) -> tuple[str, str]:
     destructiveHint true); annotations without any behaviour hint (a title only)
     say nothing about behaviour, so they count as none.
     """
-    hints = {hint: annotations[hint] for hint in HINTS if hint in (annotations or {})}
+    given = annotations or {}
+    hints = {hint: given[hint] for hint in HINTS if hint in given}
     if not hints:
         return protocol.UNKNOWN, ("no annotations" if annotations is None else "annotations without a behaviour hint")
     if hints.get("readOnlyHint") is True:
         return protocol.READ_ONLY, "readOnlyHint: true"
     if hints.get("idempotentHint") is True:
         return protocol.IDEMPOTENT_WRITE, "idempotentHint: true, readOnlyHint not true"
-    destructive = {True: "destructiveHint: true", False: "destructiveHint: false"}.get(
-        hints.get("destructiveHint"), "destructiveHint absent (MCP default: true)")
+    destructive = {True: "destructiveHint: true", False: "destructiveHint: false",
+                   None: "destructiveHint absent (MCP default: true)"}[hints.get("destructiveHint")]
     return protocol.NON_IDEMPOTENT, f"readOnlyHint and idempotentHint not true; {destructive}"
 
 
@@ -177,8 +178,9 @@ def classify_mcp_tools(path: Path, text: str) -> dict[str, tuple[str, str]]:
         if annotations is not None and not isinstance(annotations, dict):
             problems.append(f'{where}: "annotations" must be an object, got {json.dumps(annotations)[:60]}')
             continue
-        bad = [f"{where}: annotations.{hint} must be true or false, got {json.dumps(annotations[hint])[:60]}"
-               for hint in HINTS if hint in (annotations or {}) and not isinstance(annotations[hint], bool)]
+        given = annotations or {}
+        bad = [f"{where}: annotations.{hint} must be true or false, got {json.dumps(given[hint])[:60]}"
+               for hint in HINTS if hint in given and not isinstance(given[hint], bool)]
         problems += bad
         if not bad:
             classified.setdefault(name, classify(annotations))

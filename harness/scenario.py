@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from killpoint._json import strict_json
 from killpoint.errors import ConfigError
@@ -23,9 +25,11 @@ from killpoint.fake_tools.catalogue import (
     Catalogue,
     load_catalogue,
 )
-from killpoint.harness.scenario_fields import not_json, scenario_problems
+from killpoint.fake_tools.base import lookup
+from killpoint.harness.scenario_fields import plan_problems, scenario_problems
 
 DEFAULT_TIMEOUT_S = 20.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -86,45 +90,17 @@ def expand_workload(argv: list[str]) -> tuple[str, ...]:
 
 
 def parse_plan(data: Any, where: str) -> Plan:
-    """Check a plan's shape (every problem at once) and build it."""
-    problems: list[str] = []
-    if not isinstance(data, dict):
-        raise ConfigError(f'{where}: a plan is {{"task_id": "t1", "calls": [{{"call_id": "c1", "tool": ..., "args": {{}}}}]}}')
-    task_id = data.get("task_id")
-    if not isinstance(task_id, str) or not task_id:
-        problems.append(f"{where}: task_id: missing or not a string; give the task a name")
-    calls = data.get("calls")
-    if not isinstance(calls, list) or not calls:
-        problems.append(f"{where}: calls: missing or empty; list at least one call")
-        calls = []
-    seen: set[str] = set()
-    planned = []
-    for index, call in enumerate(calls):
-        here = f"{where}: calls[{index}]"
-        if not isinstance(call, dict):
-            problems.append(f"{here}: must be a table with call_id, tool and args")
-            continue
-        call_id, tool, args = call.get("call_id"), call.get("tool"), call.get("args", {})
-        if not isinstance(call_id, str) or not call_id:
-            problems.append(f"{here}.call_id: missing or not a string")
-        elif call_id in seen:
-            problems.append(f"{here}.call_id: {call_id!r} is used twice; call ids must be unique in a plan")
-        elif ":" in call_id:
-            problems.append(f"{here}.call_id: {call_id!r} contains ':', which separates call and point in a kill point")
-        seen.add(call_id if isinstance(call_id, str) else "")
-        if not isinstance(tool, str) or not tool:
-            problems.append(f"{here}.tool: missing or not a string")
-        if not isinstance(args, dict):
-            problems.append(f"{here}.args: must be a table of arguments")
-        elif (wrong := not_json(args)) is not None:
-            problems.append(f"{here}.args: {wrong}")
-        unknown = sorted(set(call) - {"call_id", "tool", "args"})
-        if unknown:
-            problems.append(f"{here}: unknown key(s) {', '.join(unknown)}; a call has call_id, tool, args")
-        planned.append(PlannedCall(str(call_id), str(tool), args if isinstance(args, dict) else {}))
+    """Check a plan against its field table (every problem at once) and build it."""
+    problems = plan_problems(where, data)
     if problems:
         raise ConfigError(f"{where}: the plan has {len(problems)} problem(s)", tuple(problems))
-    return Plan(task_id, tuple(planned))
+    return _built_plan(data)
+
+
+def _built_plan(data: dict[str, Any]) -> Plan:
+    """The plan of a document ``plan_problems`` found nothing wrong with."""
+    return Plan(data["task_id"], tuple(PlannedCall(call["call_id"], call["tool"], call.get("args", {}))
+                                       for call in data["calls"]))
 
 
 def load_plan_file(path: Path) -> Plan:
@@ -143,10 +119,19 @@ def resolve_catalogue(reference: str | None, base: Path) -> Catalogue:
     return load_catalogue(base / reference)
 
 
+def _collected(read: Callable[[], T]) -> tuple[T | None, list[str]]:
+    """What ``read`` returns and no problem, or None and every problem of the ConfigError it raised."""
+    try:
+        return read(), []
+    except ConfigError as error:
+        return None, list(error.problems or [error.message])
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read ``scenarios/NAME.toml``; relative paths in it are relative to the file.
 
-    Every problem of the file, its plan and its catalogue is reported at once.
+    Every problem of the file, its plan, its catalogue and its schedule's kill
+    points is reported at once, in one ConfigError, before anything runs.
     """
     path = Path(path)
     try:
@@ -161,20 +146,17 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ConfigError(f"{path}: nested too deeply to read; a scenario is a few flat tables") from None
     base = path.parent
     problems = scenario_problems(str(path), data)
-    plan, catalogue = None, None
-    try:
-        plan_data = data.get("plan")
-        plan = load_plan_file(base / plan_data) if isinstance(plan_data, str) else parse_plan(plan_data, f"{path}: [plan]")
-    except ConfigError as error:
-        problems += error.problems or [error.message]
+    plan, unreadable, calls_at = _plan_of(path, data)
+    problems += unreadable
     reference = data.get("catalogue")
-    if reference is None or isinstance(reference, str):
-        try:
-            catalogue = resolve_catalogue(reference, base)
-        except ConfigError as error:
-            problems += error.problems or [error.message]
-    if plan is not None and catalogue is not None:
-        problems += unknown_tool_problems(str(path), plan, catalogue)
+    catalogue, unreadable = _collected(lambda: resolve_catalogue(reference, base)) \
+        if reference is None or isinstance(reference, str) else (None, [])
+    problems += unreadable
+    if plan is not None:
+        schedule = data.get("schedule")
+        problems += kill_at_problems(str(path), schedule if isinstance(schedule, dict) else {}, plan)
+        if catalogue is not None:
+            problems += unknown_tool_problems(calls_at, plan, catalogue)
     if problems or plan is None or catalogue is None:
         raise ConfigError(f"{path}: the scenario has {len(problems)} problem(s)", tuple(problems))
     world = data.get("world", {})
@@ -196,27 +178,69 @@ def load_scenario(path: str | Path) -> Scenario:
     )
 
 
-def unknown_tool_problems(where: str, plan: Plan, catalogue: Catalogue) -> list[str]:
-    """A planned tool that neither the catalogue lists nor a fake tool implements can never run."""
-    from killpoint.fake_tools.base import lookup
+def _plan_of(path: Path, data: dict[str, Any]) -> tuple[Plan | None, list[str], str]:
+    """The scenario's plan (inline, or the file it names), its problems, and how a problem names its calls."""
+    plan_data = data.get("plan")
+    if isinstance(plan_data, str):
+        plan_path = path.parent / plan_data
+        plan, problems = _collected(lambda: load_plan_file(plan_path))
+        return plan, problems, f"{plan_path}: calls"
+    if not isinstance(plan_data, dict):
+        return None, [], ""  # a missing or ill-typed plan is a problem of the scenario's own fields
+    problems = plan_problems(str(path), plan_data, "plan")
+    return (None if problems else _built_plan(plan_data)), problems, f"{path}: plan.calls"
 
-    return [f"{where}: calls[{index}].tool: {call.tool!r} is neither in the catalogue nor a fake tool; "
-            f"check the spelling (`killpoint catalogue list` shows the tools)"
+
+# schedule.py's messages name the flag a kill came from; a scenario's kills come from its file.
+_KILL_FLAG = re.compile(r"^--kill-(?:at|on) ")
+
+
+def kill_at_problems(where: str, schedule: dict[str, Any], plan: Plan) -> list[str]:
+    """Each kill point of ``[schedule] kill_at`` that does not parse, or names a call the plan does not make."""
+    from killpoint.harness.schedule import parse_kill_point  # schedule imports Plan from this module
+
+    problems = []
+    kills = schedule.get("kill_at")
+    for index, text in enumerate(kills if isinstance(kills, list) else ()):
+        if isinstance(text, str):
+            try:
+                parse_kill_point(text, plan)
+            except ConfigError as error:
+                problems.append(f"{where}: schedule.kill_at[{index}]: {_KILL_FLAG.sub('', error.message)}")
+    return problems
+
+
+def unknown_tool_problems(calls_at: str, plan: Plan, catalogue: Catalogue) -> list[str]:
+    """A planned tool that neither the catalogue lists nor a fake tool implements can never run.
+
+    ``calls_at`` names the plan's calls in a problem: "FILE: plan.calls", "PLAN.json: calls".
+    """
+    return [f"{calls_at}[{index}].tool: {call.tool!r} is neither in the catalogue nor a fake tool; "
+            f"check the spelling (`killpoint catalogue` lists the tools)"
             for index, call in enumerate(plan.calls) if call.tool not in catalogue.tools and lookup(call.tool) is None]
 
 
 def scenario_from_flags(workload: str, plan: str, catalogue: str | None) -> Scenario:
-    """A scenario from ``--workload CMD --plan PLAN.json --catalogue CATALOGUE``."""
-    argv = split_workload(workload)
+    """A scenario from ``--workload CMD --plan PLAN.json --catalogue CATALOGUE``; every problem of the three at once."""
     plan_path = Path(plan)
+    argv, problems = _collected(lambda: split_workload(workload))
+    loaded_plan, unreadable = _collected(lambda: load_plan_file(plan_path))
+    problems += unreadable
+    loaded_catalogue, unreadable = _collected(lambda: resolve_catalogue(catalogue, Path(".")))
+    problems += unreadable
+    if loaded_plan is not None and loaded_catalogue is not None:
+        problems += unknown_tool_problems(f"{plan_path}: calls", loaded_plan, loaded_catalogue)
+    if problems or argv is None or loaded_plan is None or loaded_catalogue is None:
+        raise ConfigError(f"--workload, --plan and --catalogue: {len(problems)} problem(s); nothing was run",
+                          tuple(problems))
     origin = {"workload": workload, "plan": plan}
     if catalogue:
         origin["catalogue"] = catalogue
     return Scenario(
         name=plan_path.stem,
         workload=expand_workload(argv),
-        plan=load_plan_file(plan_path),
-        catalogue=resolve_catalogue(catalogue, Path(".")),
+        plan=loaded_plan,
+        catalogue=loaded_catalogue,
         origin=origin,
         cwd=Path("."),
     )

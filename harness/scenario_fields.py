@@ -1,11 +1,15 @@
-"""The scenario file's fields, as one table: what each holds, and the fix when it does not.
+"""The fields of a scenario file and of a plan, as tables: what each holds, and the fix when it does not.
 
-Every field a scenario file may have is a row here; ``scenario_problems``
-checks a whole document against the table and returns every problem at once,
-each naming the file, the field and the fix, so a bad file is refused before
-anything runs. The values that become paths (world files, service areas, the
-scenario's name, which names its evidence folder) are confined here too: none
-may reach outside the world or the runs folder.
+Every key a scenario may have is a row of a table here (the file's top level,
+``[schedule]``, ``[world]``, the plan and each of its calls); ``table_problems``
+checks one table of a document against its rows and returns every problem at
+once, each naming the file, the field (as a dotted TOML path) and the fix, so a
+bad file is refused before anything runs. A row may be required, and a
+``[schedule]`` row says in which modes it acts: a key that would not act is a
+problem, as a CLI flag that would not act is. The values that become paths
+(world files, service areas, the scenario's name, which names its evidence
+folder) are confined here too: none may reach outside the world or the runs
+folder.
 """
 
 from __future__ import annotations
@@ -24,18 +28,28 @@ from killpoint.harness.model import BACKENDS
 
 # A name that is one safe path component: an evidence folder, a state area.
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-SCHEDULE_MODES = ("exhaustive", "random")
+EXHAUSTIVE, RANDOM, GIVEN = "exhaustive", "random", "given"  # GIVEN: [schedule] kill_at lists the kills itself
+SCHEDULE_MODES = (EXHAUSTIVE, RANDOM)
 MAX_DEPTH = 6
 MAX_EXTRA_INCARNATIONS = 100
+# Past a day an incarnation is hung, and the clocks that wait for it overflow long before 1e300 s.
+MAX_TIMEOUT_S = 86_400
+# A world file's name ends up in a temporary name (".NAME.tmp") that must fit the file system's 255 bytes.
+MAX_WORLD_NAME_BYTES = 200
+MAX_WORLD_PATH_BYTES = 1024
 
 Check = Callable[[Any], str | None]  # what is wrong with a value, or None
 
 
 @dataclass(frozen=True)
 class Field:
+    """One key of a table: its check, the fix shown when the check fails, and when it must or may appear."""
+
     key: str
     check: Check
     fix: str
+    required: bool = False
+    modes: tuple[str, ...] = ()  # [schedule]: the modes in which the key acts (empty: every mode)
 
 
 def _number(value: Any) -> bool:
@@ -48,6 +62,10 @@ def _whole(value: Any) -> bool:
 
 def _string(value: Any) -> str | None:
     return None if isinstance(value, str) else f"{value!r} is not a string"
+
+
+def _text(value: Any) -> str | None:
+    return None if isinstance(value, str) and value.strip() else f"{value!r} is not a non-empty string"
 
 
 def _within(low: int, high: int) -> Check:
@@ -82,13 +100,15 @@ def _workload(value: Any) -> str | None:
         except ValueError as error:
             return f"the command does not parse as a shell would split it ({error})"
     if not isinstance(value, list) or not value or not all(isinstance(word, str) for word in value):
-        return "missing or not a command"
+        return "not a command"
+    if any("\x00" in word for word in value):
+        return "a word of the command holds a NUL byte, which no command line can carry"
     return None
 
 
 def _timeout(value: Any) -> str | None:
-    if not _number(value) or not math.isfinite(value) or value <= 0:
-        return f"{value!r} is not a positive number of seconds"
+    if not _number(value) or not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        return f"{value!r} is not a number of seconds above 0 and at most {MAX_TIMEOUT_S}"
     return None
 
 
@@ -100,68 +120,127 @@ def _table(value: Any) -> str | None:
     return None if isinstance(value, dict) else f"{value!r} is not a table"
 
 
-SCENARIO_FIELDS = (
-    Field("name", _name, 'name = "my-scenario" (letters, digits, ".", "_", "-"; at most 100)'),
-    Field("description", _string, 'description = "what this scenario exercises"'),
-    Field("workload", _workload, 'workload = ["{python}", "-m", "my_runtime"]'),
-    Field("catalogue", _string, 'catalogue = "reference" or the path of a catalogue file'),
-    Field("timeout", _timeout, "timeout = 20 (seconds one incarnation may take)"),
-    Field("max_incarnations", _within(1, MAX_EXTRA_INCARNATIONS),
-          f"max_incarnations = 3 (incarnations allowed after the last kill, 1..{MAX_EXTRA_INCARNATIONS})"),
-    Field("plan", _plan, '[plan] with task_id and [[plan.calls]], or plan = "plan.json"'),
-    Field("world", _table, '[world.files] "notes/a.txt" = "text" and [world.state.AREA] ...'),
-    Field("schedule", _table, '[schedule] mode = "exhaustive" (depth = 1) or mode = "random" (runs = 50, seed = 0)'),
-    Field("backend", _one_of(BACKENDS), 'backend = "forkserver", "subprocess" or "docker"'),
-    Field("image", _string, 'image = "killpoint-host:1" (a local Docker image)'),
-)
+def _call_id(value: Any) -> str | None:
+    if (wrong := _text(value)) is not None:
+        return wrong
+    return f"{value!r} contains ':', which separates call and point in a kill point" if ":" in value else None
+
+
+def _calls(value: Any) -> str | None:
+    if not isinstance(value, list):
+        return f"{value!r:.60} is not a list of calls"
+    return None if value else "empty: a plan makes at least one call"
+
+
+def _args(value: Any) -> str | None:
+    return _table(value) or not_json(value)
 
 
 def _kill_list(value: Any) -> str | None:
-    if not isinstance(value, list) or not all(isinstance(kill, str) for kill in value):
-        return f"{value!r} is not a list of kill points"
+    if not isinstance(value, list) or not value or not all(isinstance(kill, str) for kill in value):
+        return f"{value!r:.60} is not a list of kill points (one kill per incarnation, at least one)"
     return None
 
 
+SCENARIO_FIELDS = (
+    Field("name", _name, 'name = "my-scenario" (letters, digits, ".", "_", "-"; at most 100)'),
+    Field("description", _string, 'description = "what this scenario exercises"'),
+    Field("workload", _workload, 'workload = ["{python}", "-m", "my_runtime"]', required=True),
+    Field("catalogue", _string, 'catalogue = "reference" or the path of a catalogue file'),
+    Field("timeout", _timeout, f"timeout = 20 (seconds one incarnation may take, at most {MAX_TIMEOUT_S})"),
+    Field("max_incarnations", _within(1, MAX_EXTRA_INCARNATIONS),
+          f"max_incarnations = 3 (incarnations allowed after the last kill, 1..{MAX_EXTRA_INCARNATIONS})"),
+    Field("plan", _plan, '[plan] with task_id and [[plan.calls]], or plan = "plan.json"', required=True),
+    Field("world", _table, '[world.files] "notes/a.txt" = "text" and [world.state.AREA] ...'),
+    Field("schedule", _table, '[schedule] mode = "exhaustive" (depth = 1) or mode = "random" (runs = 50, seed = 0)'),
+    Field("backend", _one_of(BACKENDS), 'backend = "forkserver", "subprocess" or "docker"'),
+    Field("image", _text, 'image = "killpoint-host:1" (a local Docker image)'),
+)
+
 SCHEDULE_FIELDS = (
-    Field("mode", _one_of(SCHEDULE_MODES), 'mode = "exhaustive" or "random"'),
-    Field("depth", _within(1, MAX_DEPTH), f"depth = 2 (kills per schedule, 1..{MAX_DEPTH})"),
-    Field("runs", _within(1, 1_000_000), "runs = 200 (random schedules)"),
-    Field("seed", _within(0, 2**63 - 1), "seed = 0"),
-    Field("kill_at", _kill_list, 'kill_at = ["c1:after_effect"] (a list: one kill per incarnation)'),
+    Field("mode", _one_of(SCHEDULE_MODES), 'mode = "exhaustive" or "random"', modes=SCHEDULE_MODES),
+    Field("depth", _within(1, MAX_DEPTH), f"depth = 2 (kills per schedule, 1..{MAX_DEPTH})", modes=(EXHAUSTIVE,)),
+    Field("runs", _within(1, 1_000_000), "runs = 200 (random schedules)", modes=(RANDOM,)),
+    Field("seed", _within(0, 2**63 - 1), "seed = 0", modes=(RANDOM,)),
+    Field("kill_at", _kill_list, 'kill_at = ["c1:after_effect"] (a list: one kill per incarnation)', modes=(GIVEN,)),
+)
+# What a [schedule] must hold in a mode, beyond the mode itself.
+SCHEDULE_NEEDS = {RANDOM: ("runs",)}
+
+WORLD_FIELDS = (
+    Field("files", _table, '[world.files] "notes/a.txt" = "text"'),
+    Field("state", _table, "[world.state.AREA] key = value"),
+)
+
+PLAN_FIELDS = (
+    Field("task_id", _text, 'task_id = "t1" (the task the plan carries out)', required=True),
+    Field("calls", _calls, 'one call or more: [{"call_id": "c1", "tool": "read_file", "args": {"path": "a.txt"}}]',
+          required=True),
+)
+
+CALL_FIELDS = (
+    Field("call_id", _call_id, 'call_id = "c1" (unique in the plan; no ":")', required=True),
+    Field("tool", _text, 'tool = "read_file" (`killpoint catalogue` lists the tools)', required=True),
+    Field("args", _args, 'args = { path = "notes/a.txt" } (the tool\'s arguments, JSON values)'),
 )
 
 
-def table_problems(where: str, data: dict[str, Any], fields: tuple[Field, ...]) -> list[str]:
-    """Every unknown key and every ill-typed value of one table."""
+def table_problems(where: str, data: dict[str, Any], fields: tuple[Field, ...], field_path: str = "") -> list[str]:
+    """Every unknown key, missing required key and ill-typed value of one table.
+
+    A problem reads ``WHERE: FIELD_PATH.KEY: what is wrong; write FIX``; ``field_path``
+    is the table's own dotted path in the document ("" for the top level).
+    """
     known = {row.key: row for row in fields}
     problems = []
     for key in data:
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            problems.append(f"{where}: unknown key {key!r}; {hint}known keys: {', '.join(sorted(known))}")
+            table = f" of {field_path}" if field_path else ""
+            problems.append(f"{where}: unknown key {key!r}{table}; {hint}known keys: {', '.join(sorted(known))}")
             continue
         wrong = known[key].check(data[key])
         if wrong is not None:
-            problems.append(f"{where}: {key}: {wrong}; write {known[key].fix}")
+            problems.append(f"{where}: {_dotted(field_path, key)}: {wrong}; write {known[key].fix}")
+    problems += [f"{where}: {_dotted(field_path, row.key)}: missing; write {row.fix}"
+                 for row in fields if row.required and row.key not in data]
+    return problems
+
+
+def _dotted(field_path: str, key: str) -> str:
+    return f"{field_path}.{key}" if field_path else key
+
+
+def schedule_problems(where: str, schedule: dict[str, Any]) -> list[str]:
+    """The [schedule] table's own problems, and each key that would not act in the mode it chooses.
+
+    ``kill_at`` chooses the kills itself (mode GIVEN); else ``mode``, exhaustive by default.
+    The kill points themselves are checked against the plan by the scenario's reader.
+    """
+    problems = table_problems(where, schedule, SCHEDULE_FIELDS, "schedule")
+    if problems:
+        return problems
+    mode = GIVEN if "kill_at" in schedule else schedule.get("mode", EXHAUSTIVE)
+    chosen = {GIVEN: "kill_at gives the kills", EXHAUSTIVE: f'the mode is "{EXHAUSTIVE}"',
+              RANDOM: f'the mode is "{RANDOM}"'}[mode]
+    for row in SCHEDULE_FIELDS:
+        if row.key in schedule and mode not in row.modes:
+            goes_with = " or ".join("kill_at" if each == GIVEN else f'mode = "{each}"' for each in row.modes)
+            problems.append(f"{where}: schedule.{row.key}: goes with {goes_with}, but here {chosen}; drop it, "
+                            f"or choose the mode it goes with")
+    fixes = {row.key: row.fix for row in SCHEDULE_FIELDS}
+    problems += [f'{where}: schedule.{need}: missing; mode = "{mode}" needs it: write {fixes[need]}'
+                 for need in SCHEDULE_NEEDS.get(mode, ()) if need not in schedule]
     return problems
 
 
 def world_problems(where: str, world: dict[str, Any]) -> list[str]:
     """The world's files stay inside ``files/``, its areas are plain names, and everything is JSON."""
-    problems = table_problems(where + ": world", world, (
-        Field("files", _table, '[world.files] "notes/a.txt" = "text"'),
-        Field("state", _table, "[world.state.AREA] key = value"),
-    ))
+    problems = table_problems(where, world, WORLD_FIELDS, "world")
     files = world.get("files", {})
-    for relative, text in (files.items() if isinstance(files, dict) else ()):
-        pure = PurePosixPath(relative)
-        if not relative or pure.is_absolute() or ".." in pure.parts or "\x00" in relative:
-            problems.append(f"{where}: world.files.{relative!r}: a world file is a relative path inside the world "
-                            f"(no '/' at the start, no '..'), e.g. \"notes/todo.txt\"")
-        if not isinstance(text, str):
-            problems.append(f"{where}: world.files.{relative!r}: {text!r} is not text; write the file's content "
-                            f'as a string, e.g. "5"')
+    if isinstance(files, dict):
+        problems += _world_file_problems(where, files)
     state = world.get("state", {})
     for area, value in (state.items() if isinstance(state, dict) else ()):
         if not SAFE_NAME.match(area) or "." in area:
@@ -170,6 +249,29 @@ def world_problems(where: str, world: dict[str, Any]) -> list[str]:
         elif (wrong := not_json(value)) is not None:
             problems.append(f"{where}: world.state.{area}: {wrong}")
     return problems + _latency_problems(where, state)
+
+
+def _world_file_problems(where: str, files: dict[str, Any]) -> list[str]:
+    """Each world file a relative path of plain names, within the file system's limits, none a folder of another."""
+    problems = []
+    folders = {str(parent) for relative in files for parent in PurePosixPath(relative).parents}
+    for relative, text in files.items():
+        pure = PurePosixPath(relative)
+        here = f"{where}: world.files.{relative!r}"
+        if not relative.strip() or not pure.parts or pure.is_absolute() or ".." in pure.parts or "\x00" in relative:
+            problems.append(f"{here}: a world file is a relative path inside the world "
+                            f"(no '/' at the start, no '..'), e.g. \"notes/todo.txt\"")
+        elif (longest := max(len(part.encode()) for part in pure.parts)) > MAX_WORLD_NAME_BYTES \
+                or len(relative.encode()) > MAX_WORLD_PATH_BYTES:
+            problems.append(f"{here}: too long for a file name ({longest} bytes in one name, {len(relative.encode())} "
+                            f"in all); keep each name within {MAX_WORLD_NAME_BYTES} bytes and the path within "
+                            f"{MAX_WORLD_PATH_BYTES}")
+        elif str(pure) in folders:
+            problems.append(f"{here}: another world file lies inside it, so it would be a folder and a file; "
+                            f"rename one of them")
+        if not isinstance(text, str):
+            problems.append(f"{here}: {text!r} is not text; write the file's content as a string, e.g. \"5\"")
+    return problems
 
 
 def _latency_problems(where: str, state: Any) -> list[str]:
@@ -182,22 +284,55 @@ def _latency_problems(where: str, state: Any) -> list[str]:
             for tool, seconds in latency.items() if not _number(seconds) or not 0 <= seconds <= 60]
 
 
+def plan_problems(where: str, data: Any, field_path: str = "") -> list[str]:
+    """Every problem of a plan: its own fields, each call's, and call ids given twice.
+
+    ``field_path`` is where the plan sits in its document: "plan" inline in a
+    scenario, "" for a plan file of its own.
+    """
+    if not isinstance(data, dict):
+        return [f"{where}: {field_path or 'the plan'}: {data!r:.60} is not a plan; write "
+                f'{{"task_id": "t1", "calls": [{{"call_id": "c1", "tool": "read_file", "args": {{}}}}]}}']
+    problems = table_problems(where, data, PLAN_FIELDS, field_path)
+    calls = data.get("calls")
+    seen: set[str] = set()
+    for index, call in enumerate(calls if isinstance(calls, list) else ()):
+        call_path = f"{_dotted(field_path, 'calls')}[{index}]"
+        if not isinstance(call, dict):
+            problems.append(f"{where}: {call_path}: {call!r:.60} is not a call; write a table with call_id, "
+                            f"tool and args")
+            continue
+        problems += table_problems(where, call, CALL_FIELDS, call_path)
+        call_id = call.get("call_id")
+        if isinstance(call_id, str) and call_id in seen:
+            problems.append(f"{where}: {call_path}.call_id: {call_id!r} is used twice; call ids must be unique "
+                            f"in a plan")
+        seen.add(call_id if isinstance(call_id, str) else "")
+    return problems
+
+
 def not_json(value: Any) -> str | None:
     """Why ``value`` cannot travel as JSON (a TOML date, NaN), or None."""
     try:
         json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, RecursionError) as error:
         return f"holds a value JSON cannot carry ({error}); use strings, numbers, booleans, lists and tables"
     return None
 
 
 def scenario_problems(where: str, data: dict[str, Any]) -> list[str]:
-    """Every problem of a scenario document's own fields (the plan and catalogue are checked by their readers)."""
+    """Every problem of a scenario document's own fields and tables.
+
+    The plan (inline or a file), the catalogue and the kill points of
+    ``[schedule] kill_at`` are checked by the scenario's reader, which reports
+    their problems with these.
+    """
     problems = table_problems(where, data, SCENARIO_FIELDS)
-    if "workload" not in data:
-        problems.append(f'{where}: workload: missing; give the command, e.g. workload = ["{{python}}", "-m", "my_runtime"]')
     if isinstance(data.get("world"), dict):
         problems += world_problems(where, data["world"])
     if isinstance(data.get("schedule"), dict):
-        problems += table_problems(f"{where}: [schedule]", data["schedule"], SCHEDULE_FIELDS)
+        problems += schedule_problems(where, data["schedule"])
+    if data.get("backend") not in (None, "docker") and "image" in data:
+        problems.append(f"{where}: image: goes with backend = \"docker\", but the backend here is "
+                        f"{data['backend']!r}; drop image, or choose docker")
     return problems

@@ -37,7 +37,7 @@ def test_missing_scenario_file(killpoint, tmp_path):
 def test_missing_workload_and_unknown_key_reported_together(killpoint, tmp_path):
     path = write(tmp_path, "s.toml", 'colour = "blue"\n[plan]\ntask_id = "t"\n' + GOOD_CALL)
     result = killpoint("run", path)
-    assert_usage_error(result, "2 problem(s)", "unknown key 'colour'", "workload: missing; give the command")
+    assert_usage_error(result, "2 problem(s)", "unknown key 'colour'", "workload: missing; write workload = [")
 
 
 def test_duplicate_call_ids(killpoint, tmp_path):
@@ -47,7 +47,7 @@ def test_duplicate_call_ids(killpoint, tmp_path):
 
 def test_call_missing_its_tool(killpoint, tmp_path):
     path = write(tmp_path, "s.toml", HEADER + '[[plan.calls]]\ncall_id = "c1"\n')
-    assert_usage_error(killpoint("run", path), "calls[0].tool: missing or not a string")
+    assert_usage_error(killpoint("run", path), "plan.calls[0].tool: missing; write tool = ")
 
 
 def test_malformed_plan_json(killpoint, tmp_path):
@@ -58,7 +58,7 @@ def test_malformed_plan_json(killpoint, tmp_path):
 def test_plan_json_missing_fields(killpoint, tmp_path):
     plan = write(tmp_path, "plan.json", json.dumps({"calls": []}))
     assert_usage_error(killpoint("run", "--workload", "true", "--plan", plan),
-                       "task_id: missing or not a string", "calls: missing or empty")
+                       f"{plan}: task_id: missing; write task_id = ", "calls: empty: a plan makes at least one call")
 
 
 def test_unknown_tool_class_in_catalogue(killpoint, tmp_path):

@@ -32,8 +32,18 @@ import tomli_w
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from killpoint.errors import ConfigError
+from killpoint.fake_tools.world import seed_world
 from killpoint.harness import cli
 from killpoint.harness.scenario import load_scenario
+from killpoint.harness.scenario_fields import (
+    CALL_FIELDS,
+    PLAN_FIELDS,
+    SCENARIO_FIELDS,
+    SCHEDULE_FIELDS,
+    WORLD_FIELDS,
+)
+from killpoint.harness.schedule import parse_kill_point
 from killpoint.harness.token import PREFIX, ReproToken
 from tests.conftest import SPAWNS
 
@@ -305,3 +315,61 @@ def test_the_unmangled_inputs_validate_and_reach_the_crash_free_run(command):
                 "token": ("repro", "--backend", "subprocess", "--", unmangled_token(scenario))}[command]
         answer = killpoint(*argv[:1], "--runs-dir", here / "runs", *argv[1:])
         assert answer.exit_code == 2 and "could not run the plan even without a crash" in answer.err, answer
+
+
+# Every field a scenario file may hold, by its path, read from the field tables (a new row is fuzzed at once),
+# and the tables whose keys are the user's own (world files, state areas, latencies, a call's arguments).
+KNOWN_FIELDS = ([(row.key,) for row in SCENARIO_FIELDS] + [("schedule", row.key) for row in SCHEDULE_FIELDS]
+                + [("world", row.key) for row in WORLD_FIELDS] + [("plan", row.key) for row in PLAN_FIELDS]
+                + [("plan", "calls", 0, row.key) for row in CALL_FIELDS])
+OPEN_TABLES = [("world", "files"), ("world", "state"), ("world", "state", "latency"), ("plan", "calls", 0, "args"),
+               ("schedule",), ()]
+
+
+def with_value(document: Any, path: tuple, value: Any) -> Any:
+    """A copy of ``document`` with ``value`` at ``path`` (tables and lists on the way made as needed)."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(head, int):
+        items = list(document) if isinstance(document, list) and len(document) > head else [{}]
+        items[head] = with_value(items[head], rest, value)
+        return items
+    table = dict(document) if isinstance(document, dict) else {}
+    table[head] = with_value(table.get(head, {}), rest, value)
+    return table
+
+
+@st.composite
+def scenario_with_one_field(draw: st.DrawFn) -> dict:
+    """The fuzz's scenario with any TOML value in one known field, or under any key of an open table."""
+    if draw(st.booleans()):
+        path = draw(st.sampled_from(KNOWN_FIELDS))
+    else:
+        path = (*draw(st.sampled_from(OPEN_TABLES)), draw(st.text(max_size=8) | st.sampled_from(["", ".", "a/b", "a"])))
+    return with_value(SCENARIO, path, draw(TOML_VALUES))
+
+
+@FUZZ
+@given(document=scenario_with_one_field())
+@example(document={**SCENARIO, "timeout": 1e300})
+@example(document=with_value(SCENARIO, ("world", "files", "."), "x"))
+@example(document=with_value(SCENARIO, ("world", "files", "a/b"), "x"))
+@example(document=with_value(SCENARIO, ("schedule", "kill_at"), ["c9:after_effect"]))
+def test_any_value_in_any_known_field_is_a_config_error_or_a_scenario_that_can_be_set_up(document):
+    """load_scenario answers a Scenario or a ConfigError, never another exception; a Scenario it answers
+    seeds its world and parses its kill points (where the values that passed the checks once crashed)."""
+    text = toml_bytes(document)
+    if text is None:
+        return
+    with workspace() as here:
+        (here / "scenario.toml").write_bytes(text)
+        try:
+            scenario = load_scenario(here / "scenario.toml")
+        except ConfigError as error:
+            assert error.problems or error.message, error
+            return
+        seed_world(here / "world", scenario.world_files, scenario.world_state)
+        for kill in scenario.default_schedule.get("kill_at", ()):
+            parse_kill_point(kill, scenario.plan)
+        assert 0 < scenario.timeout_s <= 86_400 and scenario.plan.digest and scenario.catalogue_digest
