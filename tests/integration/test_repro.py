@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from killpoint.harness.model import Verdict
+from killpoint.harness.repro import EXIT_DID_NOT_REPRODUCE
 from killpoint.harness.scenario import load_scenario
 from killpoint.harness.schedule import KillPoint
 from killpoint.harness.session import Job, token_for
 from killpoint.harness.token import ReproToken
-from tests.helpers import DEMO
+from tests.helpers import DEMO, mutant_workload
 
 KILL = (KillPoint("after_effect", "c5"),)
+PASSED_AGAIN = "verdict: PASS\nreproduced: this run passed, as the token recorded"
 
 
-def demo_token(**changes: object) -> str:
+def demo_token(**changes: Any) -> str:
     token = ReproToken.decode(token_for(load_scenario(DEMO), Job(0, KILL, seed=99), Verdict(True)))
     return replace(token, **changes).encode()
 
@@ -26,13 +29,35 @@ def test_repro_prints_the_timeline_of_exactly_that_run(killpoint):
     assert "incarnation 0" in repro.out and "KILLED at c5:after_effect" in repro.out
     assert "c5 UNKNOWN->VERIFY" in repro.out
     assert "probe   c5 effect_present" in repro.out
-    assert repro.out.rstrip().endswith("verdict: PASS")
+    assert repro.out.rstrip().endswith(PASSED_AGAIN)
 
 
 def test_token_whose_finding_is_gone_says_it_did_not_reproduce(killpoint):
+    """It exited 0 before: a token whose failure is gone read as a pass (issue 13, finding 7)."""
     repro = killpoint("repro", demo_token(expect=("write-ahead",)))
-    assert repro.exit_code == 0
+    assert repro.exit_code == EXIT_DID_NOT_REPRODUCE == 5
     assert "did not reproduce: the token recorded write-ahead, and this run passed" in repro.out
+
+
+# A shipped mutant: at this kill it breaks these two properties, every time.
+MUTANT_ORIGIN = {"scenario": str(DEMO), "workload": mutant_workload("retry_non_idempotent")}
+MUTANT_KILL = ("c4:after_started",)
+MUTANT_BREAKS = ("interrupted-action", "verify-before-replay")
+
+
+def test_a_failure_that_reproduces_exits_1_and_says_so(killpoint):
+    repro = killpoint("repro", demo_token(origin=MUTANT_ORIGIN, schedule=MUTANT_KILL, expect=MUTANT_BREAKS))
+    assert repro.exit_code == 1, repro.out + repro.err
+    assert "reproduced: this run broke interrupted-action, verify-before-replay, as the token recorded" in repro.out
+
+
+def test_a_failure_of_other_properties_did_not_reproduce_and_is_still_described(killpoint):
+    repro = killpoint("repro", demo_token(origin=MUTANT_ORIGIN, schedule=MUTANT_KILL, expect=("write-ahead",)))
+    assert repro.exit_code == EXIT_DID_NOT_REPRODUCE, repro.out + repro.err
+    assert "FAIL run 0: kill at c4:after_started" in repro.out  # the failure found is shown in full
+    assert ("did not reproduce: the token recorded write-ahead, and this run broke interrupted-action, "
+            "verify-before-replay (no longer broken: write-ahead; newly broken: interrupted-action, "
+            "verify-before-replay)") in repro.out
 
 
 def test_token_for_a_changed_plan_is_refused_with_the_reason(killpoint):
@@ -51,7 +76,7 @@ def test_damaged_token_is_a_usage_error(killpoint):
 def test_a_token_reproduces_from_another_directory(killpoint, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the token records scenarios/demo.toml from the project root, and its absolute path
     repro = killpoint("repro", demo_token())
-    assert repro.exit_code == 0 and repro.out.rstrip().endswith("verdict: PASS"), repro.out + repro.err
+    assert repro.exit_code == 0 and repro.out.rstrip().endswith(PASSED_AGAIN), repro.out + repro.err
 
 
 def test_a_command_the_token_carries_runs_only_with_the_flag(killpoint, tmp_path):
