@@ -1,188 +1,113 @@
-"""The nemesis: kills a workload incarnation for real and records what it did.
+"""The nemesis: strikes a workload incarnation for real and records what it did.
 
-A kill is SIGKILL to the incarnation's whole process group plus every
-descendant psutil can find (a child that called setsid has left the group but
-not the tree). It is confirmed dead before anything is written about it: only
-then does the ledger get its kill marker, so no record of the dead process can
-land after the marker. The host backends kill a whole cgroup instead where they
-can (``killpoint.harness.backends._cgroup``): the tree walk and the environment sweep here
-are their fallback, and what the certify tools use.
+A strike is one sequence, in one place: SIGKILL the whole incarnation (the
+backend's ``kill``: its cgroup, its container, else its group and tree),
+confirm every process dead, sweep what it left elsewhere, and only then write
+about it: the kill marker into the ledger (so no record of the dead process can
+land after the marker), the journal copied as the kill left it, and the fault's
+own damage (a torn tail) done to the journal with the torn copy kept. It
+returns a ``Strike``, the record of what it did.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
-import subprocess
-from dataclasses import replace
-from functools import cache
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-import psutil
-
-from killpoint import protocol
 from killpoint.client import encode_record
-from killpoint.errors import InfrastructureError
 from killpoint.harness._safe_files import (
     UntrustedFile,
     append_own_line,
+    copy_evidence,
     open_regular,
     read_bounded,
 )
+from killpoint.harness.backends import Launched
 from killpoint.harness.schedule import KillPoint
 
-PR_SET_CHILD_SUBREAPER = 36
-
-CONFIRM_TIMEOUT_S = 5.0
+TIMEOUT = "timeout"  # the point of a strike at the incarnation's timeout, not at a scheduled kill
 
 
-class KillFailed(InfrastructureError):
-    """A process survived SIGKILL past the confirmation timeout (e.g. stuck in D state)."""
+@dataclass(frozen=True)
+class PlainKill:
+    """SIGKILL and nothing more: the journal stays as the workload left it."""
 
 
-def process_tree(pid: int) -> list[psutil.Process]:
-    """The process and all its descendants that are still there."""
-    tree = []
-    for member in [pid, *descendant_pids(pid)]:
-        try:
-            tree.append(psutil.Process(member))
-        except psutil.NoSuchProcess:
-            continue
-    return tree
+@dataclass(frozen=True)
+class TornTail:
+    """SIGKILL, then the journal's last record cut to ``permille``/1000 of its bytes: a crash in mid-write."""
+
+    permille: int
 
 
-def descendant_pids(pid: int) -> list[int]:
-    """Every descendant of ``pid``, walked down from it one generation at a time."""
-    found, frontier = [], [pid]
-    while frontier:
-        frontier = [child for parent in frontier for child in child_pids(parent)]
-        found += frontier
-    return found
+# What a strike does besides the kill. A power loss (writes not yet synced are lost) goes here next:
+# a fault of its own and its branch in ``_inflict``.
+Fault = PlainKill | TornTail
 
 
-def child_pids(pid: int) -> list[int]:
-    """The children of ``pid``.
+def fault_of(kill: KillPoint | None) -> Fault:
+    """The fault a scheduled kill carries (None, the timeout's strike, is a plain kill)."""
+    return TornTail(kill.torn) if kill is not None and kill.torn is not None else PlainKill()
 
-    The kernel lists each task's children in /proc/PID/task/TID/children, so
-    this costs the size of the family; psutil's ``children`` reads every process
-    on the machine instead, which was a tenth of a fork-server run. Kernels
-    built without those files fall back to psutil.
+
+@dataclass(frozen=True)
+class Strike:
+    """What one strike did, in the order it did it."""
+
+    incarnation: int
+    point: str                       # the kill point it struck at, as the evidence names it, or TIMEOUT
+    fault: Fault
+    leftovers: tuple[str, ...]       # processes killed besides the incarnation's own tree, described
+    ledger_line_closed: bool         # the ledger ended in an unterminated line, closed before the marker
+    journal_copy: Path | None        # the journal as the kill left it; None when it could not be copied
+    torn_copy: Path | None           # the journal after the fault cut its tail; None when nothing was cut
+    problems: tuple[str, ...]        # why evidence is missing (a journal that is not a regular file)
+
+    def __repr__(self) -> str:
+        fault = f", tail torn to {self.fault.permille}/1000" if isinstance(self.fault, TornTail) else ""
+        where = "at its timeout" if self.point == TIMEOUT else f"at {self.point}"
+        return f"<incarnation {self.incarnation}, killed by SIGKILL {where}{fault}, {len(self.leftovers)} leftover(s)>"
+
+
+def strike(launched: Launched, kill: KillPoint | None, *, incarnation: int, ledger: Path, journal: Path,
+           journal_copy: Path, torn_copy: Path) -> Strike:
+    """Kill ``launched`` at ``kill`` (None: at its timeout), confirm it dead, and write the evidence of it.
+
+    Raises KillFailed, having written nothing, when a process survives the
+    kill. A journal the workload replaced by something that is not a regular
+    file is not copied (the run is then judged unknown); the reason is a problem
+    in the record.
     """
-    if not _children_files():
-        try:
-            return [child.pid for child in psutil.Process(pid).children()]
-        except psutil.NoSuchProcess:
-            return []
-    children = []
+    kill_confirmed(launched)
+    leftovers = tuple(launched.sweep())
+    ledger_line_closed = mark_kill(ledger, incarnation, kill)
+    fault = fault_of(kill)
+    copied: Path | None = None
+    torn: Path | None = None
+    problems: list[str] = []
     try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return []
-    for task in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{task}/children", "rb") as listing:
-                children += map(int, listing.read().split())
-        except (FileNotFoundError, ProcessLookupError):  # the task ended meanwhile
-            continue
-    return children
+        copy_evidence(journal, journal_copy)
+        copied = journal_copy
+        torn = _inflict(fault, journal, torn_copy)
+    except UntrustedFile as refusal:
+        problems.append(f"at the kill, {refusal}")
+    return Strike(incarnation, TIMEOUT if kill is None else str(kill), fault, leftovers, ledger_line_closed,
+                  copied, torn, tuple(problems))
 
 
-@cache
-def _children_files() -> bool:
-    return Path(f"/proc/self/task/{os.getpid()}/children").exists()
+def kill_confirmed(launched: Launched) -> None:
+    """SIGKILL every process of ``launched`` and return once all are confirmed dead (KillFailed if not)."""
+    launched.kill()
+    launched.confirm_dead()
 
 
-def signal_tree(leader: int) -> list[psutil.Process]:
-    """SIGKILL a session leader's process group and every descendant; return who was signalled.
-
-    The caller reaps the leader its own way (``Popen.wait``, or the fork server's
-    report) and then calls ``confirm_dead``.
-    """
-    tree = process_tree(leader)
-    kill_stragglers(leader)
-    for member in tree:
-        try:
-            member.kill()
-        except psutil.NoSuchProcess:
-            pass
-    return tree
-
-
-def confirm_dead(tree: list[psutil.Process]) -> None:
-    _, alive = psutil.wait_procs(tree, timeout=CONFIRM_TIMEOUT_S)
-    survivors = [member for member in alive if _is_alive(member)]
-    if survivors:
-        raise KillFailed(f"pids {[member.pid for member in survivors]} survived SIGKILL for {CONFIRM_TIMEOUT_S}s")
-
-
-def kill_tree(process: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the incarnation's group and tree, reap it, and confirm every member is gone."""
-    tree = signal_tree(process.pid)
-    process.wait()
-    confirm_dead(tree)
-
-
-def kill_stragglers(leader: int) -> None:
-    """SIGKILL whatever is left in the process group of ``leader`` (e.g. after a normal exit)."""
-    try:
-        os.killpg(leader, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-@cache
-def become_subreaper() -> bool:
-    """Adopt the workload's orphans (Linux PR_SET_CHILD_SUBREAPER) so none escapes the sweep.
-
-    A grandchild that called setsid and outlived its parent would otherwise be
-    reparented to init, out of sight. Returns whether the kernel agreed.
-    """
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def sweep_leftovers(workload_dir: str) -> list[str]:
-    """SIGKILL every adopted orphan of this run's incarnations; describe each one killed.
-
-    Orphans are recognised by the protocol environment they inherited
-    (KILLPOINT_RUN_DIR), so children of anything else in this process are left alone.
-    """
-    killed = []
-    for pid in child_pids(os.getpid()):
-        try:
-            child = psutil.Process(pid)
-            if child.environ().get(protocol.ENV_RUN_DIR) != workload_dir:
-                continue
-            description = describe(child)
-            child.kill()
-            child.wait(CONFIRM_TIMEOUT_S)
-            killed.append(description)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return killed
-
-
-def describe(process: psutil.Process) -> str:
-    """``pid N (command line)``: how the evidence names a leftover."""
-    return f"pid {process.pid} ({' '.join(process.cmdline())[:80]})"
-
-
-def describe_pid(pid: int) -> str | None:
-    """``describe`` for a pid; None if it is gone."""
-    try:
-        return describe(psutil.Process(pid))
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
-
-
-def _is_alive(member: psutil.Process) -> bool:
-    try:
-        return member.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+def _inflict(fault: Fault, journal: Path, torn_copy: Path) -> Path | None:
+    """Do the fault's damage to the journal after the kill; the copy of the damaged journal, if any was done."""
+    if isinstance(fault, TornTail) and tear_journal(journal, fault.permille):
+        copy_evidence(journal, torn_copy)
+        return torn_copy
+    return None
 
 
 def tear_journal(path: Path, permille: int) -> bool:
@@ -220,7 +145,7 @@ def mark_kill(ledger_path: Path, incarnation: int, kill: KillPoint | None) -> bo
     """
     marker: dict[str, object] = {"killed": incarnation}
     if kill is None:
-        marker["point"] = "timeout"
+        marker["point"] = TIMEOUT
     elif kill.after_s is not None:
         marker["after_s"] = kill.after_s
     else:

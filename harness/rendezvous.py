@@ -35,7 +35,6 @@ class Served:
     points: list[str] = field(default_factory=list)
     point_times: list[float] = field(default_factory=list)  # monotonic arrival time of each point
     hit: KillPoint | None = None
-    exited: bool = False
     timed_out: bool = False
     armed: bool = False  # for a "+" kill: its point was passed, the next one kills
     protocol_problems: list[str] = field(default_factory=list)
@@ -65,7 +64,6 @@ class RendezvousServer:
         except ProcessLookupError:
             # Already exited and reaped by its parent (the fork server reaps its children). It
             # cannot have passed a crash point: each one waits for a reply that was never sent.
-            served.exited = True
             return served
         selector = selectors.DefaultSelector()
         selector.register(self.listener, selectors.EVENT_READ, "accept")
@@ -85,9 +83,9 @@ class RendezvousServer:
                     return served
                 for key, _ in selector.select(min(deadline, kill_at or deadline) - now):
                     if key.data == "exit":
-                        served.exited = True
                         return served
                     if key.data == "watch":
+                        assert watcher is not None  # registered only when there is one
                         if watcher.check():
                             served.hit = kill
                             return served
@@ -96,8 +94,10 @@ class RendezvousServer:
                         self._connections.append(connection)
                         buffers[connection] = b""
                         selector.register(connection, selectors.EVENT_READ, "message")
-                    elif self._receive(key.fileobj, buffers, selector, kill, served):
-                        return served
+                    else:
+                        assert isinstance(key.fileobj, socket.socket)  # a connection, registered as "message"
+                        if self._receive(key.fileobj, buffers, selector, kill, served):
+                            return served
         finally:
             selector.close()
             os.close(pidfd)

@@ -1,9 +1,11 @@
 """The runner: launches incarnations through a backend, waits for each kill's moment, restarts.
 
 ``execute_run`` carries out one schedule in one run directory and leaves all
-its evidence there; it judges nothing. The backend starts and kills; the
-rendezvous server decides the moment; the nemesis writes down what was done
-(kill markers, journal copies, torn tails) only once the kill is confirmed.
+its evidence there; it judges nothing. The backend starts; the rendezvous
+server decides the moment; the nemesis strikes (kills through the backend,
+confirms, and writes down what it did: kill markers, journal copies, torn
+tails). ``incarnations.json`` is rewritten as each incarnation ends, so a
+harness killed mid-run leaves a readable list of those it finished.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from killpoint import protocol
 from killpoint.errors import WorkloadError
 from killpoint.fake_tools.world import World, seed_world
 from killpoint.harness import nemesis
-from killpoint.harness._safe_files import UntrustedFile, copy_evidence
 from killpoint.harness.backends import Backend, Launched
 from killpoint.harness.evidence import (
     Incarnation,
@@ -43,7 +44,12 @@ _PYTHON_WORD = re.compile(r"^python[\d.]*$")  # python, python3, python3.12: {py
 
 
 def prepare_run_dir(scenario: Scenario, run_dir: Path, drift: Drift | None) -> dict[str, Path]:
-    """Lay out a fresh run directory: plan, catalogue(s), seeded world, empty ledger."""
+    """Lay out a fresh run directory: plan, catalogue(s), seeded world, empty ledger, no incarnation yet.
+
+    ``run_dir`` may already exist holding the session's ``run.json`` (what the
+    run is, written before its first launch); a ``workload`` folder already
+    there (a run directory used before) is refused with FileExistsError.
+    """
     paths = run_paths(run_dir)
     paths["workload"].mkdir(parents=True)
     paths["plan"].write_text(json.dumps(scenario.plan.to_json(), indent=1))
@@ -53,7 +59,20 @@ def prepare_run_dir(scenario: Scenario, run_dir: Path, drift: Drift | None) -> d
         paths["drifted_catalogue"].write_text(json.dumps(drifted.to_protocol(), indent=1))
     seed_world(paths["world"], scenario.world_files, scenario.world_state)
     paths["ledger"].touch()
+    save_incarnations(paths["incarnations"], [])
     return paths
+
+
+def save_incarnations(path: Path, incarnations: list[Incarnation]) -> None:
+    """Replace ``path`` with the list of ``incarnations`` at once: a reader finds the old list or the new, whole."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as stream:
+            json.dump([asdict(incarnation) for incarnation in incarnations], stream, indent=1)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def task_completed(journal_path: Path) -> bool:
@@ -81,29 +100,6 @@ def _environment(paths: dict[str, Path], control: Path, number: int, drift: Drif
         protocol.ENV_INCARNATION: str(number),
         "PYTHONHASHSEED": "0",
     }
-
-
-def _record_kill(launched: Launched, served: Served, paths: dict[str, Path], run_dir: Path, number: int,
-                 kills: int) -> tuple[str, list[str], list[str]]:
-    """Kill and confirm (leftovers swept too), then write the marker and the journal copy (torn if asked).
-
-    Returns (the kill point, leftovers, problems): a journal the workload
-    replaced by something that is not a regular file is not copied (the run is
-    then judged unknown) and the reason is a problem of the incarnation.
-    """
-    launched.kill()
-    leftovers = launched.sweep()
-    nemesis.mark_kill(paths["ledger"], number, served.hit)
-    copy = journal_at_kill_path(run_dir, kills)
-    problems = []
-    try:
-        copy_evidence(paths["journal"], copy)
-        if served.hit is not None and served.hit.torn is not None and nemesis.tear_journal(paths["journal"],
-                                                                                            served.hit.torn):
-            copy_evidence(paths["journal"], copy.with_suffix(".torn.jsonl"))
-    except UntrustedFile as refusal:
-        problems.append(f"at the kill, {refusal}")
-    return (str(served.hit) if served.hit is not None else "timeout"), leftovers, problems
 
 
 # A run's rendezvous socket lives in a directory of the temporary folder, short enough for a socket path;
@@ -172,17 +168,19 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
             try:
                 served = server.serve(launched.pid, kill, started=launched_at, deadline=started + scenario.timeout_s,
                                       watcher=watcher)
-                kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
-                kill_problems: list[str] = []
+                killed_at: str | None = None
+                exit_code: int | None = None
+                kill_problems: tuple[str, ...] = ()
                 if served.hit is None and not served.timed_out:
-                    killed_at, exit_code = None, launched.wait()
-                    leftovers = launched.sweep()
+                    exit_code = launched.wait()
+                    leftovers = tuple(launched.sweep())
                 else:
-                    killed_at, leftovers, kill_problems = _record_kill(launched, served, paths, run_dir, number, kills)
-                    exit_code = None
-                latency = watcher.latency_s() if event and served.hit is not None else None
+                    struck = _strike(launched, served, run_dir, number, kills=sum(
+                        1 for incarnation in incarnations if incarnation.killed_at is not None))
+                    killed_at, leftovers, kill_problems = struck.point, struck.leftovers, struck.problems
+                latency = watcher.latency_s() if watcher is not None and event and served.hit is not None else None
             except BaseException:
-                launched.kill()
+                nemesis.kill_confirmed(launched)
                 raise
             finally:
                 if watcher is not None:
@@ -195,18 +193,26 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 timed_out=served.timed_out, points=tuple(served.points),
                 seconds=round(time.monotonic() - started, 4),
                 stderr_tail=_stderr_tail(run_dir / f"incarnation-{number}.stderr"),
-                leftovers=tuple(leftovers),
+                leftovers=leftovers,
                 protocol_problems=(*served.protocol_problems, *kill_problems),
                 catalogue_drift=str(drift) if drift is not None and number > 0 else None,
                 kill_latency_s=latency,
             ))
+            save_incarnations(paths["incarnations"], incarnations)
             if killed_at is None and task_completed(paths["journal"]):
                 break
     finally:
         server.close()
         shutil.rmtree(control_dir, ignore_errors=True)
-        paths["incarnations"].write_text(json.dumps([asdict(i) for i in incarnations], indent=1))
     return incarnations, window
+
+
+def _strike(launched: Launched, served: Served, run_dir: Path, number: int, *, kills: int) -> nemesis.Strike:
+    """The nemesis's strike at the moment ``served`` ended on (a kill point, or the timeout), with its evidence paths."""
+    paths = run_paths(run_dir)
+    copy = journal_at_kill_path(run_dir, kills)
+    return nemesis.strike(launched, served.hit, incarnation=number, ledger=paths["ledger"], journal=paths["journal"],
+                          journal_copy=copy, torn_copy=copy.with_suffix(".torn.jsonl"))
 
 
 def work_window(served: Served, watcher: EventWatcher | None, launched_at: float) -> tuple[float, float] | None:
@@ -217,7 +223,7 @@ def work_window(served: Served, watcher: EventWatcher | None, launched_at: float
     """
     if served.point_times:
         first, last = served.point_times[0], served.point_times[-1]
-    elif watcher is not None and watcher.first_write_at is not None:
+    elif watcher is not None and watcher.first_write_at is not None and watcher.last_write_at is not None:
         first, last = watcher.first_write_at, watcher.last_write_at
     else:
         return None

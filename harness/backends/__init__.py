@@ -1,10 +1,12 @@
-"""Backends start one incarnation of a workload and kill it for real.
+"""Backends start one incarnation of a workload and expose what the nemesis needs to strike it.
 
 The runner is the same for every backend: it serves the rendezvous, decides
-when to kill, and collects evidence. A backend only knows how to start the
-workload (a subprocess, a container, a fork of a warm interpreter), how to tell
-when it has exited (a host pid the runner watches through a pidfd), and how to
-SIGKILL all of it and confirm it is dead.
+when to kill, and collects evidence; the nemesis (``killpoint.harness.nemesis``)
+strikes. A backend only knows how to start the workload (a subprocess, a
+container, a fork of a warm interpreter), how to tell when it has exited (a host
+pid the runner watches through a pidfd), and its own primitives for a kill:
+SIGKILL all of it at once (its cgroup, its container, else its group and tree),
+prove it dead, and sweep what it left elsewhere.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ class Launched(Protocol):
     pid: int  # a host pid whose exit ends the incarnation
 
     def kill(self) -> None:
-        """SIGKILL every process of the incarnation; return once all are confirmed dead."""
+        """SIGKILL every process of the incarnation at once, without waiting (``confirm_dead`` waits)."""
+
+    def confirm_dead(self) -> None:
+        """Reap the incarnation and return once every process ``kill`` reached is gone; KillFailed past the deadline."""
 
     def wait(self) -> int:
         """The exit code, once the incarnation has exited on its own; kill what it left (its cgroup, else its group)."""
 
     def sweep(self) -> list[str]:
-        """Kill anything the incarnation left running elsewhere; describe each one killed."""
+        """Kill anything the incarnation left running elsewhere; describe each one killed (and every leftover found)."""
 
 
 class Backend(Protocol):
@@ -40,8 +45,6 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release what the backend holds (servers, containers) for good."""
-
-
 
 
 def default_backend(workload: tuple[str, ...]) -> str:

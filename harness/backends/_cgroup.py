@@ -22,7 +22,7 @@ server starts each child inside the cgroup (``clone3`` with ``CLONE_INTO_CGROUP`
 moves its child in before the exec (``preexec_joiner``).
 
 Where there is no cgroup v2 hierarchy this process may write, or no ``cgroup.kill``, the
-backends fall back to the tree walk and the environment sweep of ``killpoint.harness.nemesis`` and say so
+backends fall back to the tree walk and the environment sweep of ``killpoint.harness._process_tree`` and say so
 once per process on stderr: there a process that leaves the tree and drops the protocol's
 environment outlives its run.
 """
@@ -43,7 +43,7 @@ from pathlib import Path
 import psutil
 
 from killpoint.errors import HarnessError
-from killpoint.harness import nemesis
+from killpoint.harness import _process_tree
 
 NAME_PREFIX = "killpoint-"  # killpoint-PID-N: incarnation N of harness process PID
 
@@ -145,20 +145,27 @@ class IncarnationCgroup:
         except FileNotFoundError:
             return []
 
-    def kill(self, *, expected: Callable[[int], bool], before_confirming: Callable[[], object] = lambda: None) -> list[str]:
-        """SIGKILL everything in the cgroup, confirm it empty, remove it; describe each process not ``expected``.
+    def signal(self, *, expected: Callable[[int], bool]) -> list[str]:
+        """SIGKILL everything in the cgroup at once; describe each process not ``expected``, for the evidence.
 
-        Those described are the incarnation's leftovers, for the evidence. ``before_confirming``
-        reaps the leader: its exit is what the caller waits for first, and the cgroup is then
-        found empty at once far more often than not. Safe to call again once the cgroup is gone.
+        Those described are the incarnation's leftovers. ``confirm_empty`` then
+        waits for the kernel to have killed them all. Safe once the cgroup is gone.
         """
-        unexpected = [nemesis.describe_pid(pid) for pid in self.members() if not expected(pid)]
+        unexpected = [_process_tree.describe_pid(pid) for pid in self.members() if not expected(pid)]
         with contextlib.suppress(FileNotFoundError):
             (self.path / "cgroup.kill").write_bytes(b"1")
-        before_confirming()
+        return [description for description in unexpected if description is not None]
+
+    def confirm_empty(self) -> None:
+        """Return once no process is left in the cgroup, and remove it; KillFailed past the confirmation deadline."""
         self._wait_until_empty()
         self._remove()
-        return [description for description in unexpected if description is not None]
+
+    def kill(self, *, expected: Callable[[int], bool]) -> list[str]:
+        """``signal`` then ``confirm_empty``: the cgroup's processes dead and the cgroup gone; the leftovers."""
+        leftovers = self.signal(expected=expected)
+        self.confirm_empty()
+        return leftovers
 
     def discard(self) -> None:
         """Kill whatever is in the cgroup and remove it, describing nothing."""
@@ -172,12 +179,12 @@ class IncarnationCgroup:
         try:
             poller = select.poll()
             poller.register(events, select.POLLPRI)  # the kernel signals each change of cgroup.events
-            deadline = time.monotonic() + nemesis.CONFIRM_TIMEOUT_S
+            deadline = time.monotonic() + _process_tree.CONFIRM_TIMEOUT_S
             while b"populated 1" in os.pread(events, 4096, 0):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise nemesis.KillFailed(f"pids {self.members()} in cgroup {self.path} survived SIGKILL "
-                                             f"for {nemesis.CONFIRM_TIMEOUT_S}s")
+                    raise _process_tree.KillFailed(f"pids {self.members()} in cgroup {self.path} survived "
+                                                   f"SIGKILL for {_process_tree.CONFIRM_TIMEOUT_S}s")
                 poller.poll(remaining * 1000)
         finally:
             os.close(events)

@@ -97,12 +97,15 @@ class Program:
 
 @functools.cache
 def program(module: str | None, script: str | None) -> Program:
+    """The compiled ``__main__`` of ``module``, else of ``script`` (a request names one of them)."""
     if module is not None:
         importlib.import_module(module)  # its imports, warm in every fork
         spec = importlib.util.find_spec(module)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "get_code"):
             raise ImportError(f"no module named {module!r} that can run as __main__")
         return Program(spec.loader.get_code(module), spec.origin or module, spec)
+    if script is None:
+        raise ValueError("a fork request names neither a module nor a script")
     with open(script, "rb") as source:
         return Program(compile(source.read(), script, "exec"), script, None)
 
@@ -172,6 +175,7 @@ def serve(control: Any) -> None:
                 if not line:
                     return
                 request = json.loads(line)
+                target: Program | Exception
                 try:
                     target = program(request.get("module"), request.get("script"))  # warm: the fork inherits it
                 except Exception as error:  # noqa: BLE001 - the child reports it and exits 1, as python would

@@ -2,8 +2,8 @@
 
 In its cgroup (``_cgroup``) the whole incarnation dies as one, and a leftover is a process
 of the cgroup outside what the runner already knows of: the leader's process tree at a kill,
-its process group once it has exited. With no cgroup, the nemesis's tree walk and
-environment sweep do what they can.
+its process group once it has exited. With no cgroup, the tree walk and environment sweep
+of ``_process_tree`` do what they can.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from killpoint.harness import nemesis
+import psutil
+
+from killpoint.harness import _process_tree
 from killpoint.harness.backends._cgroup import IncarnationCgroup, usable_parent
 
 
@@ -24,7 +26,7 @@ def prepare_containment() -> None:
     reaps them, and their cgroup still holds them until the kill.
     """
     if usable_parent() is None:
-        nemesis.become_subreaper()
+        _process_tree.become_subreaper()
 
 
 @dataclass
@@ -38,6 +40,7 @@ class HostIncarnation:
     exit_code: int | None = None
     leftovers: list[str] = field(default_factory=list)
     _tree: set[int] | None = field(default=None, repr=False)
+    _signalled: list[psutil.Process] = field(default_factory=list, repr=False)  # what a kill without cgroup reached
 
     def __repr__(self) -> str:
         state = "running" if self.exit_code is None else f"exited {self.exit_code}"
@@ -45,23 +48,28 @@ class HostIncarnation:
 
     def kill(self) -> None:
         if self.cgroup is None:
-            tree = nemesis.signal_tree(self.pid)
-            self._reaped()
-            nemesis.confirm_dead([member for member in tree if member.pid != self.pid])  # reaped: dead
-            return
-        self.leftovers += self.cgroup.kill(expected=self._in_leader_tree, before_confirming=self._reaped)
+            self._signalled = _process_tree.signal_tree(self.pid)
+        else:
+            self.leftovers += self.cgroup.signal(expected=self._in_leader_tree)
+
+    def confirm_dead(self) -> None:
+        self._reaped()  # the leader first: once it is reaped, the rest is found gone at once far more often than not
+        if self.cgroup is None:
+            _process_tree.confirm_dead([member for member in self._signalled if member.pid != self.pid])
+        else:
+            self.cgroup.confirm_empty()
 
     def wait(self) -> int:
         exit_code = self._reaped()
         if self.cgroup is None:
-            nemesis.kill_stragglers(self.pid)
+            _process_tree.kill_stragglers(self.pid)
         else:
             self.leftovers += self.cgroup.kill(expected=self._in_leader_group)
         return exit_code
 
     def sweep(self) -> list[str]:
         if self.cgroup is None:
-            return nemesis.sweep_leftovers(self.workload_dir)
+            return _process_tree.sweep_leftovers(self.workload_dir)
         return self.leftovers
 
     def _reaped(self) -> int:
@@ -74,7 +82,7 @@ class HostIncarnation:
         if pid == self.pid:
             return True
         if self._tree is None:
-            self._tree = set(nemesis.descendant_pids(self.pid))
+            self._tree = set(_process_tree.descendant_pids(self.pid))
         return pid in self._tree
 
     def _in_leader_group(self, pid: int) -> bool:

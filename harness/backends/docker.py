@@ -8,9 +8,9 @@ directory (plan, catalogues) and the control socket's directory are mounted
 read-only. Every mount keeps its host path, so the protocol's environment
 (absolute paths) needs no rewriting.
 
-The kill is SIGKILL to the container; it is confirmed dead (the engine says
-exited, the host pid of its init is gone) before ``kill`` returns, and so
-before the runner writes the kill marker. ``--restart new`` (the default)
+The kill is SIGKILL to the container; ``confirm_dead`` returns once the
+engine says it exited and the host pid of its init is gone, and so before the
+nemesis writes the kill marker. ``--restart new`` (the default)
 starts each incarnation in a fresh container, removed once it is over;
 ``--restart same`` starts the killed container again, so whatever the
 container itself keeps (its id and hostname, the anonymous volumes of the
@@ -38,7 +38,7 @@ from killpoint import protocol
 from killpoint.errors import ConfigError, WorkloadError
 from killpoint.harness.backends import _engine
 from killpoint.harness.model import RESTART_MODES
-from killpoint.harness.nemesis import CONFIRM_TIMEOUT_S, KillFailed, confirm_dead
+from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed, confirm_dead
 
 PIDS_LIMIT = 128
 MEMORY_LIMIT = "512m"
@@ -67,13 +67,16 @@ class ContainerIncarnation:
         return f"<container {self.container_id[:12]}, host pid {self.pid}, {state}>"
 
     def kill(self) -> None:
-        """SIGKILL the container and return once the engine reports it exited and its init is gone from the host."""
+        """SIGKILL the container (its init, and with it every process of its PID namespace)."""
         try:
             self.api.kill(self.container_id, "SIGKILL")
         except docker.errors.APIError as error:
             if error.status_code not in (404, 409):  # gone, or not running any more
                 raise
         self.killed = True
+
+    def confirm_dead(self) -> None:
+        """Return once the engine reports the container exited and its init is gone from the host."""
         self._finish()
         if self.host_process is not None:
             confirm_dead([self.host_process])
@@ -119,6 +122,12 @@ def _logs(api: docker.APIClient, container_id: str) -> tuple[bytes, bytes]:
     return (api.logs(container_id, stdout=True, stderr=False), api.logs(container_id, stdout=False, stderr=True))
 
 
+def _log_sizes(api: docker.APIClient, container_id: str) -> tuple[int, int]:
+    """How many bytes of stdout and stderr earlier starts left: where this start's output begins."""
+    stdout, stderr = _logs(api, container_id)
+    return len(stdout), len(stderr)
+
+
 class DockerBackend:
     """Incarnations as containers of ``image`` (built locally when it is the default one, never pulled)."""
 
@@ -152,7 +161,7 @@ class DockerBackend:
         stderr.write_bytes(b"")
         _engine.grant_writes(_writable_paths(env), self.user)
         container_id = self._same_mode_container(argv, cwd, env) if self.restart == "same" else self._create(argv, cwd, env)
-        offsets = tuple(map(len, _logs(self.api, container_id))) if self.restart == "same" else (0, 0)
+        offsets = _log_sizes(self.api, container_id) if self.restart == "same" else (0, 0)
         try:
             self.api.start(container_id)
             pid = self.api.inspect_container(container_id)["State"]["Pid"]

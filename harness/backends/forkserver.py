@@ -20,13 +20,13 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from killpoint import protocol
 from killpoint.errors import ConfigError, InfrastructureError
 from killpoint.harness.backends._cgroup import IncarnationCgroup
 from killpoint.harness.backends._host import HostIncarnation, prepare_containment
-from killpoint.harness.nemesis import CONFIRM_TIMEOUT_S, KillFailed
+from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed
 
 
 class ForkServerDied(InfrastructureError):
@@ -53,43 +53,53 @@ REAP_TIMEOUT_S = 2 * CONFIRM_TIMEOUT_S
 
 
 @dataclass
+class _Connection:
+    """A running server: its process, and the control socket with a line reader on it."""
+
+    process: subprocess.Popen[bytes]
+    socket: socket.socket
+    reader: IO[bytes]
+
+
+@dataclass
 class ForkServer:
     """The server process and its control socket; restarted if it dies."""
 
     restarts: list[str] = field(default_factory=list)
-    _process: subprocess.Popen[bytes] | None = None
-    _socket: socket.socket | None = None
-    _reader: object = None
+    _server: _Connection | None = None
     _exits: dict[int, int] = field(default_factory=dict)
 
-    def start(self) -> None:
+    def start(self) -> _Connection:
         ours, theirs = socket.socketpair()
         # Hash randomisation is fixed when an interpreter starts, so a forked child keeps the server's:
         # the server must start with the PYTHONHASHSEED every incarnation is given.
-        self._process = subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-m", "killpoint.harness.backends._forkserver_main", str(theirs.fileno()), str(os.getpid())],
             stdin=subprocess.DEVNULL, pass_fds=(theirs.fileno(),), close_fds=True,
             env={**os.environ, "PYTHONHASHSEED": protocol.WORKLOAD_HASH_SEED},
         )
         theirs.close()
-        self._socket, self._reader = ours, ours.makefile("rb")
+        self._server = _Connection(process, ours, ours.makefile("rb"))
+        return self._server
 
     def fork(self, request: dict[str, object]) -> int:
-        if self._process is None or self._process.poll() is not None:
-            if self._process is not None:
-                self.restarts.append(f"fork server pid {self._process.pid} exited with {self._process.returncode}; restarted")
+        server = self._server
+        if server is None or server.process.poll() is not None:
+            if server is not None:
+                self.restarts.append(f"fork server pid {server.process.pid} exited with {server.process.returncode}; "
+                                     f"restarted")
                 print(f"killpoint: {self.restarts[-1]}", file=sys.stderr)
-            self.start()
-        self._socket.sendall(json.dumps(request).encode() + b"\n")
+            server = self.start()
+        server.socket.sendall(json.dumps(request).encode() + b"\n")
         while True:
-            answer = self._answer()
+            answer = self._answer(server)
             if "error" in answer:
                 raise InfrastructureError(f"the fork server cannot start the incarnation ({answer['error']}); "
-                                   f"use --backend subprocess")
+                                          f"use --backend subprocess")
             if "exit_code" in answer:
                 self._exits[answer["pid"]] = answer["exit_code"]
             else:
-                return answer["pid"]
+                return int(answer["pid"])
 
     def reaped(self, pid: int) -> int:
         """Wait until the server reports ``pid`` reaped; return its exit code.
@@ -98,34 +108,39 @@ class ForkServer:
         once: a server that stays silent past the kill-confirmation deadline
         means the child did not die, and the harness says so instead of hanging.
         """
-        self._socket.settimeout(REAP_TIMEOUT_S)
+        server = self._server
+        if server is None:
+            raise ForkServerDied(f"the fork server was closed before it reported pid {pid} reaped")
+        server.socket.settimeout(REAP_TIMEOUT_S)
         try:
             while pid not in self._exits:
-                answer = self._answer()
+                answer = self._answer(server)
                 if "exit_code" in answer:
                     self._exits[answer["pid"]] = answer["exit_code"]
         except TimeoutError:
             raise KillFailed(f"the fork server did not report pid {pid} reaped within {REAP_TIMEOUT_S:g}s of its "
                              f"exit or kill") from None
         finally:
-            self._socket.settimeout(None)
+            server.socket.settimeout(None)
         return self._exits.pop(pid)
 
-    def _answer(self) -> dict[str, Any]:
+    @staticmethod
+    def _answer(server: _Connection) -> dict[str, Any]:
         try:
-            line = self._reader.readline()
+            line = server.reader.readline()
         except ConnectionError:
             line = b""
         if not line:
-            raise ForkServerDied(f"the fork server (pid {self._process.pid}) died; the run cannot continue on it")
-        return json.loads(line)
+            raise ForkServerDied(f"the fork server (pid {server.process.pid}) died; the run cannot continue on it")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
 
     def close(self) -> None:
-        if self._process is not None:
-            self._socket.close()
-            self._process.kill()
-            self._process.wait()
-            self._process = None
+        if self._server is not None:
+            self._server.socket.close()
+            self._server.process.kill()
+            self._server.process.wait()
+            self._server = None
 
 
 class ForkServerBackend:

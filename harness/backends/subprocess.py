@@ -32,7 +32,8 @@ class SubprocessBackend:
                     cgroup.discard()
                 raise WorkloadError(f"workload {' '.join(argv)!r} cannot start: {error.strerror}"
                                     f" (cwd {cwd}); check the workload command") from None
-            except subprocess.SubprocessError:  # only the preexec_fn raises it
+            except subprocess.SubprocessError:  # only the preexec_fn raises it, and there is one only with a cgroup
+                assert cgroup is not None
                 raise HarnessError(f"cannot start the incarnation in its cgroup {cgroup.path}") from None
         return HostIncarnation(process.pid, process.wait, env[protocol.ENV_RUN_DIR], cgroup)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from killpoint.harness import nemesis
+from killpoint.harness import _process_tree
 from killpoint.harness.backends import _cgroup
 from killpoint.harness.backends.subprocess import SubprocessBackend
 from killpoint.harness.runner import execute_run
@@ -92,7 +92,7 @@ def test_sleeper_outside_the_tree_with_no_protocol_env_dies_with_its_incarnation
 def test_without_a_usable_cgroup_hierarchy_the_fallback_is_said_once(monkeypatch, capsys, tmp_path):
     subreaper_requests = []
     monkeypatch.setattr(_cgroup, "_own_cgroup_dir", lambda: _cgroup.Unavailable("no cgroup2 mount (test)"))
-    monkeypatch.setattr(nemesis, "become_subreaper", lambda: subreaper_requests.append(True))  # not for good
+    monkeypatch.setattr(_process_tree, "become_subreaper", lambda: subreaper_requests.append(True))  # not for good
     _cgroup.usable_parent.cache_clear()
     try:
         backends = [SubprocessBackend(), SubprocessBackend()]

@@ -47,8 +47,9 @@ def test_dead_server_is_restarted_and_said(tmp_path, capsys):
     backend = ForkServerBackend()
     try:
         execute_run(scenario, (), tmp_path / "first", backend, max_incarnations=1)
-        os.kill(backend.server._process.pid, signal.SIGKILL)
-        backend.server._process.wait()
+        assert backend.server._server is not None
+        os.kill(backend.server._server.process.pid, signal.SIGKILL)
+        backend.server._server.process.wait()
         incarnations = execute_run(scenario, (), tmp_path / "second", backend, max_incarnations=1)
         assert incarnations[0].exit_code == 0
         assert backend.server.restarts and "restarted" in backend.server.restarts[0]
