@@ -5,12 +5,18 @@ milliseconds (most of it importing), and a certification makes hundreds of
 kill trials. ``python -m killpoint.harness.certify._child FD`` imports the tools once,
 then for each job forks a child from that pristine, single-threaded process
 (never from the certifying process, whose state and threads a fork would
-inherit). Each child is a real process in its own session: the parent SIGKILLs
-its group while it is blocked at a kill point.
+inherit). Each child is a real process in its own session, born in a cgroup of
+its own as a run's incarnation is (the backends' ``_cgroup`` and the fork
+server's ``fork_into``): the parent SIGKILLs its group and tree while it is
+blocked at a kill point, and once the server reports it reaped, killed or not,
+whatever it left in its cgroup (a helper that double-forked out of its tree and
+session) is killed and confirmed gone. Without cgroups, the tree walk is all.
 
 The control socket (SOCK_SEQPACKET, one message per datagram) carries a job
 with the child's end of its point socket attached; the server answers
-``pid N`` when it forked, and ``exit CODE`` when the child is reaped.
+``pid N`` when it forked (``error WHY`` when it could not), and ``exit CODE``
+when the child is reaped. Like the backends' fork server, it dies with the
+process that started it.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from killpoint.harness._process_tree import kill_tree
+from killpoint.harness.backends._cgroup import IncarnationCgroup
+from killpoint.harness.backends._forkserver_main import die_with_parent, fork_into
 from killpoint.harness.certify.points import Child, PipePoints
-from killpoint.harness.nemesis import kill_tree
 
 STDERR_NAME = "child-stderr.txt"
 _MESSAGE_BYTES = 1 << 20
@@ -47,7 +55,12 @@ def serve(control: socket.socket) -> None:
             targets.setdefault(key, target_from_spec(job["spec"]))
         except Exception:
             targets.pop(key, None)
-        pid = os.fork()
+        try:
+            pid = fork_into(job.get("cgroup"))
+        except OSError as error:
+            os.close(fds[0])
+            control.send(f"error {error}".encode())
+            continue
         if pid == 0:
             control.close()
             _run_job(job, targets.get(key), fds[0])
@@ -83,14 +96,16 @@ class ForkServer:
     """The parent's handle on one fork server process; ``close`` ends and reaps it.
 
     Each child it forks is killed by ``points.drive`` (tree, reap, confirmation)
-    like a command; the server's ``exit CODE`` report is that child's reap.
+    like a command; the server's ``exit CODE`` report is that child's reap, after
+    which the child's cgroup is killed, confirmed empty and removed.
     """
 
     def __init__(self) -> None:
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(entry or os.getcwd() for entry in sys.path)}
-        self.process = subprocess.Popen([sys.executable, "-m", "killpoint.harness.certify._child", str(theirs.fileno())],
-                                        pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen([sys.executable, "-m", "killpoint.harness.certify._child", str(theirs.fileno()),
+                                         str(os.getpid())], pass_fds=(theirs.fileno(),), env=env,
+                                        stdin=subprocess.DEVNULL)
         theirs.close()
 
     def __repr__(self) -> str:
@@ -99,19 +114,32 @@ class ForkServer:
 
     def start(self, job: dict[str, Any]) -> Child:
         mine, theirs = socket.socketpair()
+        cgroup = IncarnationCgroup.create()
+        job = {**job, "cgroup": str(cgroup.path) if cgroup is not None else None}
         try:
-            socket.send_fds(self.control, [json.dumps(job).encode()], [theirs.fileno()])
-        finally:
-            theirs.close()
-        pid = int(self._answer("pid", 60.0) or -1)
-        if pid < 0:
+            try:
+                socket.send_fds(self.control, [json.dumps(job).encode()], [theirs.fileno()])
+            finally:
+                theirs.close()
+            pid = int(self._answer("pid", 60.0) or -1)
+            if pid < 0:
+                raise OSError("the fork server did not start the child")
+        except BaseException:
             mine.close()
-            raise OSError("the fork server did not start the child")
-        return Child(pid, mine.fileno(), mine.fileno(), {"exit": self.control.fileno()}, self._reap, mine.close)
+            if cgroup is not None:
+                cgroup.discard()
+            raise
+        return Child(pid, mine.fileno(), mine.fileno(), {"exit": self.control.fileno()},
+                     lambda seconds: self._reap(seconds, cgroup), mine.close)
 
-    def _reap(self, seconds: float) -> int | None:
+    def _reap(self, seconds: float, cgroup: IncarnationCgroup | None) -> int | None:
+        """The child's exit code once the server reaped it, and then its cgroup emptied; None if not within ``seconds``."""
         answer = self._answer("exit", seconds)
-        return None if answer is None else int(answer)
+        if answer is None:
+            return None
+        if cgroup is not None:
+            cgroup.discard()  # what the child left there, out of its tree and group: killed, confirmed gone
+        return int(answer)
 
     def _answer(self, kind: str, seconds: float) -> str | None:
         self.control.settimeout(seconds)
@@ -129,7 +157,7 @@ class ForkServer:
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            kill_tree(self.process)  # reaps it and confirms any child it was running dead too
+            kill_tree(self.process.pid, self.process.wait)  # and confirms any child it was running dead too
 
 
 _SERVER: list[ForkServer] = []
@@ -160,6 +188,7 @@ def child_stderr(scratch: Path) -> str:
 
 
 if __name__ == "__main__":
+    die_with_parent(int(sys.argv[2]))
     import killpoint.fake_tools.tools  # noqa: F401  (imported once here, so no child pays for it)
 
     serve(socket.socket(fileno=int(sys.argv[1])))

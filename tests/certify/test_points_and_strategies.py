@@ -132,6 +132,24 @@ def test_a_python_tool_killed_in_the_fork_server_takes_the_helper_it_started_wit
     assert is_dead(int((world / "helper.pid").read_text()))
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("kill_at", [1, None], ids=["killed at a point", "ending on its own"])
+def test_a_helper_that_left_the_tree_and_session_of_a_python_tool_dies_with_it(tmp_path: Path,
+                                                                              kill_at: int | None) -> None:
+    """The helper's parent is gone and it called setsid: only the child's cgroup holds it. No wait before the
+    assertion: the reap returns only once that cgroup is confirmed empty."""
+    target = external_target("orphan_then_write", ExternalSpec(python=f"{TOOLS}:orphan_then_write", cwd=str(REPO)))
+    world = target.fresh_world(tmp_path)
+    run = target.kill(world, {}, tmp_path, at_point=kill_at)  # point 1: open(w) done.txt, the helper running
+    orphan = int((world / "orphan.pid").read_text())
+    try:
+        assert run.killed_at == kill_at and (world / "done.txt").exists() == (kill_at is None), run
+        assert is_dead(orphan)
+    finally:
+        if not is_dead(orphan):
+            os.kill(orphan, signal.SIGKILL)
+
+
 def test_a_command_without_points_is_killed_after_a_delay(tmp_path: Path) -> None:
     run = drive(start_command(["sh", "-c", "echo a > a.txt; sleep 5; echo b > b.txt"], cwd=tmp_path,
                               env=dict(os.environ), stdin="", scratch=tmp_path), kill_after_s=0.3)
