@@ -12,14 +12,15 @@ where timed kills are drawn for a runtime that announces no crash points.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from inotify_simple import INotify, flags
 
 from killpoint import protocol
+from killpoint.client import parse_json_lines
 
 
 @dataclass
@@ -30,7 +31,13 @@ class _Tail:
     offset: int = 0
     pending: bytes = b""
 
-    def new_records(self) -> list[dict]:
+    def new_records(self) -> list[dict[str, Any]]:
+        """The records completed since the last look; an unterminated last line waits for its newline.
+
+        By the one torn-tail rule (``parse_json_lines``) the bytes after the last
+        newline are kept as ``pending`` until the rest is written; a whole line
+        that is no record matches no event.
+        """
         try:
             with self.path.open("rb") as stream:
                 stream.seek(self.offset)
@@ -38,16 +45,9 @@ class _Tail:
         except FileNotFoundError:
             return []
         self.offset += len(chunk)
-        *lines, self.pending = (self.pending + chunk).split(b"\n")
-        records = []
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-        return records
+        parsed = parse_json_lines(self.pending + chunk)
+        self.pending = parsed.torn_tail or b""
+        return [record for _, record in parsed.records]
 
 
 @dataclass
@@ -69,7 +69,12 @@ class EventWatcher:
     _calls_by_op: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.source, self.kind, self.call = self.event.split(":") if self.event else (None, None, None)
+        # "ledger:effect:c3" names the file, the record kind and the call; None awaits nothing.
+        self.source: str | None = None
+        self.kind: str | None = None
+        self.call: str | None = None
+        if self.event:
+            self.source, self.kind, self.call = self.event.split(":")
         self.inotify.add_watch(str(self.journal.parent), flags.MODIFY | flags.CREATE)
         self.inotify.add_watch(str(self.ledger), flags.MODIFY)
         # Only records appended from now on count: the event is awaited in this incarnation.
@@ -88,17 +93,21 @@ class EventWatcher:
             if self.first_write_at is None:
                 self.first_write_at = self.last_write_at
         for record in journal_records:
-            if record.get("kind") == protocol.STARTED:
-                self._calls_by_op[record.get("op")] = record.get("call")
+            op, call = record.get("op"), record.get("call")
+            if record.get("kind") == protocol.STARTED and isinstance(op, str) and isinstance(call, str):
+                self._calls_by_op[op] = call
             if self.source == "journal" and record.get("kind") == self.kind and self._call_of(record) == self.call:
                 return self._matched(self.journal)
         for record in ledger_records:
-            if self.source == "ledger" and self.kind in record and record.get("call") == self.call:
+            if self.source == "ledger" and self.kind is not None and self.kind in record and record.get("call") == self.call:
                 return self._matched(self.ledger)
         return False
 
-    def _call_of(self, record: dict) -> str | None:
-        return record.get("call") or self._calls_by_op.get(record.get("op"))
+    def _call_of(self, record: dict[str, Any]) -> str | None:
+        call, op = record.get("call"), record.get("op")
+        if isinstance(call, str) and call:
+            return call
+        return self._calls_by_op.get(op) if isinstance(op, str) else None
 
     def _matched(self, path: Path) -> bool:
         self.matched_at_ns = path.stat().st_mtime_ns

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,31 +42,77 @@ class AppendOnlyFile:
         os.close(self._fd)
 
 
-def read_json_lines(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], bytes | None]:
-    """Parse a JSON-lines file; return (records, torn_tail).
+@dataclass(frozen=True)
+class ParsedLines:
+    """JSON-lines bytes split by the one torn-tail rule (``parse_json_lines``)."""
 
-    A last line without its newline, or one that does not parse, is what a crash
-    mid-write leaves: it is returned as ``torn_tail`` and not trusted. A bad line
-    anywhere else is corruption and raises ValueError naming the line.
+    records: tuple[tuple[int, dict[str, Any]], ...]  # (line number, record) of each line that is a JSON object
+    problems: tuple[tuple[int, str, bytes], ...]  # (line number, why, the raw line) of each line that is not
+    torn_tail: bytes | None  # the bytes after the last newline, or None when the data ends with one
+
+
+def parse_json_lines(data: bytes) -> ParsedLines:
+    """Split JSON lines by the one torn-tail rule every reader of the protocol's files shares.
+
+    The bytes after the last newline are a record whose write was cut (a crash
+    or the nemesis's tear): ``torn_tail``, never parsed, never trusted. Every
+    newline-terminated line was written whole, so one that is not a JSON object
+    (not UTF-8, not JSON, a key given twice, nested past the parser) is
+    corruption: a ``problem`` with its line number, whatever its place. Lines are
+    decoded as UTF-8 here because ``json.loads`` would sniff UTF-16 or UTF-32 in
+    bytes; a key given twice is refused because readers disagree on which value
+    counts.
+    """
+    *lines, tail = data.split(b"\n")
+    records: list[tuple[int, dict[str, Any]]] = []
+    problems: list[tuple[int, str, bytes]] = []
+    for number, raw in enumerate(lines, start=1):
+        try:
+            record = json.loads(raw.decode(), object_pairs_hook=_keys_once)
+        except UnicodeDecodeError:
+            problems.append((number, "not UTF-8", raw))
+        except _KeyTwice as twice:
+            problems.append((number, str(twice), raw))
+        except ValueError:
+            problems.append((number, "not JSON", raw))
+        except RecursionError:
+            problems.append((number, "JSON nested too deeply to read", raw))
+        else:
+            if isinstance(record, dict):
+                records.append((number, record))
+            else:
+                problems.append((number, "not a JSON object", raw))
+    return ParsedLines(tuple(records), tuple(problems), tail or None)
+
+
+class _KeyTwice(ValueError):
+    """A JSON object names one key twice."""
+
+
+def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        twice = sorted(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+        raise _KeyTwice(f"key(s) {', '.join(map(repr, twice))} given twice in one object")
+    return record
+
+
+def read_json_lines(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], bytes | None]:
+    """A workload's strict read of a JSON-lines file: (records, torn_tail); a missing file has none.
+
+    The torn tail (``parse_json_lines``) is returned apart for the caller to
+    cut off before appending. A bad newline-terminated line is corruption and
+    raises ValueError naming the file, the line and why.
     """
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
         return [], None
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" when the file ends with a newline
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            record = json.loads(line)
-        except ValueError:
-            if number == len(lines) and not tail:
-                return records, line
-            raise ValueError(f"{path}: line {number} is not JSON: {line[:80]!r}") from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{path}: line {number} is not a JSON object")
-        records.append(record)
-    return records, (tail or None)
+    parsed = parse_json_lines(data)
+    if parsed.problems:
+        number, why, raw = parsed.problems[0]
+        raise ValueError(f"{path}: line {number}: {why}: {raw[:80]!r}")
+    return [record for _, record in parsed.records], parsed.torn_tail
 
 
 class Rendezvous:
@@ -95,6 +142,7 @@ class Rendezvous:
         if not self.control_path:
             return
         self.connect()
+        assert self._sock is not None  # connect() made it
         message = {"point": point, "call": call, "op": op, "incarnation": self.incarnation}
         self._sock.sendall(encode_record(message))
         if not self._reader.readline():

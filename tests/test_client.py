@@ -4,6 +4,7 @@ and ``python -m killpoint.fake_tools``, whose every bad invocation is exit 2, ne
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 from pathlib import Path
@@ -11,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol
-from killpoint.client import AppendOnlyFile, Rendezvous, WorkloadEnv, read_json_lines
+from killpoint.client import AppendOnlyFile, Rendezvous, WorkloadEnv, parse_json_lines, read_json_lines
 from killpoint.fake_tools.__main__ import main as fake_tools_main
+from killpoint.harness.evidence import read_lines
+from killpoint.harness.watch import _Tail
 
 
 def test_append_only_file_writes_one_line_per_record(tmp_path):
@@ -32,13 +35,36 @@ def test_torn_last_line_is_returned_apart(tmp_path, tail):
     assert records == [{"kind": "started"}] and torn == tail
 
 
-def test_unparsable_last_line_with_newline_is_torn_but_a_middle_one_is_corruption(tmp_path):
+def test_only_the_bytes_after_the_last_newline_are_torn_a_bad_whole_line_is_corruption_anywhere(tmp_path):
+    """One torn-tail rule (it used to call a bad newline-terminated last line torn, and the reference runtime's
+    truncation by its length then cut the wrong bytes)."""
     path = tmp_path / "j.jsonl"
     path.write_bytes(b'{"a": 1}\n{"a": \n')
-    assert read_json_lines(path) == ([{"a": 1}], b'{"a": ')
-    path.write_bytes(b'{"a": \n{"a": 1}\n')
-    with pytest.raises(ValueError, match="line 1 is not JSON"):
+    with pytest.raises(ValueError, match="line 2: not JSON"):
         read_json_lines(path)
+    path.write_bytes(b'{"a": \n{"a": 1}\n')
+    with pytest.raises(ValueError, match="line 1: not JSON"):
+        read_json_lines(path)
+
+
+@pytest.mark.parametrize("data", [b'{"a": 1}\n{"a": ', b'{"a": 1}\n[1]\n{"b": 2}\n{"c"', b'{"a": 1, "a": 2}\n\xff\n',
+                                  b"", b"\n", b'{"a": 1}'])
+def test_the_harness_reads_json_lines_by_the_clients_one_rule(tmp_path, data):
+    """The evidence reader, the event watcher and the workload client split the same bytes the same way."""
+    path = tmp_path / "j.jsonl"
+    path.write_bytes(data)
+    parsed = parse_json_lines(data)
+    read = read_lines(path)
+    assert [(line.number, line.record) for line in read.lines] == list(parsed.records)
+    assert read.torn_tail == parsed.torn_tail == (data.rpartition(b"\n")[2] or None)
+    assert len(read.problems) == len(parsed.problems)
+    tail = _Tail(path)
+    assert tail.new_records() == [record for _, record in parsed.records] and tail.pending == (parsed.torn_tail or b"")
+    if parsed.problems:
+        with pytest.raises(ValueError, match=re.escape(f"line {parsed.problems[0][0]}: {parsed.problems[0][1]}")):
+            read_json_lines(path)
+    else:
+        assert read_json_lines(path) == ([record for _, record in parsed.records], parsed.torn_tail)
 
 
 def test_rendezvous_waits_for_the_reply(tmp_path):
