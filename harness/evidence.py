@@ -4,20 +4,22 @@ They never raise on what a workload wrote: a line that does not parse becomes
 a ``problem`` (quoted with its line number) and a torn last line is kept aside,
 reported but not trusted. Every record keeps its file and line for quoting.
 What the harness itself wrote and the judgement needs (incarnations.json, the
-journal copies at each kill, the ledger) but cannot be read is listed in
-``Evidence.unreadable``: such a run is unknown, never judged on what is left.
+journal copies at each kill, the ledger, the catalogues it handed the workload)
+but cannot be read is listed in ``Evidence.unreadable`` by file: the checker's
+rules that need it are unknown, never judged on what is left.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from killpoint import protocol
+from killpoint.client import parse_json_lines
+from killpoint.fake_tools.catalogue import Catalogue, catalogue_problems
 from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import read_bounded
 
@@ -51,7 +53,11 @@ class JsonLines:
 
 
 def read_lines(path: Path, source: str | None = None) -> JsonLines:
-    """Parse a JSON-lines file leniently (see module docstring); a missing file has no lines."""
+    """Parse a JSON-lines file leniently (see module docstring); a missing file has no lines.
+
+    The torn-tail rule is the workload client's (``parse_json_lines``): both
+    sides of the protocol read a file the same way.
+    """
     source = source or path.name
     try:
         data = read_bounded(path)
@@ -59,41 +65,9 @@ def read_lines(path: Path, source: str | None = None) -> JsonLines:
         return JsonLines(())
     except OSError as refusal:  # UntrustedFile (a symlink, a FIFO, too big) says why in its message
         return JsonLines((), problems=(f"{source}: {refusal}",), refused=str(refusal))
-    raw_lines = data.split(b"\n")
-    tail = raw_lines.pop() or None
-    lines, problems = [], []
-    for number, raw in enumerate(raw_lines, start=1):
-        try:
-            record = json.loads(raw.decode(), object_pairs_hook=_keys_once)
-        except UnicodeDecodeError:  # decoded here: json.loads would take bytes in UTF-16 or UTF-32 too
-            problems.append(f"{source}:{number}: not UTF-8: {raw[:120]!r}")
-            continue
-        except _KeyTwice as twice:
-            problems.append(f"{source}:{number}: {twice}: {raw[:120]!r}")
-            continue
-        except ValueError:
-            problems.append(f"{source}:{number}: not JSON: {raw[:120]!r}")
-            continue
-        except RecursionError:
-            problems.append(f"{source}:{number}: JSON nested too deeply to read: {raw[:120]!r}")
-            continue
-        if isinstance(record, dict):
-            lines.append(Line(source, number, record))
-        else:
-            problems.append(f"{source}:{number}: not a JSON object: {raw[:120]!r}")
-    return JsonLines(tuple(lines), tail, tuple(problems))
-
-
-class _KeyTwice(ValueError):
-    """A JSON object names one key twice: readers disagree on which value counts, so the record says nothing."""
-
-
-def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    record = dict(pairs)
-    if len(record) < len(pairs):
-        twice = sorted(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
-        raise _KeyTwice(f"key(s) {', '.join(map(repr, twice))} given twice in one object")
-    return record
+    parsed = parse_json_lines(data)
+    return JsonLines(tuple(Line(source, number, record) for number, record in parsed.records), parsed.torn_tail,
+                     tuple(f"{source}:{number}: {why}: {raw[:120]!r}" for number, why, raw in parsed.problems))
 
 
 def is_of(value: Any, kinds: tuple[type, ...]) -> bool:
@@ -186,29 +160,40 @@ class Evidence:
     ledger: JsonLines
     world: dict[str, str]
     incarnations: tuple[Incarnation, ...]
-    # What the next incarnation found after each kill: the torn copy where the nemesis tore it.
-    journals_found: tuple[JsonLines, ...] = ()
-    # Evidence the judgement needs that could not be read, each with why: the run is unknown.
-    unreadable: tuple[str, ...] = ()
+    # What the next incarnation found after each kill where the nemesis tore the journal; None where it did not.
+    journals_found: tuple[JsonLines | None, ...] = ()
+    # The catalogues the workload was handed, by file name (CATALOGUE_FILE, DRIFTED_CATALOGUE_FILE).
+    catalogues: dict[str, Catalogue] = field(default_factory=dict)
+    # Evidence the judgement needs that could not be read, by file name, each with why: the rules
+    # that need it are unknown.
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     def journal_records(self, kind: str) -> list[Line]:
         return [line for line in self.journal.lines if line.get("kind") == kind]
 
     def journal_found(self, kill_number: int) -> JsonLines:
         """The journal the incarnation after kill ``kill_number`` started from."""
-        if kill_number < len(self.journals_found):
-            return self.journals_found[kill_number]
-        return self.journals_at_kill[kill_number]
+        torn = self.journals_found[kill_number] if kill_number < len(self.journals_found) else None
+        return torn if torn is not None else self.journals_at_kill[kill_number]
 
     def ledger_segments(self) -> list[list[Line]]:
         """Ledger lines split at the harness's kill markers: segment k is what ran before kill k."""
         segments: list[list[Line]] = [[]]
         for line in self.ledger.lines:
-            if "killed" in line.record:
+            if protocol.LEDGER_KILLED in line.record:
                 segments.append([])
             else:
                 segments[-1].append(line)
         return segments
+
+
+CATALOGUE_FILE = "catalogue.json"  # handed to every incarnation, or to the first alone under drift
+DRIFTED_CATALOGUE_FILE = "catalogue-drifted.json"  # handed to the incarnations after the first under drift
+
+
+def handed_catalogue_file(incarnation: Incarnation) -> str:
+    """The name of the catalogue file the runner handed ``incarnation`` (its record says whether it drifted)."""
+    return DRIFTED_CATALOGUE_FILE if incarnation.catalogue_drift else CATALOGUE_FILE
 
 
 def run_paths(run_dir: Path) -> dict[str, Path]:
@@ -219,8 +204,8 @@ def run_paths(run_dir: Path) -> dict[str, Path]:
         "ledger": run_dir / "ledger.jsonl",
         "world": run_dir / "world",
         "plan": run_dir / "plan.json",
-        "catalogue": run_dir / "catalogue.json",
-        "drifted_catalogue": run_dir / "catalogue-drifted.json",
+        "catalogue": run_dir / CATALOGUE_FILE,
+        "drifted_catalogue": run_dir / DRIFTED_CATALOGUE_FILE,
         "incarnations": run_dir / "incarnations.json",
     }
 
@@ -229,9 +214,30 @@ def journal_at_kill_path(run_dir: Path, kill_number: int) -> Path:
     return run_dir / f"journal-at-kill-{kill_number}.jsonl"
 
 
-def _journal_found(run_dir: Path, kill_number: int) -> JsonLines:
-    torn = journal_at_kill_path(run_dir, kill_number).with_suffix(".torn.jsonl")
-    return read_lines(torn if os.path.lexists(torn) else journal_at_kill_path(run_dir, kill_number))
+def torn_journal_name(kill_number: int) -> str:
+    """The journal as the nemesis tore it at kill ``kill_number``: what the next incarnation found."""
+    return f"journal-at-kill-{kill_number}.torn.jsonl"
+
+
+def torn_journal_path(run_dir: Path, kill_number: int) -> Path:
+    return run_dir / torn_journal_name(kill_number)
+
+
+def read_handed_catalogue(path: Path) -> tuple[Catalogue | None, str | None]:
+    """The catalogue in a file the runner handed a workload (the protocol's JSON form), or None and why not."""
+    try:
+        text = read_bounded(path).decode()
+    except FileNotFoundError:
+        return None, f"{path.name} is missing"
+    except OSError as refusal:  # UntrustedFile says why
+        return None, str(refusal)
+    except UnicodeDecodeError:
+        return None, f"{path.name} is not UTF-8"
+    if problems := catalogue_problems(path, text):
+        return None, f"{path.name} is not a catalogue: {problems[0]}"
+    data = json.loads(text)
+    return Catalogue(dict(data["tools"]), data.get("default", protocol.UNKNOWN),
+                     frozenset(data.get("interactive", ()))), None
 
 
 def read_evidence(run_dir: Path) -> Evidence:
@@ -239,17 +245,31 @@ def read_evidence(run_dir: Path) -> Evidence:
 
     The copies at the kills are read up to the first one missing: the runner
     makes one at every kill (empty when there was no journal yet), so a missing
-    one was lost, and the checker, finding fewer copies than kills, judges none.
+    one was lost, and the checker, finding fewer copies than kills, judges no kill.
+    The catalogues read are those the incarnations were handed.
     """
     paths = run_paths(run_dir)
     incarnations, incarnations_unreadable = read_incarnations(paths["incarnations"])
+    unreadable = {paths["incarnations"].name: incarnations_unreadable} if incarnations_unreadable else {}
     kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
     kept = next((number for number in range(kills) if not os.path.lexists(journal_at_kill_path(run_dir, number))),
                 kills)
     at_kill = tuple(read_lines(journal_at_kill_path(run_dir, number)) for number in range(kept))
-    found = tuple(_journal_found(run_dir, number) for number in range(kept))
+    found = tuple(read_lines(torn_journal_path(run_dir, number)) if os.path.lexists(torn_journal_path(run_dir, number))
+                  else None for number in range(kept))
     ledger = read_lines(paths["ledger"], "ledger.jsonl")
-    refused = [lines.refused for lines in (ledger, *at_kill, *found) if lines.refused is not None]
+    harness_written = {paths["ledger"].name: ledger,
+                       **{journal_at_kill_path(run_dir, number).name: copy for number, copy in enumerate(at_kill)},
+                       **{torn_journal_path(run_dir, number).name: copy for number, copy in enumerate(found)}}
+    unreadable.update({name: lines.refused for name, lines in harness_written.items()
+                       if lines is not None and lines.refused is not None})
+    catalogues = {}
+    for name in dict.fromkeys(handed_catalogue_file(incarnation) for incarnation in incarnations):
+        catalogue, why = read_handed_catalogue(run_dir / name)
+        if catalogue is not None:
+            catalogues[name] = catalogue
+        else:
+            unreadable[name] = why or name
     return Evidence(
         journal=read_lines(paths["journal"], "journal.jsonl"),
         journals_at_kill=at_kill,
@@ -257,5 +277,6 @@ def read_evidence(run_dir: Path) -> Evidence:
         ledger=ledger,
         world=World(paths["world"]).snapshot(),
         incarnations=incarnations,
-        unreadable=tuple(filter(None, (incarnations_unreadable, *dict.fromkeys(refused)))),
+        catalogues=catalogues,
+        unreadable=unreadable,
     )

@@ -7,7 +7,7 @@ the protocol names only. New values that cross module boundaries belong here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 # The backends a scenario or flag may name; harness.backends maps each to its implementation.
@@ -49,15 +49,49 @@ class Finding:
     evidence: tuple[str, ...] = ()
 
 
+# What one checker rule concluded (Jepsen's :valid? true / false / :unknown).
+PASSED, FAILED, UNKNOWN = "passed", "failed", "unknown"
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One rule's conclusion; ``reason`` says why it is unknown (evidence missing, or the rule's own error)."""
+
+    rule: str
+    status: str  # PASSED, FAILED or UNKNOWN
+    reason: str | None = None
+
+
+def merged_validity(results: tuple[RuleResult, ...]) -> bool | None:
+    """False if any rule failed, else None if any is unknown, else True (Jepsen's merge-valid)."""
+    statuses = {result.status for result in results}
+    return False if FAILED in statuses else None if UNKNOWN in statuses else True
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """``valid`` is True (passed), False (a rule was broken) or None (unknown: see ``error``)."""
+    """``valid`` is True (passed), False (a rule was broken) or None (unknown: see ``error``).
+
+    ``rules`` holds each rule's own result: a failed verdict may still have
+    rules that could not be judged, and says so.
+    """
 
     valid: bool | None
     findings: tuple[Finding, ...] = ()
     notes: tuple[str, ...] = ()
     error: str | None = None
+    rules: tuple[RuleResult, ...] = ()
 
     @property
     def properties(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(finding.property for finding in self.findings))
+
+    def to_json(self) -> dict[str, object]:
+        """The verdict as verdict.json and the JSON report hold it."""
+        return {
+            "valid": self.valid,
+            "findings": [asdict(finding) for finding in self.findings],
+            "notes": list(self.notes),
+            "error": self.error,
+            "rules": {result.rule: {"status": result.status, "reason": result.reason} for result in self.rules},
+        }

@@ -4,16 +4,17 @@ The journal is written by the runtime under test, so anything may be in it: a
 record whose fields have the wrong types is reported (``journal-well-formed``)
 and left out of the judgement instead of crashing it. Ledger records that do not
 fit are left out with a note. Evidence that could not be read at all
-(``Evidence.unreadable``) cannot be trusted in part: the run is unknown.
+(``Evidence.unreadable``) is the checker's guards' business, not this module's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from killpoint import protocol as p
-from killpoint.harness.evidence import Evidence, JsonLines, MissingEvidence, is_of
+from killpoint.harness.evidence import Evidence, JsonLines, is_of
 
 _STR, _INT, _BOOL = (str,), (int,), (bool,)
 JOURNAL_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
@@ -24,7 +25,7 @@ JOURNAL_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     p.TASK: {"status": _STR},
 }
 OPTIONAL_STRINGS = {p.DECISION: ("call", "op")}
-LEDGER_KINDS = {"invoked": _STR, "effect": _STR, "probe": _STR, "killed": _INT}
+LEDGER_KINDS = {p.LEDGER_INVOKED: _STR, p.LEDGER_EFFECT: _STR, p.LEDGER_PROBE: _STR, p.LEDGER_KILLED: _INT}
 
 
 def journal_problem(record: dict[str, Any]) -> str | None:
@@ -47,12 +48,12 @@ def ledger_problem(record: dict[str, Any]) -> str | None:
         return f"a ledger record has exactly one of {', '.join(LEDGER_KINDS)}"
     if not is_of(record[kinds[0]], LEDGER_KINDS[kinds[0]]):
         return f"{kinds[0]}={record[kinds[0]]!r:.40}"
-    if kinds[0] != "killed" and not is_of(record.get("call"), _STR):
+    if kinds[0] != p.LEDGER_KILLED and not is_of(record.get("call"), _STR):
         return f"call={record.get('call')!r:.40}"
     return None
 
 
-def _keep(lines: JsonLines, problem_of: Any) -> tuple[JsonLines, list[str]]:
+def _keep(lines: JsonLines, problem_of: Callable[[dict[str, Any]], str | None]) -> tuple[JsonLines, list[str]]:
     kept, problems = [], []
     for line in lines.lines:
         problem = problem_of(line.record)
@@ -64,19 +65,11 @@ def _keep(lines: JsonLines, problem_of: Any) -> tuple[JsonLines, list[str]]:
 
 
 def trusted(evidence: Evidence) -> tuple[Evidence, list[str], list[str]]:
-    """(evidence with ill-typed records left out, journal problems, ledger problems).
-
-    Raises ``MissingEvidence`` when part of the evidence could not
-    be read: judged on the rest, a run could pass on what was lost.
-    """
-    if evidence.unreadable:
-        raise MissingEvidence("; ".join(evidence.unreadable))
+    """(evidence with ill-typed records left out, journal problems, ledger problems)."""
     journal, journal_problems = _keep(evidence.journal, journal_problem)
     at_kill = [_keep(copy, journal_problem)[0] for copy in evidence.journals_at_kill]
-    found = [_keep(copy, journal_problem)[0] for copy in evidence.journals_found]
+    found = [None if copy is None else _keep(copy, journal_problem)[0] for copy in evidence.journals_found]
     ledger, ledger_problems = _keep(evidence.ledger, ledger_problem)
     cleaned = replace(evidence, journal=journal, journals_at_kill=tuple(at_kill), journals_found=tuple(found),
                       ledger=ledger)
     return cleaned, journal_problems, ledger_problems
-
-

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from killpoint import protocol as p
 from killpoint.fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
 from killpoint.harness import checker
 from killpoint.harness.checker import check, expected_action
-from killpoint.harness.evidence import Evidence, Incarnation, JsonLines, Line
+from killpoint.harness.evidence import CATALOGUE_FILE, Evidence, Incarnation, JsonLines, Line
 from killpoint.harness.model import GoldenRun
 from killpoint.harness.scenario import Plan, PlannedCall, Scenario
 
@@ -65,7 +66,7 @@ INCARNATIONS = (Incarnation(0, 100, None, "c2:after_effect"),
 
 def evidence(*, at_kill=AT_KILL, recovery=RECOVERY, ledger=LEDGER, world=WORLD, incarnations=INCARNATIONS) -> Evidence:
     return Evidence(lines("journal.jsonl", at_kill + recovery), (lines("journal-at-kill-0.jsonl", at_kill),),
-                    lines("ledger.jsonl", ledger), world, incarnations)
+                    lines("ledger.jsonl", ledger), world, incarnations, catalogues={CATALOGUE_FILE: CATALOGUE})
 
 
 def swap(records: list[dict], old: dict, new: dict) -> list[dict]:
@@ -213,14 +214,21 @@ def test_ill_typed_record_is_reported_and_left_out():
     assert "journal.jsonl:6: decision record with call=['c3']; not trusted" in verdict.findings[0].message
 
 
-def test_a_checker_bug_is_an_unknown_verdict_not_a_crash(monkeypatch):
-    def broken(evidence):
+def test_a_checker_bug_makes_its_rule_unknown_and_keeps_the_other_rules_findings():
+    """Old: one exception gave Verdict(None, ()) and threw every finding away."""
+    def broken(facts):
         raise RuntimeError("bug in the checker")
 
-    monkeypatch.setattr(checker, "_liveness", broken)
-    verdict = check(SCENARIO, evidence(), GOLDEN)
+    rules = tuple(replace(rule, judge=broken) if rule.name == "liveness" else rule for rule in checker.RULES)
+    verdict = check(SCENARIO, evidence(), GOLDEN, rules)
     assert verdict.valid is None
-    assert verdict.error == "checker error: RuntimeError: bug in the checker"
+    assert verdict.error == "checker error, so liveness cannot be judged: RuntimeError: bug in the checker"
+    failing = check(SCENARIO, evidence(world={"files/a": "xx"}), GOLDEN, rules)
+    assert failing.valid is False and failing.properties == ("world-equals-golden",)
+    assert "not judged: liveness: checker error: RuntimeError: bug in the checker" in failing.notes
+    statuses = {result.rule: result.status for result in failing.rules}
+    assert statuses["liveness"] == "unknown" and statuses["world-equals-golden"] == "failed"
+    assert statuses["write-ahead"] == "passed"
 
 
 def test_attempts_must_count_up_from_one():

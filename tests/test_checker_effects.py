@@ -13,6 +13,7 @@ both runtimes through that very schedule with real kills.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ import pytest
 from killpoint import protocol as p
 from killpoint.fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
 from killpoint.harness.checker import check
-from killpoint.harness.evidence import Evidence, Incarnation, JsonLines, Line
+from killpoint.harness.evidence import CATALOGUE_FILE, DRIFTED_CATALOGUE_FILE, Evidence, Incarnation, JsonLines, Line
 from killpoint.harness.model import GoldenRun
 from killpoint.harness.scenario import Plan, PlannedCall, Scenario
 from tests.helpers import DEMO, ROOT
@@ -32,6 +33,8 @@ SCENARIO = Scenario("unit", ("true",), PLAN, CATALOGUE)
 WORLD = {"files/orders/summary.txt": "2 x tea\n"}
 GOLDEN = GoldenRun(Path("golden"), WORLD, {"c1": 1}, (), 0.0)
 DRIFT = "write_file=NON_IDEMPOTENT"
+# The catalogue files the runner hands a workload under this drift, as read back from the run directory.
+HANDED = {CATALOGUE_FILE: CATALOGUE, DRIFTED_CATALOGUE_FILE: CATALOGUE.with_class("write_file", "NON_IDEMPOTENT")}
 
 
 def lines(source: str, records: list[dict]) -> JsonLines:
@@ -80,7 +83,8 @@ def evidence(recovery: list[dict] = RECOVERY_2, ledger: list[dict] = LEDGER) -> 
                           lines("journal-at-kill-1.jsonl", AT_KILL_1)),
         ledger=lines("ledger.jsonl", ledger), world=WORLD, incarnations=INCARNATIONS,
         journals_found=(lines("journal-at-kill-0.torn.jsonl", FOUND_AT_KILL_0),
-                        lines("journal-at-kill-1.jsonl", AT_KILL_1)))
+                        lines("journal-at-kill-1.jsonl", AT_KILL_1)),
+        catalogues=HANDED)
 
 
 def test_a_verify_after_a_legitimate_retry_is_not_a_repeated_effect():
@@ -109,11 +113,12 @@ def test_a_verify_may_complete_an_effect_that_never_happened():
     run = Evidence(lines("journal.jsonl", at_kill + recovery), (lines("journal-at-kill-0.jsonl", at_kill),),
                    lines("ledger.jsonl", ledger), WORLD,
                    (Incarnation(0, 100, None, "c1:after_started", points=("c1:before_started", "c1:after_started")),
-                    Incarnation(1, 101, 0, None, points=("after_decisions", "c1:after_verify"))))
+                    Incarnation(1, 101, 0, None, points=("after_decisions", "c1:after_verify"))),
+                   catalogues={CATALOGUE_FILE: catalogue})
     scenario = Scenario("unit", ("true",), PLAN, catalogue)
     assert check(scenario, run, GOLDEN).valid is True
     doubled = [*ledger, ledger_record("invoked", 1), ledger_record("effect", 1)]
-    run_doubled = Evidence(run.journal, run.journals_at_kill, lines("ledger.jsonl", doubled), WORLD, run.incarnations)
+    run_doubled = replace(run, ledger=lines("ledger.jsonl", doubled))
     assert "verify-before-replay" in check(scenario, run_doubled, GOLDEN).properties
 
 
@@ -124,7 +129,7 @@ def test_a_succeeded_calls_finding_does_not_blame_its_class():
                    lines("ledger.jsonl", [ledger_record("invoked", 0), ledger_record("effect", 0),
                                           {"killed": 0, "point": "c1:after_finished"}]), WORLD,
                    (Incarnation(0, 100, None, "c1:after_finished"),
-                    Incarnation(1, 101, 0, None, points=("after_decisions",))))
+                    Incarnation(1, 101, 0, None, points=("after_decisions",))), catalogues=HANDED)
     (finding,) = [f for f in check(SCENARIO, run, GOLDEN).findings if f.property == "succeeded-not-replayed"]
     assert "the journal says it SUCCEEDED" in finding.message
     assert "IDEMPOTENT_WRITE" not in finding.message

@@ -68,8 +68,12 @@ def test_checker_always_gives_a_verdict(at_kill, journal, ledger):
     markers = [record["killed"] for record in ledger if "killed" in record and ledger_problem(record) is None]
     if markers == [0]:  # the one kill made has its one trusted marker: the run is judged, never an internal error
         assert verdict.error is None, verdict.error
-    else:  # a lost or forged marker: unknown with the reason, never a pass
-        assert verdict.valid is None and verdict.error.startswith("evidence missing"), verdict
+    else:  # a lost or forged marker: the rules that split the ledger at the kills are unknown, and never a pass
+        assert verdict.valid is not True, verdict
+        results = {result.rule: result for result in verdict.rules}
+        assert results["write-ahead"].status == "unknown", results
+        assert "a marker was lost or forged" in (results["write-ahead"].reason or ""), results
+        assert verdict.valid is False or verdict.error.startswith("evidence missing"), verdict
     quotable = {line.quote() for source, records in sources.items() for line in as_lines(source, records).lines}
     for finding in verdict.findings:
         assert finding.property in PROPERTIES, finding

@@ -22,7 +22,7 @@ from killpoint.fake_tools.world import World
 from killpoint.harness.checker import check
 from killpoint.harness.evidence import journal_at_kill_path, read_evidence, run_paths
 from killpoint.harness.model import Verdict
-from tests.test_checker import AT_KILL, GOLDEN, INCARNATIONS, LEDGER, RECOVERY, SCENARIO
+from tests.test_checker import AT_KILL, CATALOGUE, GOLDEN, INCARNATIONS, LEDGER, RECOVERY, SCENARIO
 from tests.test_checker_robustness import FIELDS, JSON_VALUES
 
 HOLDER = "__fuzzed_value__"
@@ -215,6 +215,7 @@ def judge(files: RunFiles) -> Verdict:
         files.torn_copy.write(journal_at_kill_path(run_dir, 0).with_suffix(".torn.jsonl"), secret)
         files.ledger.write(paths["ledger"], secret)
         files.incarnations.write(paths["incarnations"], secret)
+        paths["catalogue"].write_text(json.dumps(CATALOGUE.to_protocol()))  # as the runner hands it
         golden = replace(GOLDEN, world=World(paths["world"]).snapshot())
         return check(SCENARIO, read_evidence(run_dir), golden)
 

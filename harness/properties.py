@@ -1,0 +1,467 @@
+"""The recovery rules' judgements, each a function of the run's facts returning findings.
+
+The checker (``harness.checker``) runs each behind its guard: a judgement here
+may assume the evidence its rule declares it needs is all there. Everything is
+judged from the journal, the ledger and the world against the checker's own
+table of the recovery rules (recovery-rules.md); the runtime's code is never
+called, and what the runtime announces (its crash points) never exempts it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from killpoint import protocol as p
+from killpoint.fake_tools.catalogue import Catalogue
+from killpoint.fake_tools.world import diff_snapshots
+from killpoint.harness.evidence import Evidence, Incarnation, Line, handed_catalogue_file
+from killpoint.harness.model import Finding, GoldenRun
+
+if TYPE_CHECKING:
+    from killpoint.harness.scenario import Scenario
+
+# Property names, in the order findings are reported (the rules' order).
+PROPERTIES: dict[str, str] = {
+    "succeeded-not-replayed": "an operation SUCCEEDED at the kill is decided SKIP and never runs again",
+    "interrupted-action": "an operation RUNNING at the kill gets RETRY or VERIFY as the matrix says",
+    "verify-before-replay": "a VERIFY re-runs a call only after a read-only check, and its effect ends exactly once",
+    "failed-not-replayed": "FAILED and NOT_STARTED operations are decided SKIP and not replayed by the recovery",
+    "liveness": "after recovery the task completes; no incarnation crashes or hangs on its own",
+    "world-equals-golden": "the recovered world equals the world of the same plan run without a crash",
+    "write-ahead": "the journal never runs ahead of the world: started is durable before the tool runs, finished after",
+    "journal-well-formed": "one op id per call, finished after started, class snapshots as the catalogue says, one decision per call",
+}
+
+# The decision matrix, as the checker's own table (not the runtime's code).
+ACTION_BY_STATUS = {p.SUCCEEDED: p.SKIP, p.FAILED: p.SKIP, p.NOT_STARTED: p.SKIP}
+ACTION_BY_CLASS = {p.READ_ONLY: p.RETRY, p.IDEMPOTENT_WRITE: p.RETRY, p.NON_IDEMPOTENT: p.VERIFY, p.UNKNOWN: p.VERIFY}
+PROPERTY_BY_STATUS = {p.SUCCEEDED: "succeeded-not-replayed", p.FAILED: "failed-not-replayed",
+                      p.NOT_STARTED: "failed-not-replayed", p.OUTCOME_UNKNOWN: "interrupted-action"}
+TOOL_RECORDS = p.TOOL_LEDGER_KINDS  # a ledger record of one of these is a tool acting on a call
+
+
+def expected_action(found: str, tool_class: str, interactive: bool) -> str:
+    """What the rules say recovery does with an operation found in state ``found``."""
+    if found in ACTION_BY_STATUS:
+        return ACTION_BY_STATUS[found]
+    return p.RETRY if interactive else ACTION_BY_CLASS[tool_class]
+
+
+@dataclass
+class OpState:
+    """The checker's own fold of one call's journal records."""
+
+    call: str
+    op: str
+    started: Line
+    status: str = p.RUNNING
+    starts: int = 1
+    closing: Line | None = None
+    closed_by_verify: bool = False
+
+    @property
+    def found(self) -> str:
+        return p.OUTCOME_UNKNOWN if self.status == p.RUNNING else self.status
+
+
+def fold_journal(lines: tuple[Line, ...]) -> dict[str, OpState]:
+    """Operation state per call: ``started`` makes it RUNNING, ``finished`` sets its status."""
+    states: dict[str, OpState] = {}
+    by_op: dict[str, OpState] = {}
+    verified_present: set[str] = set()
+    for line in lines:
+        kind = line.get("kind")
+        if kind == p.STARTED and line.get("call") is not None:
+            state = states.get(line.get("call"))
+            if state is None:
+                state = states[line.get("call")] = OpState(line.get("call"), line.get("op"), line)
+            else:
+                state.status, state.starts, state.started = p.RUNNING, state.starts + 1, line
+            by_op[line.get("op")] = state
+        elif kind == p.VERIFIED and line.get("effect_found") is True:
+            verified_present.add(line.get("op"))
+        elif kind == p.FINISHED and line.get("op") in by_op and line.get("status") in (p.SUCCEEDED, p.FAILED):
+            # A finished record with any other status closes nothing (journal-well-formed names it).
+            state = by_op[line.get("op")]
+            state.status, state.closing = line.get("status"), line
+            state.closed_by_verify = line.get("op") in verified_present
+    return states
+
+
+@dataclass(frozen=True)
+class Kill:
+    """One kill the harness made, with the journal and ledger as they stood around it."""
+
+    number: int  # 0 for the first kill of the run
+    incarnation: Incarnation  # the one killed
+    point: str
+    written: dict[str, OpState]  # the journal's operations when the kill was confirmed
+    found_lines: tuple[Line, ...]  # the journal the next incarnation started from (torn, if the nemesis tore it)
+    before: list[Line]  # ledger lines of the tools before this kill
+    segment_after: list[Line]  # ledger lines of the tools between this kill and the next
+    after: list[Line]  # ledger lines of the tools after this kill
+    following: Incarnation | None
+
+    @cached_property
+    def found(self) -> dict[str, OpState]:
+        return fold_journal(self.found_lines)
+
+
+@dataclass
+class Facts:
+    """What the rules share about one run; each fact is built from the evidence only when a rule asks for it.
+
+    ``kills`` needs every kill's journal copy and marker, ``catalogue_for`` the
+    catalogues handed to the incarnations: the checker's guards make sure a rule
+    that uses them runs only when they are there.
+    """
+
+    scenario: Scenario
+    evidence: Evidence
+    golden: GoldenRun
+    journal_problems: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)  # what a rule wants said beside its findings
+
+    @cached_property
+    def killed(self) -> list[Incarnation]:
+        return [incarnation for incarnation in self.evidence.incarnations if incarnation.killed_at is not None]
+
+    @cached_property
+    def kills(self) -> list[Kill]:
+        segments = self.evidence.ledger_segments()
+        by_number = {incarnation.number: incarnation for incarnation in self.evidence.incarnations}
+        return [Kill(number, incarnation, incarnation.killed_at or "", fold_journal(self.evidence.journals_at_kill[number].lines),
+                     self.evidence.journal_found(number).lines,
+                     [line for segment in segments[: number + 1] for line in segment], segments[number + 1],
+                     [line for segment in segments[number + 1:] for line in segment],
+                     by_number.get(incarnation.number + 1))
+                for number, incarnation in enumerate(self.killed)]
+
+    @cached_property
+    def _last_line_by_kill(self) -> tuple[tuple[int, int], ...]:
+        """(last line of the journal copy at a kill, the incarnation killed), kill by kill."""
+        return tuple((max((line.number for line in self.evidence.journal_found(number).lines), default=0),
+                      incarnation.number) for number, incarnation in enumerate(self.killed))
+
+    def writer(self, line: Line) -> int:
+        """The incarnation that wrote a line of the final journal, told apart by the journal copies at the kills."""
+        final = self.evidence.incarnations[-1].number if self.evidence.incarnations else 0
+        return next((number for last, number in self._last_line_by_kill if line.number <= last), final)
+
+    def catalogue_for(self, line: Line) -> tuple[Catalogue, int]:
+        """The catalogue handed to the incarnation that wrote a started record (read from the file handed to it)."""
+        writer = self.writer(line)
+        incarnation = next(incarnation for incarnation in self.evidence.incarnations if incarnation.number == writer)
+        return self.evidence.catalogues[handed_catalogue_file(incarnation)], writer
+
+    def judged_class(self, state: OpState) -> tuple[str, bool, int, str]:
+        """(class, interactive, writer incarnation, expected action) for an operation found at a kill.
+
+        The rule is that a decision follows the class snapshot of the ``started``
+        record, so a started record is judged on the catalogue of the
+        incarnation that wrote it.
+        """
+        catalogue, writer = self.catalogue_for(state.started)
+        tool = state.started.get("tool")
+        tool_class, interactive = catalogue.class_of(tool), catalogue.is_interactive(tool)
+        return tool_class, interactive, writer, expected_action(state.found, tool_class, interactive)
+
+    def completed(self) -> bool:
+        return any(line.get("status") == p.COMPLETED for line in self.evidence.journal_records(p.TASK))
+
+
+def _of_kind(lines: list[Line], kind: str, call: str | None = None) -> list[Line]:
+    return [line for line in lines if kind in line.record and (call is None or line.get("call") == call)]
+
+
+# -- journal-well-formed -------------------------------------------------------
+
+
+def journal_records(facts: Facts) -> list[Finding]:
+    """Every line parses and is well typed; one op id per call and one call per op id; attempts count up;
+    ``finished`` follows ``started`` and carries a valid status."""
+    evidence = facts.evidence
+    findings = [Finding("journal-well-formed", problem) for problem in (*facts.journal_problems, *evidence.journal.problems)]
+    if not evidence.journal.lines and not evidence.journal.problems and evidence.incarnations:
+        findings.append(Finding("journal-well-formed", f"journal.jsonl is empty or gone after "
+                                                       f"{len(evidence.incarnations)} incarnation(s): nothing was journaled"))
+    op_of_call: dict[str, Line] = {}
+    call_of_op: dict[str, Line] = {}
+    last_started: dict[str, Line] = {}
+    open_ops: set[str] = set()
+    for line in evidence.journal.lines:
+        kind = line.get("kind")
+        if kind == p.STARTED:
+            call, op = line.get("call"), line.get("op")
+            previous = last_started.get(call)
+            want_attempt = previous.get("attempt", 0) + 1 if previous else 1
+            if line.get("attempt") != want_attempt:
+                findings.append(Finding("journal-well-formed",
+                                        f"started record of {call} says attempt {line.get('attempt')}, expected {want_attempt}",
+                                        call, evidence=tuple(x.quote() for x in (previous, line) if x)))
+            last_started[call] = line
+            first = op_of_call.setdefault(call, line)
+            if first.get("op") != op:
+                findings.append(Finding("journal-well-formed", f"call {call} has two op ids, {first.get('op')} and {op}",
+                                        call, evidence=(first.quote(), line.quote())))
+            owner = call_of_op.setdefault(op, line)
+            if owner.get("call") != call:
+                findings.append(Finding("journal-well-formed", f"op id {op} is used for calls {owner.get('call')} and {call}",
+                                        call, evidence=(owner.quote(), line.quote())))
+            open_ops.add(op)
+        elif kind == p.FINISHED:
+            if line.get("op") not in open_ops:
+                findings.append(Finding("journal-well-formed",
+                                        f"finished record for op {line.get('op')} that is not running (no started before it)",
+                                        evidence=(line.quote(),)))
+            if line.get("status") not in (p.SUCCEEDED, p.FAILED):
+                findings.append(Finding("journal-well-formed", f"finished record with status {line.get('status')!r}",
+                                        evidence=(line.quote(),)))
+            open_ops.discard(line.get("op"))
+    return findings
+
+
+def class_snapshots(facts: Facts) -> list[Finding]:
+    """Each started record snapshots the class the catalogue handed to the incarnation that wrote it gives its tool."""
+    findings = []
+    for line in facts.evidence.journal_records(p.STARTED):
+        call, tool = line.get("call"), line.get("tool")
+        catalogue, writer = facts.catalogue_for(line)
+        want_class, want_interactive = catalogue.class_of(tool), catalogue.is_interactive(tool)
+        if line.get("class") != want_class or line.get("interactive") != want_interactive:
+            findings.append(Finding(
+                "journal-well-formed",
+                f"started record of {call} snapshots class {line.get('class')} (interactive={line.get('interactive')}) "
+                f"but the catalogue given to incarnation {writer}, which wrote it, says {tool} is {want_class} "
+                f"(interactive={want_interactive})",
+                call, evidence=(line.quote(),)))
+    return findings
+
+
+# -- the kills -----------------------------------------------------------------
+
+
+def write_ahead(facts: Facts) -> list[Finding]:
+    """At each kill, no tool ran more often than its started records say, and no finished came before its tool."""
+    findings = []
+    for kill in facts.kills:
+        invoked = Counter(line.get("call") for line in _of_kind(kill.before, p.LEDGER_INVOKED))
+        for call, count in invoked.items():
+            state = kill.written.get(call)
+            starts = state.starts if state else 0
+            if count > starts:
+                findings.append(Finding(
+                    "write-ahead",
+                    f"{call} was invoked {count} time(s) before the kill but the journal at the kill holds {starts} "
+                    f"started record(s): the tool ran before its started record was durable",
+                    call, kill.point, (_of_kind(kill.before, p.LEDGER_INVOKED, call)[-1].quote(),)))
+        for call, state in kill.written.items():
+            if state.status in (p.SUCCEEDED, p.FAILED) and not state.closed_by_verify and invoked[call] == 0:
+                findings.append(Finding(
+                    "write-ahead",
+                    f"the journal at the kill says {call} {state.status}, but the ledger shows its tool never ran: "
+                    f"finished was written before the tool was called",
+                    call, kill.point, (state.closing.quote(),) if state.closing else ()))
+    return findings
+
+
+def closed_not_replayed(facts: Facts) -> list[Finding]:
+    """A call SUCCEEDED or FAILED in the journal the next incarnation found never has its tool run again."""
+    findings = []
+    for kill in facts.kills:
+        for call, state in kill.found.items():
+            if state.status not in (p.SUCCEEDED, p.FAILED):
+                continue
+            if replays := _of_kind(kill.after, p.LEDGER_INVOKED, call):
+                findings.append(Finding(
+                    PROPERTY_BY_STATUS[state.status],
+                    f"{call} was {state.status} in the journal at the kill, yet its tool {state.started.get('tool')} "
+                    f"ran again {len(replays)} time(s) after the kill",
+                    call, kill.point, tuple(line.quote() for line in (state.closing, replays[0]) if line is not None)))
+    return findings
+
+
+def _recovering(kill: Kill) -> bool:
+    """The incarnation after ``kill`` recovers: it found started records and no completed task."""
+    return (kill.following is not None and bool(kill.found)
+            and not any(line.get("kind") == p.TASK for line in kill.found_lines))
+
+
+def decisions(facts: Facts) -> list[Finding]:
+    """Each recovering incarnation decides every planned call once, as the matrix says, before acting on any."""
+    findings = []
+    for kill in facts.kills:
+        if not _recovering(kill):
+            continue
+        assert kill.following is not None
+        following = kill.following
+        written = _written_by_following(facts, kill)
+        own = [line for line in written if line.get("kind") == p.DECISION and line.get("incarnation") == following.number]
+        findings += _judge_decisions(facts, kill, own, _must_decide_all(kill, written))
+    return findings
+
+
+def _written_by_following(facts: Facts, kill: Kill) -> tuple[Line, ...]:
+    """The journal as the incarnation after ``kill`` left it: its copy at its own kill (a torn tail may since
+    have cut its last records, and that cut is the nemesis's doing), else the final journal."""
+    following = kill.following
+    if following is not None and following.killed_at is not None:
+        return facts.evidence.journals_at_kill[kill.number + 1].lines
+    return facts.evidence.journal.lines
+
+
+def _must_decide_all(kill: Kill, written: tuple[Line, ...]) -> bool:
+    """Whether the incarnation after ``kill`` must have decided every planned call, judged on the harness's evidence.
+
+    It must once it has acted on any call: a tool of its ran (the ledger
+    between this kill and the next), or it journaled anything but decisions
+    beyond the journal it found; or it exited 0 on its own. Announcing
+    ``after_decisions`` is its own claim that it has decided all, so it holds it
+    to that too; not announcing it exempts nothing.
+    """
+    following = kill.following
+    assert following is not None
+    acted = (bool(_of_kind(kill.segment_after, p.LEDGER_INVOKED) or _of_kind(kill.segment_after, p.LEDGER_PROBE))
+             or any(line.get("kind") != p.DECISION for line in written[len(kill.found_lines):]))
+    exited_done = following.killed_at is None and following.exit_code == 0
+    return acted or exited_done or p.AFTER_DECISIONS in following.points
+
+
+def _judge_decisions(facts: Facts, kill: Kill, own: list[Line], required: bool) -> list[Finding]:
+    findings = []
+    incarnation = kill.following.number if kill.following else None
+    op_to_call = {state.op: call for call, state in kill.found.items()}
+    by_call: dict[str | None, list[Line]] = {}
+    for line in own:
+        by_call.setdefault(line.get("call") or op_to_call.get(line.get("op")), []).append(line)
+    for planned in facts.scenario.plan.calls:
+        call = planned.call_id
+        state = kill.found.get(call)
+        found = state.found if state else p.NOT_STARTED
+        lines = by_call.get(call, [])
+        if not lines:
+            if required:
+                findings.append(Finding(
+                    "journal-well-formed",
+                    f"incarnation {incarnation} wrote no decision for {call} (found {found}); the protocol wants one "
+                    f"decision per planned call before acting on any", call, kill.point))
+            continue
+        if len(lines) > 1:
+            findings.append(Finding("journal-well-formed", f"incarnation {incarnation} decided {call} {len(lines)} times",
+                                    call, kill.point, tuple(line.quote() for line in lines)))
+        decision = lines[0]
+        if state is None:
+            expected, because = p.SKIP, "it never started"
+        elif found in ACTION_BY_STATUS:
+            expected, because = ACTION_BY_STATUS[found], f"the journal says it {found}, whatever its class"
+        else:
+            tool_class, interactive, writer, expected = facts.judged_class(state)
+            kind = "the user-interaction family" if interactive else tool_class
+            because = (f"its tool {state.started.get('tool')} is {kind} (the class its started record snapshots, "
+                       f"from the catalogue given to incarnation {writer})")
+        quoted = tuple(line.quote() for line in ((state.closing or state.started) if state else None, decision) if line)
+        if decision.get("action") != expected:
+            status = "RUNNING (outcome UNKNOWN)" if found == p.OUTCOME_UNKNOWN else found
+            findings.append(Finding(
+                PROPERTY_BY_STATUS[found],
+                f"{call} was {status} at the kill; {because} "
+                f"so the rules say {expected}, but incarnation {incarnation} decided {decision.get('action')}",
+                call, kill.point, quoted))
+        elif decision.get("found") != found:
+            findings.append(Finding(
+                "journal-well-formed",
+                f"incarnation {incarnation} records {call} as found {decision.get('found')}, "
+                f"but the journal at the kill says {found}", call, kill.point, quoted))
+    return findings
+
+
+def _verify_windows(facts: Facts) -> list[tuple[str, Kill]]:
+    """(call, kill) for each call the rules make VERIFY after a kill its next incarnation recovers from."""
+    return [(call, kill) for kill in facts.kills if _recovering(kill) for call, state in kill.found.items()
+            if state.found == p.OUTCOME_UNKNOWN and facts.judged_class(state)[3] == p.VERIFY]
+
+
+def verify_before_replay(facts: Facts) -> list[Finding]:
+    """A VERIFY call is re-run only after its read-only probe, and its effect is completed, never repeated.
+
+    Each VERIFY is judged against the ledger as it stood at the kill before it:
+    the effects already there count against what the crash-free run leaves, so
+    the incarnation after that kill may add only what is missing. Effects made
+    earlier under a legitimate RETRY (an IDEMPOTENT_WRITE before a drift made it
+    VERIFY) are the world the VERIFY found, not a repeat.
+    """
+    findings = []
+    for call, kill in _verify_windows(facts):
+        first = next((line for line in kill.segment_after if line.get("call") == call
+                      and (p.LEDGER_PROBE in line.record or p.LEDGER_INVOKED in line.record)), None)
+        if first is not None and p.LEDGER_INVOKED in first.record:
+            findings.append(Finding("verify-before-replay",
+                                    f"{call} was interrupted and must be VERIFIED, but recovery re-ran its tool with no "
+                                    f"read-only check before it", call, kill.point, (first.quote(),)))
+        had = _of_kind(kill.before, p.LEDGER_EFFECT, call)
+        added = _of_kind(kill.segment_after, p.LEDGER_EFFECT, call)
+        want = facts.golden.effects_per_call.get(call, 0)
+        if len(added) > max(0, want - len(had)):
+            findings.append(Finding(
+                "verify-before-replay",
+                f"{call} had {len(had)} effect record(s) at the kill, where the crash-free run leaves {want}, "
+                f"and the recovery added {len(added)} more: an effect that had already happened was repeated",
+                call, kill.point, evidence=tuple(line.quote() for line in (*had, *added))))
+    return findings
+
+
+# -- liveness and the world ----------------------------------------------------
+
+
+def liveness(facts: Facts) -> list[Finding]:
+    """No incarnation hangs or exits non-zero on its own, and the task completes."""
+    findings = []
+    for incarnation in facts.evidence.incarnations:
+        tail = f"; stderr ends: {incarnation.stderr_tail[-300:]}" if incarnation.stderr_tail else ""
+        if incarnation.timed_out:
+            findings.append(Finding("liveness", f"incarnation {incarnation.number} hung until the timeout and was killed"))
+        elif incarnation.killed_at is None and incarnation.exit_code != 0:
+            findings.append(Finding("liveness", f"incarnation {incarnation.number} exited with code "
+                                                f"{incarnation.exit_code} on its own{tail}"))
+    if not facts.completed():
+        findings.append(Finding("liveness", f"the task did not complete within {len(facts.evidence.incarnations)} incarnations"))
+    return findings
+
+
+def world_differs(facts: Facts) -> list[Finding]:
+    """The world a completed task leaves differs from the crash-free run's (no finding for an incomplete task:
+    liveness names that)."""
+    if not facts.completed() or facts.evidence.world == facts.golden.world:
+        return []
+    return [Finding("world-equals-golden", "the recovered world differs from the crash-free run's world",
+                    evidence=tuple(diff_snapshots(facts.golden.world, facts.evidence.world)))]
+
+
+def retries_made_unsafe_by_drift(facts: Facts) -> list[str]:
+    """The RETRYs the rules required only because a drifted catalogue called a tool safer than it is.
+
+    When an incarnation handed a drifted catalogue starts a call that the
+    scenario's own catalogue says is NON_IDEMPOTENT or UNKNOWN under a retry-safe
+    class, and is killed after its effect, the recovery must RETRY by that
+    snapshot and repeat the effect. No runtime can then leave the crash-free
+    world; every other property still judges the run.
+    """
+    excuses = []
+    truth = facts.scenario.catalogue
+    drifted = {incarnation.number for incarnation in facts.evidence.incarnations if incarnation.catalogue_drift}
+    for kill in facts.kills:
+        effects_before = _of_kind(kill.before, p.LEDGER_EFFECT)
+        for call, state in kill.found.items():
+            if state.found != p.OUTCOME_UNKNOWN or not any(line.get("call") == call for line in effects_before):
+                continue
+            tool_class, _, writer, expected = facts.judged_class(state)
+            tool = state.started.get("tool")
+            truly = expected_action(state.found, truth.class_of(tool), truth.is_interactive(tool))
+            if writer in drifted and expected == p.RETRY and truly == p.VERIFY:
+                excuses.append(f"{call}'s tool {tool} is {truth.class_of(tool)} in the scenario's catalogue, but "
+                               f"the drifted one given to incarnation {writer} called it {tool_class}: the RETRY the "
+                               f"rules require after kill {kill.point} repeated its effect")
+    return excuses
