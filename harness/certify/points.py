@@ -5,7 +5,7 @@ scheduler happens to be, so the same seed would not give the same
 certificate. Instead the child announces each point over a pipe and waits for
 the parent's "go"; the parent answers every point but the chosen one, where it
 SIGKILLs the child's process group and whole process tree (the nemesis's
-``signal_tree``) while the child is blocked there, reaps it, and confirms
+``kill_tree``) while the child is blocked there, reaps it, and confirms
 every other member dead before it goes on. The world is then exactly "every
 write before point K done, none after".
 
@@ -33,13 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from killpoint.harness.nemesis import (
-    CONFIRM_TIMEOUT_S,
-    KillFailed,
-    confirm_dead,
-    kill_stragglers,
-    signal_tree,
-)
+from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed, kill_stragglers, kill_tree
 
 OnPoint = Callable[[str], None]
 ENV_POINT_SCRIPT = "KILLPOINT_POINT"
@@ -337,13 +331,14 @@ def drive(child: Child, *, kill_at: int | None = None, kill_after_s: float | Non
 def _kill(child: Child) -> int:
     """SIGKILL the child's process group and whole tree, reap it, confirm the rest dead; its return code.
 
-    The leader is proved dead by its reap (ours, or the fork server's report);
-    every other member by ``confirm_dead``, which reaps those that are our
-    children and waits, up to its deadline, for the others to be gone.
+    The kill is the nemesis's own (``_process_tree.kill_tree``); the leader is
+    proved dead by its reap (ours, or the fork server's report).
     """
-    tree = signal_tree(child.pid)
-    returncode = child.reap(CONFIRM_TIMEOUT_S)
-    if returncode is None:
-        raise KillFailed(f"pid {child.pid} was not reaped {CONFIRM_TIMEOUT_S}s after SIGKILL")
-    confirm_dead([member for member in tree if member.pid != child.pid])
-    return returncode
+
+    def reap() -> int:
+        returncode = child.reap(CONFIRM_TIMEOUT_S)
+        if returncode is None:
+            raise KillFailed(f"pid {child.pid} was not reaped {CONFIRM_TIMEOUT_S}s after SIGKILL")
+        return returncode
+
+    return kill_tree(child.pid, reap)
