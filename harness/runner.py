@@ -32,6 +32,7 @@ from killpoint.harness.evidence import (
     journal_at_kill_path,
     read_lines,
     run_paths,
+    torn_journal_path,
 )
 from killpoint.harness.model import Drift, GoldenRun
 from killpoint.harness.rendezvous import RendezvousServer, Served
@@ -210,9 +211,9 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
 def _strike(launched: Launched, served: Served, run_dir: Path, number: int, *, kills: int) -> nemesis.Strike:
     """The nemesis's strike at the moment ``served`` ended on (a kill point, or the timeout), with its evidence paths."""
     paths = run_paths(run_dir)
-    copy = journal_at_kill_path(run_dir, kills)
     return nemesis.strike(launched, served.hit, incarnation=number, ledger=paths["ledger"], journal=paths["journal"],
-                          journal_copy=copy, torn_copy=copy.with_suffix(".torn.jsonl"))
+                          journal_copy=journal_at_kill_path(run_dir, kills),
+                          torn_copy=torn_journal_path(run_dir, kills))
 
 
 def work_window(served: Served, watcher: EventWatcher | None, launched_at: float) -> tuple[float, float] | None:
