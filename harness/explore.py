@@ -1,6 +1,6 @@
-"""Which schedules a session runs: exhaustive to depth k, random, timed, or given.
+"""Which schedules a session runs: one mode each for given, exhaustive to depth k, random and timed.
 
-Each function returns ``JobBatches``: a generator of job batches that may look
+Each mode's ``batches`` returns ``JobBatches``: a generator of job batches that may look
 at the golden run and at every outcome so far. That is how depth k+1 grows
 from the points actually reached at depth k, so a point that cannot be reached
 is never counted as covered.
@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from killpoint.errors import ConfigError
+from killpoint.harness import defaults
 from killpoint.harness.model import Drift, GoldenRun
 from killpoint.harness.scenario import Plan
 from killpoint.harness.schedule import (
@@ -22,6 +24,7 @@ from killpoint.harness.schedule import (
     Schedule,
     children,
     derived_seed,
+    format_schedule,
     random_schedule,
     torn_variants,
 )
@@ -30,27 +33,79 @@ from killpoint.harness.session import Job, JobBatches, RunOutcome
 MAX_NAMED_POINTS = 20  # never-killed points named by the coverage gate; the rest are counted
 
 
-def exhaustive_batches(depth: int, *, torn: bool = False, drift: Drift | None = None) -> JobBatches:
+class ScheduleMode(Protocol):
+    """How a session chooses its schedules: one generator per mode, behind this interface.
+
+    A new mode is a frozen dataclass of its parameters with these three members;
+    ``spec.build_spec`` decides which mode a session runs.
+    """
+
+    @property
+    def needs_rendezvous(self) -> bool:
+        """Whether its kills wait for crash points, so the workload must announce them."""
+
+    def describe(self) -> str:
+        """What the session runs, for its header line: ``exhaustive to depth 2``."""
+
+    def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
+        """The job batches of ``plan``; every job hands recovery incarnations ``drift``."""
+
+
+@dataclass(frozen=True)
+class GivenMode:
+    """The one schedule given; ``index`` numbers its run (a repro token's run keeps its number)."""
+
+    schedule: Schedule
+    seed: int | None = None  # a token's seed, carried into the run's token
+    index: int = 0
+
+    @property
+    def needs_rendezvous(self) -> bool:
+        return any(kill.uses_rendezvous for kill in self.schedule)
+
+    def describe(self) -> str:
+        return f"kill at {format_schedule(self.schedule)}"
+
+    def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
+        def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
+            yield [Job(self.index, self.schedule, self.seed, drift)]
+
+        return batches
+
+
+@dataclass(frozen=True)
+class ExhaustiveMode:
     """Every schedule of up to ``depth`` kills, level by level, each kill at a point really reached."""
 
-    def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        level: list[Schedule] = children((), golden.points)
-        index = 0
-        for kills in range(1, depth + 1):
-            schedules = level + (torn_variants(level) if torn else [])
-            jobs = [Job(index + offset, schedule, drift=drift) for offset, schedule in enumerate(schedules)]
-            index += len(jobs)
-            yield jobs
-            if kills == depth:
-                return
-            by_index = {outcome.job.index: outcome for outcome in outcomes}
-            level = []
-            for job in jobs:
-                outcome = by_index.get(job.index)  # None: another shard's
-                if outcome is not None and job.schedule[-1].torn is None and len(outcome.incarnations) > kills:
-                    level += children(job.schedule, outcome.incarnations[kills].points)
+    depth: int = defaults.DEPTH
+    torn: bool = False  # each level's kills after a journal write once more, with a torn tail
 
-    return batches
+    @property
+    def needs_rendezvous(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        return f"exhaustive to depth {self.depth}{' with torn tails' if self.torn else ''}"
+
+    def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
+        def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
+            level: list[Schedule] = children((), golden.points)
+            index = 0
+            for kills in range(1, self.depth + 1):
+                schedules = level + (torn_variants(level) if self.torn else [])
+                jobs = [Job(index + offset, schedule, drift=drift) for offset, schedule in enumerate(schedules)]
+                index += len(jobs)
+                yield jobs
+                if kills == self.depth:
+                    return
+                by_index = {outcome.job.index: outcome for outcome in outcomes}
+                level = []
+                for job in jobs:
+                    outcome = by_index.get(job.index)  # None: another shard's
+                    if outcome is not None and job.schedule[-1].torn is None and len(outcome.incarnations) > kills:
+                        level += children(job.schedule, outcome.incarnations[kills].points)
+
+        return batches
 
 
 def timed_window(golden: GoldenRun, upper_s: float | None = None) -> tuple[float, float]:
@@ -64,44 +119,59 @@ def timed_window(golden: GoldenRun, upper_s: float | None = None) -> tuple[float
     return golden.work_window_s or (0.0, golden.seconds)
 
 
-def random_batches(plan: Plan, seed: int, runs: int, faults: RandomFaults, *, drift: Drift | None = None,
-                   window_from_golden: bool = False) -> JobBatches:
+@dataclass(frozen=True)
+class RandomMode:
     """``runs`` schedules drawn from ``seed``; each run has its own derived seed, which replays it.
 
-    With ``window_from_golden`` the timed kills mixed in land in the golden run's working period.
+    Timed kills mixed in land in ``faults.timed_window_s``, else in the golden run's working period.
     """
 
-    def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        run_faults = replace(faults, timed_window_s=timed_window(golden)) if window_from_golden else faults
-        yield [Job(index, random_schedule(plan, derived_seed(seed, index), run_faults), derived_seed(seed, index), drift)
-               for index in range(runs)]
+    runs: int
+    seed: int
+    faults: RandomFaults = field(default_factory=RandomFaults)
 
-    return batches
+    @property
+    def needs_rendezvous(self) -> bool:
+        return True
+
+    def describe(self) -> str:
+        return f"{self.runs} random schedules, seed {self.seed}"
+
+    def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
+        def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
+            faults = replace(self.faults, timed_window_s=self.faults.timed_window_s or timed_window(golden))
+            yield [Job(index, random_schedule(plan, derived_seed(self.seed, index), faults),
+                       derived_seed(self.seed, index), drift) for index in range(self.runs)]
+
+        return batches
 
 
-def timed_batches(seed: int, runs: int, window_s: float | None, *, drift: Drift | None = None) -> JobBatches:
+@dataclass(frozen=True)
+class TimedMode:
     """``runs`` single timed kills at seeded delays in ``[0, window_s]``, else in the golden run's working period."""
 
-    def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        low, high = timed_window(golden, window_s)
-        jobs = []
-        for index in range(runs):
-            run_seed = derived_seed(seed, index)
-            delay = round(random.Random(run_seed).uniform(low, high), 4)
-            jobs.append(Job(index, (KillPoint(after_s=delay),), run_seed, drift))
-        yield jobs
+    runs: int
+    seed: int
+    window_s: float | None = None
 
-    return batches
+    @property
+    def needs_rendezvous(self) -> bool:
+        return False
 
+    def describe(self) -> str:
+        return f"{self.runs} timed kills, seed {self.seed}"
 
-def given_batches(schedule: Schedule, *, seed: int | None = None, drift: Drift | None = None,
-                  index: int = 0) -> JobBatches:
-    """The one schedule given; ``index`` numbers its run (a repro token's run keeps its number)."""
+    def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
+        def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
+            low, high = timed_window(golden, self.window_s)
+            jobs = []
+            for index in range(self.runs):
+                run_seed = derived_seed(self.seed, index)
+                delay = round(random.Random(run_seed).uniform(low, high), 4)
+                jobs.append(Job(index, (KillPoint(after_s=delay),), run_seed, drift))
+            yield jobs
 
-    def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        yield [Job(index, schedule, seed, drift)]
-
-    return batches
+        return batches
 
 
 def coverage(outcomes: list[RunOutcome]) -> dict[int, dict[str, int]]:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from killpoint import protocol
 from killpoint.errors import ConfigError
@@ -121,13 +122,6 @@ def _check_call(text: str, call: str, plan: Plan) -> None:
         raise ConfigError(f"--kill-at {text!r}: the plan has no call {call!r}; its calls are {', '.join(plan.call_ids)}")
 
 
-def exhaustive(plan: Plan) -> Iterator[Schedule]:
-    """Every single-kill schedule: every planned call at every call point, in plan order."""
-    for call in plan.call_ids:
-        for point in protocol.CALL_POINTS:
-            yield (KillPoint(point, call),)
-
-
 def parse_point_reached(reached: str) -> KillPoint:
     """A crash point as the runner records it ("c3:after_effect", "after_decisions")."""
     call, _, point = reached.rpartition(":")
@@ -157,20 +151,66 @@ class RandomFaults:
     max_kills: int = 2
     torn_rate: float = 0.0
     timed_rate: float = 0.0
-    timed_window_s: tuple[float, float] = (0.0, 0.1)  # timed kills are drawn between these delays
+    timed_window_s: tuple[float, float] | None = None  # timed kills' delays; None: the golden run's working period
+
+
+class Draw(Protocol):
+    """The choices a random schedule is made of; a seeded ``random.Random`` or Hypothesis makes them."""
+
+    def count(self, low: int, high: int) -> int:
+        """How many kills, ``low`` to ``high``."""
+
+    def delay(self) -> float | None:
+        """Seconds of a timed kill, or None for a kill at a crash point."""
+
+    def choice(self, options: Sequence[str]) -> str:
+        """One of ``options``."""
+
+    def torn(self) -> int | None:
+        """Per mille of the last record a kill after a journal write keeps, or None for no tear."""
+
+
+def draw_schedule(plan: Plan, draw: Draw, max_kills: int) -> Schedule:
+    """The one random schedule generator: 1..max_kills kills; later ones may hit recovery points.
+
+    Random mode draws with ``SeededDraw`` (``random_schedule``); ``killpoint hunt``
+    with Hypothesis, which can then shrink the schedule.
+    """
+    kills = []
+    for incarnation in range(draw.count(1, max_kills)):
+        delay = draw.delay()
+        if delay is not None:
+            kills.append(KillPoint(after_s=delay))
+            continue
+        point = draw.choice(protocol.CALL_POINTS + (protocol.RECOVERY_POINTS if incarnation else ()))
+        call = None if point == protocol.AFTER_DECISIONS else draw.choice(plan.call_ids)
+        torn = draw.torn() if point in TEARABLE_POINTS else None
+        kills.append(KillPoint(point, call, torn=torn))
+    return tuple(kills)
+
+
+@dataclass(frozen=True)
+class SeededDraw:
+    """Random mode's choices, from one run's seed and the faults it mixes in (``timed_window_s`` resolved)."""
+
+    rng: random.Random
+    faults: RandomFaults
+
+    def count(self, low: int, high: int) -> int:
+        return self.rng.randint(low, high)
+
+    def delay(self) -> float | None:
+        if self.rng.random() >= self.faults.timed_rate:
+            return None
+        return round(self.rng.uniform(*(self.faults.timed_window_s or (0.0, 0.0))), 4)
+
+    def choice(self, options: Sequence[str]) -> str:
+        return self.rng.choice(options)
+
+    def torn(self) -> int | None:
+        return self.rng.randint(1, 999) if self.rng.random() < self.faults.torn_rate else None
 
 
 def random_schedule(plan: Plan, run_seed: int, faults: RandomFaults = RandomFaults()) -> Schedule:
-    """Draw one schedule from ``run_seed``: 1..max_kills kills; later ones may hit recovery points."""
-    rng = random.Random(run_seed)
-    kills = []
-    for incarnation in range(rng.randint(1, faults.max_kills)):
-        if rng.random() < faults.timed_rate:
-            kills.append(KillPoint(after_s=round(rng.uniform(*faults.timed_window_s), 4)))
-            continue
-        points = protocol.CALL_POINTS + (protocol.RECOVERY_POINTS if incarnation else ())
-        point = rng.choice(points)
-        call = None if point == protocol.AFTER_DECISIONS else rng.choice(plan.call_ids)
-        torn = rng.randint(1, 999) if point in TEARABLE_POINTS and rng.random() < faults.torn_rate else None
-        kills.append(KillPoint(point, call, torn=torn))
-    return tuple(kills)
+    """Draw one schedule from ``run_seed``: the same seed and faults always draw the same schedule."""
+    return draw_schedule(plan, SeededDraw(random.Random(run_seed), faults), faults.max_kills)

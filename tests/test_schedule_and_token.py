@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from killpoint import protocol
 from killpoint.errors import ConfigError
+from killpoint.harness.explore import ExhaustiveMode
+from killpoint.harness.model import GoldenRun
 from killpoint.harness.scenario import load_scenario
 from killpoint.harness.schedule import (
     KillPoint,
     derived_seed,
-    exhaustive,
     parse_kill_point,
     random_schedule,
 )
@@ -22,10 +25,15 @@ from tests.helpers import DEMO
 PLAN = load_scenario(DEMO).plan
 
 
-def test_exhaustive_is_every_call_at_every_point_once():
-    schedules = list(exhaustive(PLAN))
-    assert len(schedules) == len(PLAN.calls) * len(protocol.CALL_POINTS) == len(set(schedules))
-    assert schedules[0] == (KillPoint("before_started", "c1"),)
+def test_exhaustive_is_every_point_reached_once_in_the_order_reached():
+    """The one exhaustive generator (the product's): a schedule per distinct crash point the golden run reached."""
+    reached = tuple(f"{call}:{point}" for call in PLAN.call_ids for point in protocol.CALL_POINTS)
+    golden = GoldenRun(Path("golden"), {}, {}, reached + reached[:3] + ("after_decisions",), 0.5)
+    (jobs,) = list(ExhaustiveMode(1).batches(PLAN)(golden, []))
+    schedules = [job.schedule for job in jobs]
+    assert len(schedules) == len(PLAN.calls) * len(protocol.CALL_POINTS) + 1 == len(set(schedules))
+    assert schedules[0] == (KillPoint("before_started", "c1"),) and schedules[-1] == (KillPoint("after_decisions"),)
+    assert [job.index for job in jobs] == list(range(len(jobs)))
 
 
 @given(st.integers(min_value=0, max_value=2**32), st.integers(min_value=0, max_value=10_000))

@@ -80,6 +80,7 @@ def test_the_golden_run_measures_the_working_period(tmp_path, forkserver, worklo
     assert 0 < first < last < golden.seconds
 
 
+PLAN = load_scenario(DEMO).plan
 GOLDEN = GoldenRun(Path("golden"), {}, {}, ("c1:before_started",), 0.5, work_window_s=(0.2, 0.3))
 
 
@@ -89,25 +90,25 @@ def delays(batches, golden: GoldenRun = GOLDEN) -> list[float]:
 
 
 def test_timed_kills_are_drawn_in_the_working_period_not_the_whole_run():
-    drawn = delays(explore.timed_batches(7, 200, None))
+    drawn = delays(explore.TimedMode(200, 7).batches(PLAN))
     assert len(drawn) == 200 and all(0.2 <= delay <= 0.3 for delay in drawn)
-    assert drawn == delays(explore.timed_batches(7, 200, None))  # same seed, same delays
+    assert drawn == delays(explore.TimedMode(200, 7).batches(PLAN))  # same seed, same delays
 
 
 def test_an_explicit_timed_window_is_an_upper_bound_from_zero():
-    drawn = delays(explore.timed_batches(7, 200, 0.05))
+    drawn = delays(explore.TimedMode(200, 7, 0.05).batches(PLAN))
     assert all(0 <= delay <= 0.05 for delay in drawn) and min(drawn) < 0.01
 
 
 def test_a_golden_run_with_no_measured_window_falls_back_to_its_duration():
     unmeasured = GoldenRun(Path("golden"), {}, {}, (), 0.5)
-    drawn = delays(explore.timed_batches(7, 200, None), unmeasured)
+    drawn = delays(explore.TimedMode(200, 7).batches(PLAN), unmeasured)
     assert all(0 <= delay <= 0.5 for delay in drawn) and max(drawn) > 0.3
 
 
 def test_random_mode_mixes_its_timed_kills_into_the_working_period():
     faults = RandomFaults(timed_rate=1.0)
-    drawn = delays(explore.random_batches(load_scenario(DEMO).plan, 7, 100, faults, window_from_golden=True))
+    drawn = delays(explore.RandomMode(100, 7, faults).batches(PLAN))
     assert len(drawn) > 100 and all(0.2 <= delay <= 0.3 for delay in drawn)
 
 
