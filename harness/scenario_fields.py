@@ -212,6 +212,11 @@ def _dotted(field_path: str, key: str) -> str:
     return f"{field_path}.{key}" if field_path else key
 
 
+def file_schedule_mode(schedule: dict[str, Any]) -> str:
+    """The mode a checked [schedule] chooses: GIVEN when it lists kill_at, else its mode, exhaustive by default."""
+    return GIVEN if "kill_at" in schedule else str(schedule.get("mode", EXHAUSTIVE))
+
+
 def schedule_problems(where: str, schedule: dict[str, Any]) -> list[str]:
     """The [schedule] table's own problems, and each key that would not act in the mode it chooses.
 
@@ -221,7 +226,7 @@ def schedule_problems(where: str, schedule: dict[str, Any]) -> list[str]:
     problems = table_problems(where, schedule, SCHEDULE_FIELDS, "schedule")
     if problems:
         return problems
-    mode = GIVEN if "kill_at" in schedule else schedule.get("mode", EXHAUSTIVE)
+    mode = file_schedule_mode(schedule)
     chosen = {GIVEN: "kill_at gives the kills", EXHAUSTIVE: f'the mode is "{EXHAUSTIVE}"',
               RANDOM: f'the mode is "{RANDOM}"'}[mode]
     for row in SCHEDULE_FIELDS:
