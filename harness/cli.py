@@ -14,23 +14,18 @@ import argparse
 import json
 import math
 import os
-import random
 import signal
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
-from killpoint import protocol
 from killpoint.errors import ConfigError, HarnessError, InfrastructureError
-from killpoint.harness import explore
-from killpoint.harness._ci import CI_SEED, ci_profile
-from killpoint.harness.backends import default_backend
+from killpoint.harness import defaults, explore
 from killpoint.harness.catalogue_cli import add_catalogue_parser, command_catalogue
 from killpoint.harness.certify.cli import add_certify_parser, command_certify
 from killpoint.harness.hunt import hunt
-from killpoint.harness.model import BACKENDS, RESTART_MODES, Drift
+from killpoint.harness.model import BACKENDS, RESTART_MODES
 from killpoint.harness.progress import SessionPrinter
 from killpoint.harness.report import describe_failure, write_json_report, write_timeline
 from killpoint.harness.repro_safety import (
@@ -46,17 +41,14 @@ from killpoint.harness.scenario import (
     scenario_from_flags,
     with_workload,
 )
-from killpoint.harness.scenario_fields import MAX_DEPTH
-from killpoint.harness.schedule import RandomFaults, format_schedule, parse_kill_point
+from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import (
     RESULTS,
-    JobBatches,
     SessionInterrupted,
     Terminated,
-    default_runs_dir,
     raise_terminated,
-    run_session,
 )
+from killpoint.harness.spec import run_spec, spec_for_token, spec_from_args
 from killpoint.harness.token import ReproToken
 
 EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE, EXIT_UNTESTED, EXIT_INFRASTRUCTURE = 0, 1, 2, 3, 4
@@ -69,8 +61,6 @@ EXIT_CODES = """exit codes:
   4  the harness itself failed (a process survived SIGKILL, the fork server died): no verdict
   130, 143  stopped by Ctrl-C (SIGINT) or SIGTERM: the runs under way are killed and marked
      interrupted (interrupted.json in their directory), the finished runs' evidence is kept"""
-MIXED_FAULT_RATE = 0.25
-TIMED_RUNS = 20  # runs of --timed alone, unless --runs says otherwise
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,8 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--workload", help="command that starts the runtime under test (with a scenario: replaces its workload)")
     source.add_argument("--plan", help="plan JSON, with --workload")
     source.add_argument("--catalogue", help="catalogue (TOML or protocol JSON), with --workload; default: the reference one")
-    source.add_argument("--backend", choices=BACKENDS, help="how incarnations run (default: the scenario's, else forkserver for a "
-                        "{python} workload, else subprocess)")
+    source.add_argument("--backend", choices=BACKENDS, help=f"how incarnations run (default: {defaults.BACKEND_HELP})")
     _container_flags(source)
     schedules = run.add_argument_group("schedules")
     schedules.add_argument("--kill-at", action="append", default=[], metavar="KILL",
@@ -95,17 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
     schedules.add_argument("--kill-on", action="append", default=[], metavar="EVENT",
                            help="kill as soon as the journal or ledger shows EVENT (journal:started:c5, ledger:effect:c3)")
     schedules.add_argument("--exhaustive", action="store_true", help="every schedule of up to --depth kills at reached points")
-    schedules.add_argument("--depth", type=int, metavar="K", help="kills per schedule for --exhaustive (default 1)")
+    schedules.add_argument("--depth", type=int, metavar="K", help=f"kills per schedule for --exhaustive (default {defaults.DEPTH})")
     schedules.add_argument("--random", type=int, metavar="N", help="N runs with kills drawn from --seed")
     schedules.add_argument("--timed", action="store_true",
                            help="kill at seeded delays with no rendezvous (alone: --runs N runs; with --random: mixed in)")
-    schedules.add_argument("--runs", type=int, metavar="N", help=f"runs of --timed alone (default {TIMED_RUNS})")
+    schedules.add_argument("--runs", type=int, metavar="N", help=f"runs of --timed alone (default {defaults.TIMED_RUNS})")
     schedules.add_argument("--timed-window", type=float, metavar="S",
                            help="with --timed: draw delays in [0, S] (default: between the crash-free run's first "
                                 "and last crash point, or journal/ledger write)")
     schedules.add_argument("--torn-tail", action="store_true", help="tear the journal's last record after kills that follow a write")
     schedules.add_argument("--drift", metavar="TOOL=CLASS", help="hand recovery incarnations a catalogue where TOOL has CLASS")
-    schedules.add_argument("--seed", type=int, help="seed of --random/--timed (default: drawn and printed; 0 when CI is set)")
+    schedules.add_argument("--seed", type=int, help=f"seed of --random/--timed (default: {defaults.SEED_HELP})")
     output = run.add_argument_group("output")
     output.add_argument("--timeout", type=float, metavar="S", help="seconds one incarnation may take")
     output.add_argument("--min-coverage", type=float, metavar="PCT",
@@ -113,9 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--keep-all", action="store_true",
                         help="keep every run's whole evidence (default: a passing run keeps only its verdict.json)")
     output.add_argument("-x", "--exitfirst", action="store_true", help="stop after the first failing run")
-    output.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="run N schedules in parallel")
+    output.add_argument("-j", "--jobs", type=int, metavar="N", help=f"run N schedules in parallel (default {defaults.JOBS})")
     output.add_argument("--shard", metavar="K/N", help="run only shard K of N (CI matrix jobs; the shards partition the set)")
-    output.add_argument("--runs-dir", type=Path, help="where run evidence goes (default ./killpoint-runs/...)")
+    output.add_argument("--runs-dir", type=Path, help=f"where run evidence goes (default {defaults.RUNS_DIR_HELP})")
     output.add_argument("--json", type=Path, metavar="REPORT.json", help="write the full report as JSON")
     output.add_argument("--html", type=Path, metavar="REPORT.html", help="write a self-contained HTML report")
     modes = output.add_mutually_exclusive_group()
@@ -125,9 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     hunt = commands.add_parser("hunt", help="search plans x schedules with Hypothesis; shrink what fails")
     hunt.add_argument("scenarios", nargs="+", type=Path, help="scenario files whose calls and worlds the plans draw from")
     hunt.add_argument("--workload", help="the runtime to hunt in (default: the first scenario's)")
-    hunt.add_argument("--examples", type=int, default=200, metavar="N", help="examples to try (default 200)")
-    hunt.add_argument("--max-calls", type=int, default=6, metavar="K", help="longest plan drawn (default 6)")
-    hunt.add_argument("--seed", type=int, default=0, help="Hypothesis seed (default 0)")
+    hunt.add_argument("--examples", type=int, default=defaults.HUNT_EXAMPLES, metavar="N",
+                      help=f"examples to try (default {defaults.HUNT_EXAMPLES})")
+    hunt.add_argument("--max-calls", type=int, default=defaults.HUNT_MAX_CALLS, metavar="K",
+                      help=f"longest plan drawn (default {defaults.HUNT_MAX_CALLS})")
+    hunt.add_argument("--seed", type=int, default=defaults.HUNT_SEED, help=f"Hypothesis seed (default {defaults.HUNT_SEED})")
     hunt.add_argument("--out", type=Path, default=Path("."), help="where the shrunk scenario file goes (default .)")
 
     repro = commands.add_parser("repro", help="rerun exactly the run a token names and print its timeline")
@@ -218,113 +209,12 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
     else:
         raise ConfigError("nothing to run: give a scenario file (killpoint run scenarios/demo.toml) "
                           "or --workload 'CMD' --plan PLAN.json [--catalogue FILE]")
-    if args.timeout is not None:
-        _positive_seconds("--timeout", args.timeout)
-        scenario = replace(scenario, timeout_s=args.timeout)
     return scenario
-
-
-def backend_of(args: argparse.Namespace, scenario: Scenario, fallback: str,
-               fallback_options: dict[str, str] | None = None) -> tuple[str, dict[str, str]]:
-    """The backend (flag, else ``fallback``) and its options: flags, else ``fallback_options`` (a token's,
-    when its backend is the one chosen), else the scenario file's image."""
-    name = args.backend or fallback
-    if name != "docker":
-        given = [flag for flag, value in (("--image", args.image), ("--restart", args.restart)) if value is not None]
-        if given:
-            raise ConfigError(f"{' and '.join(given)} choose how containers run, so they go with --backend docker; "
-                              f"this run's backend is {name}")
-    kept = fallback_options if fallback_options and name == fallback else {}
-    options = {"image": args.image or kept.get("image") or (scenario.image if name == "docker" else None),
-               "restart": args.restart or kept.get("restart")}
-    return name, {key: value for key, value in options.items() if value is not None}
-
-
-def describe_backend(name: str, options: dict[str, str]) -> str:
-    """``backend docker (image killpoint-host:1, restart same)``: what a header line says."""
-    details = ", ".join(f"{key} {value}" for key, value in sorted(options.items()))
-    return f"backend {name}" + (f" ({details})" if details else "")
-
-
-def parse_drift(text: str | None, scenario: Scenario) -> Drift | None:
-    if text is None:
-        return None
-    tool, _, new_class = text.partition("=")
-    if new_class not in protocol.CLASSES:
-        raise ConfigError(f"--drift {text!r}: write TOOL=CLASS with CLASS one of {', '.join(protocol.CLASSES)}")
-    if tool not in {call.tool for call in scenario.plan.calls}:
-        raise ConfigError(f"--drift {text!r}: the plan calls no tool {tool!r}")
-    if scenario.catalogue.class_of(tool) == new_class:
-        raise ConfigError(f"--drift {text!r}: {tool} is already {new_class}; drift must change its class")
-    return Drift(tool, new_class)
 
 
 def _positive(flag: str, value: int | None) -> None:
     if value is not None and value < 1:
         raise ConfigError(f"{flag} {value}: give a positive number")
-
-
-def _positive_seconds(flag: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"{flag} {value}: give a positive number of seconds")
-
-
-GIVEN, EXHAUSTIVE, RANDOM, TIMED = "given", "exhaustive", "random", "timed"
-
-
-def schedule_mode(args: argparse.Namespace, scenario: Scenario) -> tuple[str, str, dict]:
-    """(how schedules are chosen, what chose it, the scenario's [schedule] when that chose).
-
-    The one mode flag given chooses, else the scenario file's [schedule], else exhaustive.
-    """
-    chosen = [(flag, mode) for flag, mode, used in (
-        ("--kill-at/--kill-on", GIVEN, args.kill_at or args.kill_on), ("--exhaustive", EXHAUSTIVE, args.exhaustive),
-        ("--random", RANDOM, args.random is not None), ("--timed", TIMED, args.timed and args.random is None)) if used]
-    if len(chosen) > 1:
-        raise ConfigError(f"{' and '.join(flag for flag, _ in chosen)} are exclusive; pick one way to choose schedules")
-    if chosen:
-        return chosen[0][1], chosen[0][0], {}
-    default = scenario.default_schedule
-    if default.get("kill_at"):
-        return GIVEN, f"{scenario.name}'s [schedule] kill_at", default
-    if default.get("mode") == "random" and "runs" in default:
-        return RANDOM, f"{scenario.name}'s [schedule] (random)", default
-    return EXHAUSTIVE, (f"{scenario.name}'s [schedule] (exhaustive)" if default else "the default, --exhaustive"), default
-
-
-def check_flags_act(args: argparse.Namespace, mode: str, chosen_by: str) -> None:
-    """A usage error for every flag given that would not act in ``mode``: none is ever silently ignored."""
-    timed_kills = mode == TIMED or (mode == RANDOM and args.timed)
-    rules = (
-        ("--depth", args.depth is not None, mode == EXHAUSTIVE, "--exhaustive (it sets the kills per schedule)"),
-        ("--runs", args.runs is not None, mode == TIMED,
-         "--timed alone (with --random N, N is the number of runs)"),
-        ("--timed-window", args.timed_window is not None, timed_kills, "--timed (alone, or mixed into --random)"),
-        ("--torn-tail", args.torn_tail, mode in (EXHAUSTIVE, RANDOM),
-         "--exhaustive or --random (a given kill tears with /torn:N, e.g. --kill-at c3:after_finished/torn:500)"),
-        ("--seed", args.seed is not None, mode in (RANDOM, TIMED), "--random or --timed (nothing else is drawn)"),
-    )
-    problems = [f"{flag} goes with {needs}, but this run's schedules come from {chosen_by}"
-                for flag, given, acts, needs in rules if given and not acts]
-    if args.min_coverage is not None and args.shard:
-        problems.append("--min-coverage judges the coverage of a whole session, and --shard runs only part of it; "
-                        "drop one of them")
-    if problems:
-        raise ConfigError(f"{len(problems)} flag(s) would not act in this run; drop them, or choose the mode they "
-                          f"go with", tuple(problems))
-
-
-def check_numbers(args: argparse.Namespace) -> None:
-    for flag, value in (("--random", args.random), ("--depth", args.depth), ("--runs", args.runs), ("--jobs", args.jobs)):
-        _positive(flag, value)
-    if args.timed_window is not None:
-        _positive_seconds("--timed-window", args.timed_window)
-    if args.min_coverage is not None and not 0 <= args.min_coverage <= 100:
-        raise ConfigError(f"--min-coverage {args.min_coverage}: give a percentage from 0 to 100")
-    if args.depth is not None and args.depth > MAX_DEPTH:
-        raise ConfigError(f"--depth {args.depth}: each level multiplies the schedules by the crash points reached, "
-                          f"about P^{args.depth} schedules for a plan with P points (the demo's 30 points give 533 "
-                          f"schedules at depth 2, about 15,000 at depth 3); give 1..{MAX_DEPTH}")
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -349,55 +239,16 @@ def check_outputs(args: argparse.Namespace) -> None:
     if problems:
         raise ConfigError(f"{len(problems)} output(s) cannot be written; nothing was run", tuple(problems))
 
-
-def batches_of(args: argparse.Namespace, scenario: Scenario) -> tuple[JobBatches, str, bool]:
-    """(the job batches asked for, a description, whether they need the rendezvous)."""
-    mode, chosen_by, default = schedule_mode(args, scenario)
-    check_flags_act(args, mode, chosen_by)
-    check_numbers(args)
-    drift = parse_drift(args.drift, scenario)
-    seed = args.seed if args.seed is not None else default.get(
-        "seed", CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32))
-    if mode == GIVEN:
-        schedule = tuple(parse_kill_point(text, scenario.plan) for text in [*args.kill_at, *args.kill_on]
-                         or default["kill_at"])
-        return (explore.given_batches(schedule, drift=drift), f"schedule {format_schedule(schedule)}",
-                any(kill.uses_rendezvous for kill in schedule))
-    if mode == RANDOM:
-        runs = args.random if args.random is not None else default["runs"]
-        faults = RandomFaults(torn_rate=MIXED_FAULT_RATE if args.torn_tail else 0.0,
-                              timed_rate=MIXED_FAULT_RATE if args.timed else 0.0,
-                              timed_window_s=(0.0, args.timed_window or 0.0))
-        return (explore.random_batches(scenario.plan, seed, runs, faults, drift=drift,
-                                       window_from_golden=args.timed_window is None),
-                f"{runs} random schedules, seed {seed}", True)
-    if mode == TIMED:
-        runs = args.runs or TIMED_RUNS
-        return (explore.timed_batches(seed, runs, args.timed_window, drift=drift),
-                f"{runs} timed kills, seed {seed}", False)
-    depth = args.depth or int(default.get("depth", 1))
-    return (explore.exhaustive_batches(depth, torn=args.torn_tail, drift=drift),
-            f"exhaustive to depth {depth}{' with torn tails' if args.torn_tail else ''}", True)
-
-
 def command_run(args: argparse.Namespace, out: TextIO) -> int:
     check_outputs(args)
-    scenario = scenario_of(args)
-    batches, described, needs_rendezvous = batches_of(args, scenario)
-    if args.shard:
-        shard, shards = explore.parse_shard(args.shard)
-        batches, described = explore.sharded(batches, shard, shards), f"{described}, shard {shard}/{shards}"
-    runs_dir = args.runs_dir or default_runs_dir(scenario)
+    spec = spec_from_args(args, scenario_of(args))
     printer = SessionPrinter(out, mode="machine" if args.machine else "quiet" if args.quiet else "normal")
-    backend, backend_options = backend_of(args, scenario, scenario.backend or default_backend(scenario.workload))
-    printer.header(f"killpoint: {scenario.name}: {described}; {describe_backend(backend, backend_options)}; evidence in {runs_dir}")
+    scenario = spec.scenario
+    printer.header(f"killpoint: {scenario.name}: {spec.describe()}; {spec.describe_backend()}; "
+                   f"evidence in {spec.runs_dir}")
     started = time.monotonic()
     with printer:
-        golden, outcomes = run_session(scenario, printer.track(batches), runs_dir, backend_name=backend,
-                                       backend_options=backend_options,
-                                       jobs=args.jobs, needs_rendezvous=needs_rendezvous,
-                                       stop_at_first_failure=args.exitfirst, keep_all=args.keep_all,
-                                       on_outcome=printer.on_outcome)
+        golden, outcomes = run_spec(spec, on_outcome=printer.on_outcome, track=printer.track)
     seconds = time.monotonic() - started
     if args.json:
         write_json_report(args.json, scenario, golden, outcomes, seconds)
@@ -408,7 +259,7 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
     printer.finish(scenario, golden, outcomes, seconds, show_coverage=args.exhaustive)
     if any(not outcome.verdict.valid for outcome in outcomes):
         return EXIT_VIOLATION
-    shortfall = explore.untested(golden, outcomes, args.min_coverage)
+    shortfall = explore.untested(golden, outcomes, spec.min_coverage)
     if shortfall is not None:
         print(f"killpoint: not enough was tested: {shortfall}", file=sys.stderr)
         return EXIT_UNTESTED
@@ -422,17 +273,18 @@ def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
     result = hunt(args.scenarios, args.workload, args.out, max_examples=args.examples,
                   max_calls=args.max_calls, seed=args.seed)
     seconds = time.monotonic() - started
-    if result.failure is None:
+    found = result.found
+    if found is None:
         out.write(f"hunt: no failure in {result.examples} examples ({seconds:.1f}s)\n")
         return EXIT_PASSED
-    failure = result.failure
+    failure = found.example
     out.write(f"hunt: found and shrank a failure in {seconds:.1f}s: {len(failure.plan.calls)} call(s), "
               f"kill at {format_schedule(failure.schedule)}{f', drift {failure.drift}' if failure.drift else ''}\n")
     out.writelines(f"  {call.call_id}: {call.tool} {json.dumps(call.args)}\n" for call in failure.plan.calls)
-    out.writelines(f"  [{finding.property}] {finding.message}\n" for finding in result.verdict.findings)
-    out.write(f"scenario file: {result.scenario_file}\n")
-    out.write(f"evidence: {result.evidence}\n")
-    out.write(f"reproduce: {repro_line(result.token)}\n")
+    out.writelines(f"  [{finding.property}] {finding.message}\n" for finding in found.verdict.findings)
+    out.write(f"scenario file: {found.scenario_file}\n")
+    out.write(f"evidence: {found.evidence}\n")
+    out.write(f"reproduce: {repro_line(found.token)}\n")
     return EXIT_VIOLATION
 
 
@@ -447,20 +299,15 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
     if scenario.catalogue_digest != token.catalogue_digest:
         raise ConfigError(f"the token does not reproduce: the catalogue changed since it was made "
                           f"(token pins {token.catalogue_digest}, now {scenario.catalogue_digest})")
-    schedule = tuple(parse_kill_point(text, scenario.plan) for text in token.schedule)
-    drift = parse_drift(token.drift, scenario)
-    backend, backend_options = backend_of(args, scenario, token.backend, token.backend_options)
-    runs_dir = args.runs_dir or default_runs_dir(scenario)
-    out.write(f"killpoint repro: {scenario.name}, kill at {format_schedule(schedule)}"
-              f"{f', seed {token.seed}' if token.seed is not None else ''}{f', drift {drift}' if drift else ''}"
-              f"; {describe_backend(backend, backend_options)}; evidence in {runs_dir}\n")
-    if any(kill.after_s is not None for kill in schedule):
+    spec = spec_for_token(token, scenario, backend=args.backend, image=args.image, restart=args.restart,
+                          runs_dir=args.runs_dir)
+    out.write(f"killpoint repro: {scenario.name}, {spec.describe()}"
+              f"{f', seed {token.seed}' if token.seed is not None else ''}{f', drift {spec.drift}' if spec.drift else ''}"
+              f"; {spec.describe_backend()}; evidence in {spec.runs_dir}\n")
+    if any(kill.startswith("@") for kill in token.schedule):
         out.write("note: this workload never announced crash points, so the timed kill is replayed by time "
                   "and may land elsewhere\n")
-    batches = explore.given_batches(schedule, seed=token.seed, drift=drift, index=token.run or 0)
-    # The whole evidence stays, passing or not: the timeline is read from it, and it is what was asked for.
-    _, (outcome,) = run_session(scenario, batches, runs_dir, backend_name=backend, backend_options=backend_options,
-                                needs_rendezvous=any(kill.uses_rendezvous for kill in schedule), keep_all=True)
+    _, (outcome,) = run_spec(spec)
     write_timeline(outcome, out)
     if outcome.unreached:
         out.write(f"note: kill(s) {', '.join(outcome.unreached)} never came this time\n")

@@ -19,8 +19,13 @@ session whose runs killed fewer of the crash-free run's crash points) and
 verdicts). Under the CI profile (``CI`` set) the seed is 0. A session none of
 whose scheduled kills landed fails too: it tested nothing.
 
+The options and ``killpoint_run``'s keywords map onto the choices of
+``killpoint run``'s flags (``session_choices``), so the session is built by the
+same ``spec.build_spec`` with the same defaults: without ``--killpoint-runs`` or
+``--killpoint-depth`` the scenario file's ``[schedule]`` chooses, else exhaustive.
+
 The plugin is loaded by every pytest run where killpoint is installed, so it
-imports the harness only inside the fixture.
+imports the harness only inside the fixture (``defaults`` and ``_ci`` import nothing).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any
 
 import pytest
 
+from killpoint.harness import defaults
 from killpoint.harness._ci import CI_SEED, ci_profile
 
 # Failing runs described in full in a test's failure message; the HTML report has them all.
@@ -47,9 +53,9 @@ class Settings:
     seed: int
     seed_drawn: bool
     runs: int | None
-    depth: int
+    depth: int | None
     shard: tuple[int, int] | None
-    backend: str | None  # None: the scenario file's, else subprocess
+    backend: str | None  # None: the default (defaults.BACKEND_HELP)
     report_dir: Path | None
     min_coverage: float | None = None  # percent of the crash-free run's crash points
     keep_all: bool = False
@@ -70,12 +76,12 @@ SETTINGS = pytest.StashKey[Settings]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("killpoint", "killpoint: kill your agent runtime mid-tool-call and judge its recovery")
-    group.addoption("--killpoint-seed", metavar="N", help="seed of random schedules (default: drawn; 0 when CI is set)")
+    group.addoption("--killpoint-seed", metavar="N", help=f"seed of random schedules (default: {defaults.SEED_HELP})")
     group.addoption("--killpoint-runs", metavar="N", help="run N random schedules per session instead of exhaustive ones")
-    group.addoption("--killpoint-depth", metavar="K", help="kills per exhaustive schedule (default 1)")
+    group.addoption("--killpoint-depth", metavar="K", help=f"kills per exhaustive schedule (default {defaults.DEPTH})")
     group.addoption("--killpoint-shard", metavar="K/N", help="run only shard K of N of every session's schedules")
     group.addoption("--killpoint-backend", metavar="NAME",
-                    help="how incarnations run (default: the scenario file's, else subprocess)")
+                    help=f"how incarnations run (default: {defaults.BACKEND_HELP})")
     group.addoption("--killpoint-report-dir", metavar="DIR",
                     help="copy each failing session's evidence and HTML report under DIR (for CI artifacts)")
     group.addoption("--killpoint-min-coverage", metavar="PCT",
@@ -142,7 +148,7 @@ def settings_from(config: pytest.Config, drawn_seed: int | None = None) -> Setti
     if seed is None:
         seed = drawn_seed if drawn_seed is not None else CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32)
     report_dir = config.getoption("--killpoint-report-dir")
-    return Settings(seed, drawn, runs, depth or 1, shard, backend, Path(report_dir).resolve() if report_dir else None,
+    return Settings(seed, drawn, runs, depth, shard, backend, Path(report_dir).resolve() if report_dir else None,
                     min_coverage, config.getoption("--killpoint-keep-all"))
 
 
@@ -216,55 +222,53 @@ def _scenario_path(path: Path, rootpath: Path) -> Path:
         return path
 
 
+def session_choices(settings: Settings, runs_dir: Path, *, kill_at: Sequence[str] | None = None, runs: int | None = None, depth: int | None = None,
+                    seed: int | None = None, jobs: int = 1, timeout: float | None = None) -> dict[str, Any]:
+    """``killpoint_run``'s keywords over the ``--killpoint-*`` options, as ``spec.build_spec``'s choices.
+
+    They are the keywords ``killpoint run``'s flags set, so the same choices build the
+    same session; what neither gives (the mode too) is ``build_spec``'s default.
+    A keyword's mode beats an option's: ``kill_at``, then ``runs``, then ``depth``.
+    """
+    choices: dict[str, Any] = {"runs_dir": runs_dir, "jobs": jobs, "timeout": timeout, "backend": settings.backend,
+                               "keep_all": settings.keep_all, "min_coverage": settings.min_coverage,
+                               "shard": f"{settings.shard[0]}/{settings.shard[1]}" if settings.shard else None,
+                               "session_seed": settings.seed if seed is None else seed}
+    if kill_at:
+        choices["kill_at"] = list(kill_at)
+    elif runs is not None or (depth is None and settings.runs is not None):
+        choices["random"] = runs if runs is not None else settings.runs
+    elif depth is not None or settings.depth is not None:
+        choices.update(exhaustive=True, depth=depth if depth is not None else settings.depth)
+    return choices
+
+
 def _run(settings: Settings, scenario_path: Path, runs_dir: Path, keep_failures_in: Path | None, *, workload: str | None,
-         kill_at: Sequence[str] | None, runs: int | None, depth: int | None, seed: int | None, jobs: int,
-         timeout: float | None) -> KillpointResult:
+         **keywords: Any) -> KillpointResult:
     import time
-    from dataclasses import replace
 
     from killpoint.errors import HarnessError
     from killpoint.harness import explore
-    from killpoint.harness.backends import default_backend
     from killpoint.harness.scenario import load_scenario, with_workload
-    from killpoint.harness.schedule import RandomFaults, parse_kill_point
-    from killpoint.harness.session import run_session
+    from killpoint.harness.spec import build_spec, run_spec
 
     started = time.monotonic()
     try:
         scenario = load_scenario(scenario_path)
         if workload is not None:
             scenario = with_workload(scenario, workload)
-        if timeout is not None:
-            scenario = replace(scenario, timeout_s=timeout)
-        seed = settings.seed if seed is None else seed
-        needs_rendezvous = True
-        if kill_at:
-            schedule = tuple(parse_kill_point(text, scenario.plan) for text in kill_at)
-            batches, described = explore.given_batches(schedule), f"kill at {', '.join(kill_at)}"
-            needs_rendezvous = any(kill.uses_rendezvous for kill in schedule)
-        elif runs is not None or (depth is None and settings.runs is not None):
-            runs = runs if runs is not None else settings.runs
-            batches = explore.random_batches(scenario.plan, seed, runs, RandomFaults())
-            described = f"{runs} random schedules, seed {seed}"
-        else:
-            depth = depth if depth is not None else settings.depth
-            batches, described = explore.exhaustive_batches(depth), f"exhaustive to depth {depth}"
-        if settings.shard:
-            batches = explore.sharded(batches, *settings.shard)
-            described += f", shard {settings.shard[0]}/{settings.shard[1]}"
-        backend = settings.backend or scenario.backend or default_backend(scenario.workload)
-        golden, outcomes = run_session(scenario, batches, runs_dir, backend_name=backend, jobs=jobs,
-                                       backend_options={"image": scenario.image} if backend == "docker" and scenario.image
-                                       else None, needs_rendezvous=needs_rendezvous, keep_all=settings.keep_all)
+        spec = build_spec(scenario, **session_choices(settings, runs_dir, **keywords))
+        golden, outcomes = run_spec(spec)
     except HarnessError as error:
         pytest.fail(f"killpoint: {error}", pytrace=False)
+    described = spec.describe()
     failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
     if failures:
         if keep_failures_in is not None:
             runs_dir, outcomes = _copy_evidence(runs_dir, outcomes, keep_failures_in)
         pytest.fail(_failure_message(scenario, golden, outcomes, described, runs_dir, time.monotonic() - started),
                     pytrace=False)
-    shortfall = explore.untested(golden, outcomes, settings.min_coverage)
+    shortfall = explore.untested(golden, outcomes, spec.min_coverage)
     if shortfall is not None:
         pytest.fail(f"killpoint: {scenario.name} ({described}): not enough was tested: {shortfall}\n"
                     f"evidence: {runs_dir}", pytrace=False)

@@ -119,13 +119,16 @@ def default_runs_dir(scenario: Scenario) -> Path:
 
 def token_for(scenario: Scenario, job: Job, verdict: Verdict, backend: Backend | None = None,
               schedule: Schedule | None = None) -> str:
-    """The run's repro token; its paths are recorded so that it resolves from other folders (``recorded_origin``)."""
+    """The run's repro token; its paths are recorded so that it resolves from other folders (``recorded_origin``).
+
+    Without ``backend`` the token takes ``ReproToken``'s own default, as a token made before it named one does.
+    """
     return ReproToken(
         origin=recorded_origin(scenario.origin, Path.cwd()), plan_digest=scenario.plan.digest,
         catalogue_digest=scenario.catalogue_digest,
         schedule=tuple(str(kill) for kill in (schedule if schedule is not None else job.schedule)), seed=job.seed,
         expect=verdict.properties, drift=str(job.drift) if job.drift else None,
-        backend=backend.name if backend else "subprocess", backend_options=dict(backend.options) if backend else {},
+        backend=backend.name if backend else ReproToken.backend, backend_options=dict(backend.options) if backend else {},
         run=job.index,
     ).encode()
 
@@ -159,10 +162,15 @@ def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, bac
     verdict = check(scenario, read_evidence(run_dir), golden)
     token = token_for(scenario, job, verdict, backend, pinned_schedule(job, incarnations, golden))
     outcome = RunOutcome(job, run_dir, verdict, incarnations, token, round(time.monotonic() - started, 4))
-    (run_dir / VERDICT_NAME).write_text(json.dumps(outcome_to_json(outcome), indent=1))
+    write_verdict(outcome)
     if verdict.valid and not keep_all:
         reduce_to_verdict(run_dir)
     return outcome
+
+
+def write_verdict(outcome: RunOutcome) -> None:
+    """Save the run's verdict.json (``outcome_to_json``) in its directory, beside its evidence."""
+    (outcome.run_dir / VERDICT_NAME).write_text(json.dumps(outcome_to_json(outcome), indent=1))
 
 
 def reduce_to_verdict(run_dir: Path) -> None:
@@ -253,15 +261,17 @@ def run_session(
     batches: JobBatches,
     runs_dir: Path,
     *,
-    backend_name: str = "subprocess",
-    backend_options: dict[str, str] | None = None,
-    jobs: int = 1,
-    needs_rendezvous: bool = True,
-    stop_at_first_failure: bool = False,
-    keep_all: bool = False,
-    on_outcome: Callable[[RunOutcome], None] = lambda outcome: None,
+    backend_name: str,
+    backend_options: dict[str, str],
+    jobs: int,
+    needs_rendezvous: bool,
+    stop_at_first_failure: bool,
+    keep_all: bool,
+    on_outcome: Callable[[RunOutcome], None],
 ) -> tuple[GoldenRun, list[RunOutcome]]:
     """The golden run, then every batch; ``jobs`` > 1 runs a batch in that many worker processes.
+
+    Called through ``spec.run_spec``, which holds every default; here nothing is defaulted.
 
     With ``stop_at_first_failure`` the session ends after the first run that is not valid
     (runs already under way in workers finish and are reported too). A valid run's
@@ -274,7 +284,6 @@ def run_session(
     runs_dir.mkdir(parents=True, exist_ok=True)
     for path in sweep_abandoned_control_dirs():
         print(f"killpoint: removed {path}, left by a harness process now gone", file=sys.stderr)
-    backend_options = backend_options or {}  # make_backend's options: the docker backend's image and restart
     backend = make_backend(backend_name, **backend_options)
     outcomes: list[RunOutcome] = []
     under_way = [runs_dir / "golden"]  # run directories of the jobs started and not yet reported
@@ -320,15 +329,6 @@ def run_session(
         if pool is not None:
             pool.shutdown(cancel_futures=True)
         backend.close()
-
-
-def fixed_batches(jobs: list[Job]) -> JobBatches:
-    """A single batch known in advance."""
-
-    def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        yield jobs
-
-    return batches
 
 
 def outcome_to_json(outcome: RunOutcome) -> dict[str, object]:

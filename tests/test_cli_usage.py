@@ -11,6 +11,7 @@ import pytest
 
 from killpoint.harness import cli
 from killpoint.harness.scenario import load_scenario
+from killpoint.harness.spec import spec_from_args
 from tests.helpers import DEMO
 
 KILL = ("--kill-at", "c3:after_effect")
@@ -91,16 +92,16 @@ def test_a_number_that_is_not_one_is_a_usage_error(killpoint, flags, message):
 def test_flags_that_act_together_are_accepted(flags):
     """The same checks pass every combination in which each flag given does something."""
     args = cli.build_parser().parse_args(["run", str(DEMO), *flags])
-    batches, described, _ = cli.batches_of(args, load_scenario(DEMO))
-    assert callable(batches) and described
+    spec = spec_from_args(args, load_scenario(DEMO))
+    assert callable(spec.batches()) and spec.describe()
 
 
 def test_defaults_are_resolved_after_the_flags():
     """--runs and --depth default to None so a given flag can be told apart; the mode fills them in."""
     scenario = load_scenario(DEMO)
     parse = cli.build_parser().parse_args
-    assert cli.batches_of(parse(["run", str(DEMO), "--timed", "--seed", "1"]), scenario)[1] == "20 timed kills, seed 1"
-    assert cli.batches_of(parse(["run", str(DEMO), "--exhaustive"]), scenario)[1] == "exhaustive to depth 1"
+    assert spec_from_args(parse(["run", str(DEMO), "--timed", "--seed", "1"]), scenario).describe() == "20 timed kills, seed 1"
+    assert spec_from_args(parse(["run", str(DEMO), "--exhaustive"]), scenario).describe() == "exhaustive to depth 1"
 
 
 def test_help_lists_the_exit_codes(killpoint):

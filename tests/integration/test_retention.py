@@ -16,8 +16,7 @@ from killpoint.errors import ConfigError
 from killpoint.harness import cli
 from killpoint.harness.retention import is_session_dir, prune
 from killpoint.harness.scenario import load_scenario, with_workload
-from killpoint.harness.schedule import KillPoint
-from killpoint.harness.session import Job, fixed_batches, run_session
+from killpoint.harness.spec import build_spec, run_spec
 from tests.helpers import DEMO, mutant_workload
 
 DAY = 86400.0
@@ -35,13 +34,15 @@ def real_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("keep_all", [False, True])
 def test_a_passing_run_is_reduced_to_its_verdict_and_a_failing_one_kept_whole(tmp_path, keep_all):
     scenario = with_workload(load_scenario(DEMO), mutant_workload("retry_non_idempotent"))
-    jobs = [Job(0, (KillPoint("after_effect", "c4"),)), Job(1, (KillPoint("after_effect", "c1"),))]
-    _, (failing, passing) = run_session(scenario, fixed_batches(jobs), tmp_path / "s", keep_all=keep_all)
+    spec = build_spec(scenario, kill_at=["c4:after_effect"], keep_all=keep_all, runs_dir=tmp_path / "s")
+    _, (failing,) = run_spec(spec)
+    spec = build_spec(scenario, kill_at=["c1:after_effect"], keep_all=keep_all, runs_dir=tmp_path / "s2")
+    _, (passing,) = run_spec(spec)
     assert (failing.result, passing.result) == ("failed", "passed")
     evidence = {"workload", "world", "ledger.jsonl", "plan.json", "incarnations.json", "incarnation-0.stdout"}
     whole = evidence | {"journal-at-kill-0.jsonl", "incarnation-1.stderr", "verdict.json"}
     assert whole <= {path.name for path in failing.run_dir.iterdir()}
-    assert evidence <= {path.name for path in (tmp_path / "s" / "golden").iterdir()}
+    assert evidence <= {path.name for path in (tmp_path / "s2" / "golden").iterdir()}
     kept = {path.name for path in passing.run_dir.iterdir()}
     assert kept >= whole if keep_all else kept == {"verdict.json"}
     verdict = json.loads((passing.run_dir / "verdict.json").read_text())

@@ -128,7 +128,7 @@ def test_a_session_that_tested_too_little_fails_with_the_gate_message(pytester):
     result.stdout.fnmatch_lines([
         "*killpoint: demo (kill at c3:after_effect): not enough was tested: coverage 3.3% is below the minimum of "
         "50%: 29 of the 30 crash points of the crash-free run were never killed: c1:before_started, * ... 9 more",
-        "*killpoint: demo (kill at @15): not enough was tested: nothing was tested: 1 run(s) had kills scheduled "
+        "*killpoint: demo (kill at @15.0000): not enough was tested: nothing was tested: 1 run(s) had kills scheduled "
         "and not one landed*",
     ])
 
@@ -173,5 +173,6 @@ def test_the_plugin_imports_no_harness_until_used(pytester):
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=pytester.path).stdout
     assert "1 passed" in loaded
+    # _ci and defaults import nothing: the plugin reads the CI profile and words its help from them.
     assert loaded.strip().splitlines()[-1] == ("['killpoint', 'killpoint.harness', 'killpoint.harness._ci', "
-                                                  "'killpoint.harness.pytest_plugin']")
+                                                  "'killpoint.harness.defaults', 'killpoint.harness.pytest_plugin']")

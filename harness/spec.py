@@ -1,0 +1,276 @@
+"""What session to run: one frozen ``SessionSpec``, built by one function from the CLI's flags or the plugin's options.
+
+``killpoint run`` and ``repro``, the pytest plugin, the bench scripts and the soak
+all describe a session as a ``SessionSpec`` and run it with ``run_spec``.
+``build_spec`` is the one place that turns choices into a spec: its keywords are
+the destinations of ``killpoint run``'s flags (``CHOICES``), so the CLI passes its
+namespace and the plugin maps its options and keywords onto the same names. It
+applies every default (``defaults``), and a choice that would not act in the mode
+chosen is a usage error naming its flag, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from random import SystemRandom
+from typing import Any
+
+from killpoint import protocol
+from killpoint.errors import ConfigError
+from killpoint.harness import defaults
+from killpoint.harness._ci import CI_SEED, ci_profile
+from killpoint.harness.backends import default_backend
+from killpoint.harness.explore import (
+    ExhaustiveMode,
+    GivenMode,
+    RandomMode,
+    ScheduleMode,
+    TimedMode,
+    parse_shard,
+    sharded,
+)
+from killpoint.harness.model import Drift, GoldenRun
+from killpoint.harness.scenario import Scenario
+from killpoint.harness.scenario_fields import MAX_DEPTH
+from killpoint.harness.schedule import RandomFaults, parse_kill_point
+from killpoint.harness.session import JobBatches, RunOutcome, default_runs_dir, run_session
+from killpoint.harness.token import ReproToken
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """Everything that decides what a session runs and where its evidence goes; equal specs run the same session."""
+
+    scenario: Scenario  # with the --timeout chosen applied
+    mode: ScheduleMode  # GivenMode, ExhaustiveMode, RandomMode or TimedMode, with its parameters and seed
+    backend: str
+    runs_dir: Path
+    backend_options: dict[str, str] = field(default_factory=dict)  # docker: image, restart
+    drift: Drift | None = None  # the catalogue change recovery incarnations are handed
+    jobs: int = defaults.JOBS
+    keep_all: bool = False  # keep passing runs' whole evidence, not only their verdict.json
+    stop_at_first_failure: bool = False
+    shard: tuple[int, int] | None = None  # (K, N): only shard K of N
+    min_coverage: float | None = None  # percent of the crash-free run's crash points to kill, or no gate
+
+    @property
+    def needs_rendezvous(self) -> bool:
+        return self.mode.needs_rendezvous
+
+    def describe(self) -> str:
+        """``exhaustive to depth 1, shard 2/3``: what the session runs."""
+        return self.mode.describe() + (f", shard {self.shard[0]}/{self.shard[1]}" if self.shard else "")
+
+    def describe_backend(self) -> str:
+        """``backend docker (image killpoint-host:1, restart same)``: what a header line says."""
+        details = ", ".join(f"{key} {value}" for key, value in sorted(self.backend_options.items()))
+        return f"backend {self.backend}" + (f" ({details})" if details else "")
+
+    def batches(self) -> JobBatches:
+        batches = self.mode.batches(self.scenario.plan, self.drift)
+        return sharded(batches, *self.shard) if self.shard else batches
+
+
+def run_spec(spec: SessionSpec, *, on_outcome: Callable[[RunOutcome], None] = lambda outcome: None,
+             track: Callable[[JobBatches], JobBatches] = lambda batches: batches) -> tuple[GoldenRun, list[RunOutcome]]:
+    """Run the session ``spec`` describes; ``track`` wraps its batches (a progress bar, a bench's limit)."""
+    return run_session(spec.scenario, track(spec.batches()), spec.runs_dir, backend_name=spec.backend,
+                       backend_options=dict(spec.backend_options), jobs=spec.jobs,
+                       needs_rendezvous=spec.needs_rendezvous, stop_at_first_failure=spec.stop_at_first_failure,
+                       keep_all=spec.keep_all, on_outcome=on_outcome)
+
+
+GIVEN, EXHAUSTIVE, RANDOM, TIMED = "given", "exhaustive", "random", "timed"
+
+
+def build_spec(
+    scenario: Scenario,
+    *,
+    kill_at: Sequence[str] = (),
+    kill_on: Sequence[str] = (),
+    exhaustive: bool = False,
+    depth: int | None = None,
+    random: int | None = None,
+    timed: bool = False,
+    runs: int | None = None,
+    timed_window: float | None = None,
+    torn_tail: bool = False,
+    drift: str | None = None,
+    seed: int | None = None,
+    timeout: float | None = None,
+    backend: str | None = None,
+    image: str | None = None,
+    restart: str | None = None,
+    jobs: int | None = None,
+    runs_dir: Path | None = None,
+    keep_all: bool = False,
+    exitfirst: bool = False,
+    shard: str | None = None,
+    min_coverage: float | None = None,
+    session_seed: int | None = None,
+) -> SessionSpec:
+    """The session these choices ask for; ConfigError naming the flag for one that is bad or would not act.
+
+    The keywords are ``killpoint run``'s flags (``--kill-at`` is ``kill_at``, ``-x``
+    is ``exitfirst``, ``--random N`` is ``random``); None or empty means not chosen.
+    The mode is the one chosen, else the scenario file's ``[schedule]``, else
+    exhaustive. The seed of a mode that draws is ``seed``, else the file's, else
+    ``session_seed`` (the plugin draws one per pytest session, so xdist workers
+    agree), else 0 under CI, else drawn here.
+    """
+    if timeout is not None:
+        _positive_seconds("--timeout", timeout)
+        scenario = replace(scenario, timeout_s=timeout)
+    mode, chosen_by, default = _mode_chosen(scenario, kill_at or kill_on, exhaustive, random, timed)
+    _check_choices_act(mode, chosen_by, depth=depth, random=random, timed=timed, runs=runs,
+                       timed_window=timed_window, torn_tail=torn_tail, seed=seed, min_coverage=min_coverage,
+                       shard=shard)
+    _check_numbers(random=random, depth=depth, runs=runs, jobs=jobs, timed_window=timed_window,
+                   min_coverage=min_coverage)
+    parsed_drift = parse_drift(drift, scenario)
+    if seed is None:
+        seed = default.get("seed", session_seed)
+    if seed is None:
+        seed = CI_SEED if ci_profile() else SystemRandom().randrange(2**32)
+    schedule_mode: ScheduleMode
+    if mode == GIVEN:
+        schedule_mode = GivenMode(tuple(parse_kill_point(text, scenario.plan)
+                                        for text in [*kill_at, *kill_on] or default["kill_at"]))
+    elif mode == RANDOM:
+        faults = RandomFaults(torn_rate=defaults.MIXED_FAULT_RATE if torn_tail else 0.0,
+                              timed_rate=defaults.MIXED_FAULT_RATE if timed else 0.0,
+                              timed_window_s=(0.0, timed_window) if timed_window is not None else None)
+        schedule_mode = RandomMode(random if random is not None else int(default["runs"]), seed, faults)
+    elif mode == TIMED:
+        schedule_mode = TimedMode(runs or defaults.TIMED_RUNS, seed, timed_window)
+    else:
+        schedule_mode = ExhaustiveMode(depth or int(default.get("depth", defaults.DEPTH)), torn=torn_tail)
+    backend_name, backend_options = resolve_backend(scenario, backend, image=image, restart=restart)
+    return SessionSpec(scenario, schedule_mode, backend_name, runs_dir or default_runs_dir(scenario), backend_options,
+                       drift=parsed_drift, jobs=jobs or defaults.JOBS, keep_all=keep_all,
+                       stop_at_first_failure=exitfirst, shard=parse_shard(shard) if shard else None,
+                       min_coverage=min_coverage)
+
+
+def spec_for_token(token: ReproToken, scenario: Scenario, *, backend: str | None = None, image: str | None = None,
+                   restart: str | None = None, runs_dir: Path | None = None) -> SessionSpec:
+    """The one run a repro token names, on its backend unless ``backend`` is chosen; its whole evidence is kept
+    (the timeline is read from it, and it is what was asked for)."""
+    schedule = tuple(parse_kill_point(text, scenario.plan) for text in token.schedule)
+    backend_name, backend_options = resolve_backend(scenario, backend, image=image, restart=restart,
+                                                    fallback=token.backend, fallback_options=token.backend_options)
+    return SessionSpec(scenario, GivenMode(schedule, token.seed, token.run or 0), backend_name,
+                       runs_dir or default_runs_dir(scenario), backend_options, drift=parse_drift(token.drift, scenario),
+                       keep_all=True)
+
+
+# The choices a flag of ``killpoint run`` sets: build_spec's keywords, named as the flags' destinations.
+CHOICES = tuple(name for name, parameter in inspect.signature(build_spec).parameters.items()
+                if parameter.kind is parameter.KEYWORD_ONLY and name != "session_seed")
+
+
+def spec_from_args(args: argparse.Namespace, scenario: Scenario) -> SessionSpec:
+    """The session ``killpoint run``'s parsed flags ask for."""
+    return build_spec(scenario, **{name: getattr(args, name) for name in CHOICES})
+
+
+def _mode_chosen(scenario: Scenario, kills: Sequence[str], exhaustive: bool, random: int | None,
+                 timed: bool) -> tuple[str, str, dict[str, Any]]:
+    """(how schedules are chosen, what chose it, the scenario's [schedule] when that chose).
+
+    The one mode flag given chooses, else the scenario file's [schedule], else exhaustive.
+    """
+    chosen = [(flag, mode) for flag, mode, used in (
+        ("--kill-at/--kill-on", GIVEN, bool(kills)), ("--exhaustive", EXHAUSTIVE, exhaustive),
+        ("--random", RANDOM, random is not None), ("--timed", TIMED, timed and random is None)) if used]
+    if len(chosen) > 1:
+        raise ConfigError(f"{' and '.join(flag for flag, _ in chosen)} are exclusive; pick one way to choose schedules")
+    if chosen:
+        return chosen[0][1], chosen[0][0], {}
+    default = scenario.default_schedule
+    if default.get("kill_at"):
+        return GIVEN, f"{scenario.name}'s [schedule] kill_at", default
+    if default.get("mode") == "random" and "runs" in default:
+        return RANDOM, f"{scenario.name}'s [schedule] (random)", default
+    return EXHAUSTIVE, (f"{scenario.name}'s [schedule] (exhaustive)" if default
+                        else f"the default, --{defaults.MODE}"), default
+
+
+def _check_choices_act(mode: str, chosen_by: str, *, depth: int | None, random: int | None, timed: bool,
+                       runs: int | None, timed_window: float | None, torn_tail: bool, seed: int | None,
+                       min_coverage: float | None, shard: str | None) -> None:
+    """A usage error for every choice made that would not act in ``mode``: none is ever silently ignored."""
+    timed_kills = mode == TIMED or (mode == RANDOM and timed)
+    rules = (
+        ("--depth", depth is not None, mode == EXHAUSTIVE, "--exhaustive (it sets the kills per schedule)"),
+        ("--runs", runs is not None, mode == TIMED, "--timed alone (with --random N, N is the number of runs)"),
+        ("--timed-window", timed_window is not None, timed_kills, "--timed (alone, or mixed into --random)"),
+        ("--torn-tail", torn_tail, mode in (EXHAUSTIVE, RANDOM),
+         "--exhaustive or --random (a given kill tears with /torn:N, e.g. --kill-at c3:after_finished/torn:500)"),
+        ("--seed", seed is not None, mode in (RANDOM, TIMED), "--random or --timed (nothing else is drawn)"),
+    )
+    problems = [f"{flag} goes with {needs}, but this run's schedules come from {chosen_by}"
+                for flag, given, acts, needs in rules if given and not acts]
+    if min_coverage is not None and shard:
+        problems.append("--min-coverage judges the coverage of a whole session, and --shard runs only part of it; "
+                        "drop one of them")
+    if problems:
+        raise ConfigError(f"{len(problems)} flag(s) would not act in this run; drop them, or choose the mode they "
+                          f"go with", tuple(problems))
+
+
+def _check_numbers(*, random: int | None, depth: int | None, runs: int | None, jobs: int | None,
+                   timed_window: float | None, min_coverage: float | None) -> None:
+    for flag, value in (("--random", random), ("--depth", depth), ("--runs", runs), ("--jobs", jobs)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} {value}: give a positive number")
+    if timed_window is not None:
+        _positive_seconds("--timed-window", timed_window)
+    if min_coverage is not None and not 0 <= min_coverage <= 100:
+        raise ConfigError(f"--min-coverage {min_coverage}: give a percentage from 0 to 100")
+    if depth is not None and depth > MAX_DEPTH:
+        raise ConfigError(f"--depth {depth}: each level multiplies the schedules by the crash points reached, "
+                          f"about P^{depth} schedules for a plan with P points (the demo's 30 points give 533 "
+                          f"schedules at depth 2, about 15,000 at depth 3); give 1..{MAX_DEPTH}")
+
+
+def _positive_seconds(flag: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{flag} {value}: give a positive number of seconds")
+
+
+def resolve_backend(scenario: Scenario, backend: str | None, *, image: str | None = None, restart: str | None = None,
+                    fallback: str | None = None, fallback_options: dict[str, str] | None = None,
+                    ) -> tuple[str, dict[str, str]]:
+    """The backend and its options: the choice, else ``fallback`` (a token's), else the scenario file's, else
+    ``default_backend`` (``defaults.BACKEND_HELP``); options: the choices, else ``fallback_options`` when the
+    fallback is the backend chosen, else the scenario file's image."""
+    name = backend or fallback or scenario.backend or default_backend(scenario.workload)
+    if name != "docker":
+        given = [flag for flag, value in (("--image", image), ("--restart", restart)) if value is not None]
+        if given:
+            raise ConfigError(f"{' and '.join(given)} choose how containers run, so they go with --backend docker; "
+                              f"this run's backend is {name}")
+    kept = fallback_options if fallback_options and name == fallback else {}
+    options = {"image": image or kept.get("image") or (scenario.image if name == "docker" else None),
+               "restart": restart or kept.get("restart")}
+    return name, {key: value for key, value in options.items() if value is not None}
+
+
+def parse_drift(text: str | None, scenario: Scenario) -> Drift | None:
+    """``TOOL=CLASS`` checked against the scenario: the plan calls TOOL, and CLASS changes its class."""
+    if text is None:
+        return None
+    tool, _, new_class = text.partition("=")
+    if new_class not in protocol.CLASSES:
+        raise ConfigError(f"--drift {text!r}: write TOOL=CLASS with CLASS one of {', '.join(protocol.CLASSES)}")
+    if tool not in {call.tool for call in scenario.plan.calls}:
+        raise ConfigError(f"--drift {text!r}: the plan calls no tool {tool!r}")
+    if scenario.catalogue.class_of(tool) == new_class:
+        raise ConfigError(f"--drift {text!r}: {tool} is already {new_class}; drift must change its class")
+    return Drift(tool, new_class)
