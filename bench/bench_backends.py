@@ -23,15 +23,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from killpoint.harness import explore
 from killpoint.harness.backends._engine import DEFAULT_IMAGE
 from killpoint.harness.model import GoldenRun
 from killpoint.harness.scenario import Plan, PlannedCall, Scenario, load_scenario
-from killpoint.harness.session import Job, JobBatches, RunOutcome, run_session
+from killpoint.harness.session import Job, JobBatches, RunOutcome
+from killpoint.harness.spec import build_spec, run_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "scenarios" / "demo.toml"
@@ -39,7 +39,7 @@ DOC = ROOT / "docs" / "performance.md"
 TMPFS = Path("/dev/shm")
 
 
-def median_seconds(action, samples: int) -> float:
+def median_seconds(action: Callable[[], object], samples: int) -> float:
     timings = []
     for _ in range(samples):
         started = time.perf_counter()
@@ -75,8 +75,13 @@ def docker_floor(image: str) -> float | None:
 
 def fsync_floor(directory: Path) -> float:
     fd = os.open(directory / "fsync.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+    def write_and_sync() -> None:
+        os.write(fd, b"x" * 100 + b"\n")
+        os.fsync(fd)
+
     try:
-        return median_seconds(lambda: (os.write(fd, b"x" * 100 + b"\n"), os.fsync(fd)), 200)
+        return median_seconds(write_and_sync, 200)
     finally:
         os.close(fd)
 
@@ -113,12 +118,15 @@ class SessionCost:
     seconds: float
 
 
-def session_cost(scenario: Scenario, batches: JobBatches, backend: str, jobs: int,
-                 under: Path | None = None) -> SessionCost:
-    """Run one session (runs directory in ``under``, else the system's temp directory) and time it."""
+def session_cost(scenario: Scenario, depth: int, backend: str, jobs: int, under: Path | None = None,
+                 most: int | None = None) -> SessionCost:
+    """Run one ``--exhaustive --depth DEPTH`` session (its first ``most`` schedules, if given; runs directory in
+    ``under``, else the system's temp directory) and time it."""
     with tempfile.TemporaryDirectory(prefix="killpoint-bench-", dir=under) as runs_dir:
+        spec = build_spec(scenario, exhaustive=True, depth=depth, backend=backend, jobs=jobs,
+                          runs_dir=Path(runs_dir) / "s")
         started = time.perf_counter()
-        _, outcomes = run_session(scenario, batches, Path(runs_dir) / "s", backend_name=backend, jobs=jobs)
+        _, outcomes = run_spec(spec, track=lambda batches: first(batches, most) if most else batches)
         seconds = time.perf_counter() - started
         records = sum(len(journal.read_bytes().splitlines()) for journal in Path(runs_dir).glob("s/*/workload/journal.jsonl"))
     assert all(outcome.verdict.valid for outcome in outcomes), f"reference runtime failed on {backend}"
@@ -155,20 +163,18 @@ def main() -> None:
         floors = {"fork": fork_floor(), "interpreter": interpreter_floor(),
                   "imports": interpreter_floor("killpoint.scenarios.reference_runtime", "killpoint.fake_tools.tools"),
                   "fsync": fsync_floor(Path(scratch)), "rendezvous": rendezvous_round_trip(Path(scratch))}
-    floors["docker"] = docker_floor(args.image) if args.docker else None
-    start_floor = {"forkserver": floors["fork"], "subprocess": floors["interpreter"], "docker": floors["docker"]}
-    runs = [(backend, jobs, None) for backend in ["forkserver", "subprocess"] + (["docker"] if floors["docker"] else [])
-            for jobs in (1, 2)]
+    docker = docker_floor(args.image) if args.docker else None
+    start_floor = {"forkserver": floors["fork"], "subprocess": floors["interpreter"]}
+    if docker is not None:
+        start_floor["docker"] = docker
+    runs: list[tuple[str, int, Path | None]] = [(backend, jobs, None) for backend in start_floor for jobs in (1, 2)]
     if TMPFS.is_dir():  # the same work with fsync nearly free: what the harness itself costs
         runs += [("forkserver", jobs, TMPFS) for jobs in (1, 2)]
     rows.append("| backend | runs dir | -j | schedules | incarnations | seconds | schedules/s | per incarnation "
                 "| floor | × floor |")
     rows.append("|---|---|---|---|---|---|---|---|---|---|")
     for backend, jobs, under in runs:
-        batches = explore.exhaustive_batches(2)
-        if backend == "docker":
-            batches = first(batches, 60)
-        cost = session_cost(demo, batches, backend, jobs, under)
+        cost = session_cost(demo, 2, backend, jobs, under, most=60 if backend == "docker" else None)
         per = cost.seconds * jobs / cost.incarnations
         # The least an incarnation can cost: its start, plus one fsync per journal record it writes.
         floor = start_floor[backend] + cost.journal_records / cost.incarnations * (0 if under else floors["fsync"])
@@ -179,7 +185,7 @@ def main() -> None:
     scaling = ["| calls | schedules (depth 1) | seconds | ms per schedule |", "|---|---|---|---|"]
     per_schedule = {}
     for calls in (5, 10, 20, 40):
-        cost = session_cost(long_plan(demo, calls), explore.exhaustive_batches(1), "forkserver", 2)
+        cost = session_cost(long_plan(demo, calls), 1, "forkserver", 2)
         per_schedule[calls] = cost.seconds / cost.schedules * 1000
         scaling.append(f"| {calls} | {cost.schedules} | {cost.seconds:.1f} | {per_schedule[calls]:.1f} |")
         print(scaling[-1], flush=True)
@@ -195,7 +201,7 @@ def main() -> None:
         + (" (PYTHONDONTWRITEBYTECODE is set here, so every start compiles them)"
            if os.environ.get("PYTHONDONTWRITEBYTECODE") else ""),
         "- bare `docker run` of a trivial container: "
-        + (f"{floors['docker'] * 1000:.0f} ms" if floors["docker"] else "not measured (no engine, or --docker not given)"),
+        + (f"{docker * 1000:.0f} ms" if docker is not None else "not measured (no engine, or --docker not given)"),
         f"- fsync of one journal record: {floors['fsync'] * 1000:.3f} ms",
         f"- rendezvous round trip per crash point: {floors['rendezvous'] * 1e6:.0f} µs",
     ]

@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 
 from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import exhaustive
-from killpoint.harness.session import Job, run_session
+from killpoint.harness.spec import build_spec, run_spec
 
 DEMO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.toml"
 
@@ -35,12 +34,14 @@ def interpreter_start_seconds(samples: int) -> float:
 
 
 def exhaustive_session(scenario_path: Path) -> tuple[int, int, float]:
-    """(schedules, incarnations, seconds) of one exhaustive session, golden run included."""
-    scenario = load_scenario(scenario_path)
-    jobs = [Job(index, schedule) for index, schedule in enumerate(exhaustive(scenario.plan))]
+    """(schedules, incarnations, seconds) of one exhaustive session, golden run included.
+
+    On the subprocess backend, whose floor is the interpreter start measured beside it.
+    """
     with tempfile.TemporaryDirectory() as runs_dir:
+        spec = build_spec(load_scenario(scenario_path), exhaustive=True, backend="subprocess", runs_dir=Path(runs_dir))
         started = time.perf_counter()
-        _, outcomes = run_session(scenario, jobs, Path(runs_dir))
+        _, outcomes = run_spec(spec)
         seconds = time.perf_counter() - started
     assert all(outcome.verdict.valid for outcome in outcomes), "the reference runtime must pass"
     return len(outcomes), 1 + sum(len(outcome.incarnations) for outcome in outcomes), seconds

@@ -15,14 +15,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from killpoint.harness import explore
-from killpoint.harness.backends import default_backend
 from killpoint.harness.hunt import hunt
-from killpoint.harness.model import Drift
-from killpoint.harness.scenario import Scenario, load_scenario, with_workload
-from killpoint.harness.schedule import RandomFaults
-from killpoint.harness.session import JobBatches, RunOutcome, run_session
+from killpoint.harness.scenario import load_scenario, with_workload
+from killpoint.harness.session import RunOutcome
+from killpoint.harness.spec import SessionSpec, build_spec, run_spec
 from killpoint.scenarios.mutants import Mutant, zoo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,20 +35,19 @@ class Cell:
     seconds: float
 
 
-def modes(plan, runs: int) -> dict[str, tuple[JobBatches, bool]]:
-    """Mode name -> (batches, needs rendezvous)."""
+def modes(runs: int) -> dict[str, dict[str, Any]]:
+    """Mode name -> the choices of ``killpoint run`` that make it (``spec.build_spec``'s keywords)."""
     return {
-        "depth 1": (explore.exhaustive_batches(1), True),
-        "depth 2": (explore.exhaustive_batches(2), True),
-        f"random {runs}": (explore.random_batches(plan, 0, runs, RandomFaults()), True),
-        "timed 60": (explore.timed_batches(0, 60, None), False),
-        "torn tail": (explore.exhaustive_batches(1, torn=True), True),
-        "drift": (explore.exhaustive_batches(1, drift=Drift("append", "READ_ONLY")), True),
+        "depth 1": {"exhaustive": True, "depth": 1},
+        "depth 2": {"exhaustive": True, "depth": 2},
+        f"random {runs}": {"random": runs, "seed": 0},
+        "timed 60": {"timed": True, "runs": 60, "seed": 0},
+        "torn tail": {"exhaustive": True, "torn_tail": True},
+        "drift": {"exhaustive": True, "drift": "append=READ_ONLY"},
     }
 
 
-def run_cell(scenario: Scenario, batches: JobBatches, needs_rendezvous: bool, jobs: int, backend: str,
-             work: Path) -> Cell:
+def run_cell(spec: SessionSpec) -> Cell:
     first: list[tuple[int, float, RunOutcome]] = []
     started = time.monotonic()
     count = 0
@@ -61,9 +58,7 @@ def run_cell(scenario: Scenario, batches: JobBatches, needs_rendezvous: bool, jo
         if not outcome.verdict.valid and not first:
             first.append((count, time.monotonic() - started, outcome))
 
-    _, outcomes = run_session(scenario, batches, Path(tempfile.mkdtemp(dir=work)), jobs=jobs,
-                              backend_name=backend,
-                              needs_rendezvous=needs_rendezvous, stop_at_first_failure=True, on_outcome=seen)
+    _, outcomes = run_spec(spec, on_outcome=seen)
     if not first:
         return Cell(False, (), len(outcomes), time.monotonic() - started)
     schedules, seconds, outcome = first[0]
@@ -121,16 +116,17 @@ def main() -> None:
     backends: set[str] = set()
     for mutant in zoo():
         scenario = with_workload(load_scenario(ROOT / "scenarios" / f"{mutant.scenario}.toml"), mutant.workload)
-        backend = args.backend or scenario.backend or default_backend(scenario.workload)  # as `killpoint run` picks
-        backends.add(backend)
         cells = {}
-        for name, (batches, needs_rendezvous) in modes(scenario.plan, args.random).items():
-            cells[name] = run_cell(scenario, batches, needs_rendezvous, args.jobs, backend, work)
+        for name, choices in modes(args.random).items():
+            spec = build_spec(scenario, **choices, backend=args.backend, jobs=args.jobs, exitfirst=True,
+                              runs_dir=Path(tempfile.mkdtemp(dir=work)))
+            backends.add(spec.backend)
+            cells[name] = run_cell(spec)
             print(f"{mutant.name:<30} {name:<12} {cells[name]}", flush=True)
         mode_names = list(cells)
         found = hunt([ROOT / "scenarios" / f"{mutant.scenario}.toml"], mutant.workload,
                      Path(tempfile.mkdtemp(dir=work)), max_examples=args.hunt_examples, seed=1)
-        rows.append((mutant, cells, len(found.failure.plan.calls) if found.failure else None))
+        rows.append((mutant, cells, len(found.found.example.plan.calls) if found.found else None))
     command = (f".venv/bin/python bench/detection_matrix.py --jobs {args.jobs} --random {args.random} "
                f"--hunt-examples {args.hunt_examples}" + (f" --backend {args.backend}" if args.backend else ""))
     DOC.write_text(render(rows, mode_names, command, ", ".join(sorted(backends))))

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from killpoint.harness.backends import default_backend, make_backend
-from killpoint.harness.explore import random_batches
+from killpoint.harness.backends import make_backend
 from killpoint.harness.hunt import (
     FOUND_NAME,
     CallPool,
@@ -43,12 +42,10 @@ from killpoint.harness.hunt import (
 )
 from killpoint.harness.model import BACKENDS
 from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import RandomFaults
-from killpoint.harness.session import run_session
+from killpoint.harness.spec import build_spec, resolve_backend, run_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
-MIXED = RandomFaults(max_kills=2, torn_rate=0.25, timed_rate=0.25)
 # The correct runtimes hunt plans run against: (workload, weight in the hunt share). None keeps the
 # scenarios' own workload, the reference runtime. The standalone one starts `python -m killpoint.fake_tools` for
 # every tool call, which makes its runs about fifteen times slower, so it gets a smaller share.
@@ -88,11 +85,10 @@ def scenario_schedules(runs: int, jobs: int, seed: int, runs_dir: Path, backend:
         if not share:
             continue
         started = time.monotonic()
-        scenario = load_scenario(path)
-        _, outcomes = run_session(scenario, random_batches(scenario.plan, seed + number, share, MIXED,
-                                                           window_from_golden=True),
-                                  runs_dir / path.stem, jobs=jobs,
-                                  backend_name=backend or scenario.backend or default_backend(scenario.workload))
+        # As `killpoint run SCENARIO --random SHARE --torn-tail --timed --seed SEED+N` would.
+        spec = build_spec(load_scenario(path), random=share, torn_tail=True, timed=True, seed=seed + number,
+                          backend=backend, jobs=jobs, runs_dir=runs_dir / path.stem)
+        _, outcomes = run_spec(spec)
         tallies.append(Tally(path.stem, len(outcomes),
                              tuple(outcome.token for outcome in outcomes if not outcome.verdict.valid),
                              seconds=time.monotonic() - started))
@@ -103,22 +99,23 @@ def scenario_schedules(runs: int, jobs: int, seed: int, runs_dir: Path, backend:
 _worker_judge: ExampleJudge | None = None
 
 
-def _start_worker(pool: CallPool, backend: str, work: Path) -> None:
+def _start_worker(pool: CallPool, backend: tuple[str, dict[str, str]], work: Path) -> None:
     global _worker_judge
-    _worker_judge = ExampleJudge(pool, make_backend(backend), Path(tempfile.mkdtemp(prefix="worker-", dir=work)))
+    name, options = backend
+    _worker_judge = ExampleJudge(pool, make_backend(name, **options), Path(tempfile.mkdtemp(prefix="worker-", dir=work)))
 
 
-def _judge_in_worker(example: Example, *, seed: int) -> tuple[bool, str | None] | None:
-    """(valid, repro token if not); None for a plan the runtime cannot run even without a crash."""
+def _judge_in_worker(example: Example, *, seed: int) -> tuple[str, ...] | None:
+    """The repro token of a failing run, () for a passing one; None for a plan the runtime cannot run even
+    without a crash."""
     assert _worker_judge is not None
-    judged = _worker_judge.judge(example)
-    if judged is None:
+    outcome = _worker_judge.judge(example)
+    if outcome is None:
         return None
-    verdict, run_dir = judged
-    if verdict.valid:
-        return True, None
+    if outcome.verdict.valid:
+        return ()
     description = f"a hunt plan drawn by bench/soak.py (seed {seed}) that failed on a correct runtime"
-    return False, _worker_judge.keep(example, verdict, run_dir / FOUND_NAME, description)[1]
+    return (_worker_judge.keep(example, outcome, outcome.run_dir / FOUND_NAME, description)[1],)
 
 
 def hunt_plans(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str | None) -> list[Tally]:
@@ -132,7 +129,7 @@ def hunt_plans(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str | N
         pool = call_pool(SCENARIOS, workload)
         work = runs_dir / f"hunt-{name}"
         work.mkdir(parents=True)
-        chosen = backend or pool.base.backend or default_backend(pool.base.workload)
+        chosen = resolve_backend(pool.base, backend)
         tally = Tally(f"hunt plans, {name}")
         with ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(pool, chosen, work)) as workers:
             for judged in workers.map(partial(_judge_in_worker, seed=seed), draw_examples(pool, share, seed=seed)):
@@ -140,8 +137,7 @@ def hunt_plans(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str | N
                     tally.unrunnable += 1
                     continue
                 tally.runs += 1
-                if not judged[0]:
-                    tally.tokens += (judged[1],)
+                tally.tokens += judged
         tally.seconds = time.monotonic() - started
         tallies.append(tally)
         print(describe(tally), flush=True)

@@ -7,6 +7,8 @@ catalogue drift. Hypothesis shrinks a failing example by dropping calls and
 kills, so what is printed is small: a scenario file the user can keep and a
 repro token that reruns it exactly.
 
+Each example runs as one job of a session does (``session.run_job``), so its
+run directory holds the same evidence and verdict.json as ``killpoint run``'s.
 The runs' evidence goes to a temporary directory: deleted when the hunt
 passes, kept (``HuntResult.evidence`` names the failing run in it) when it
 fails, so a hunt leaves nothing in the user's tree but the shrunk scenario.
@@ -18,7 +20,7 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,11 +31,10 @@ from hypothesis import strategies as st
 
 from killpoint import protocol
 from killpoint.errors import ConfigError, WorkloadError
-from killpoint.harness.backends import Backend, default_backend, make_backend
-from killpoint.harness.checker import check
-from killpoint.harness.evidence import read_evidence
+from killpoint.harness import defaults
+from killpoint.harness.backends import Backend, make_backend
 from killpoint.harness.model import Drift, GoldenRun, Verdict
-from killpoint.harness.runner import execute_run, run_golden
+from killpoint.harness.runner import run_golden
 from killpoint.harness.scenario import (
     Plan,
     PlannedCall,
@@ -41,10 +42,10 @@ from killpoint.harness.scenario import (
     load_scenario,
     with_workload,
 )
-from killpoint.harness.schedule import TEARABLE_POINTS, KillPoint, Schedule
-from killpoint.harness.session import Job, token_for
+from killpoint.harness.schedule import Schedule, draw_schedule
+from killpoint.harness.session import Job, RunOutcome, run_job, token_for, write_verdict
+from killpoint.harness.spec import resolve_backend
 
-DEFAULT_MAX_CALLS = 6
 FOUND_NAME = "hunt-found.toml"
 
 
@@ -56,13 +57,20 @@ class Example:
 
 
 @dataclass(frozen=True)
+class Found:
+    """A hunt's shrunk failure: the example, its verdict, the scenario file and token that replay it."""
+
+    example: Example
+    verdict: Verdict
+    scenario_file: Path
+    token: str
+    evidence: Path  # the failing run's directory, kept whole
+
+
+@dataclass(frozen=True)
 class HuntResult:
     examples: int  # examples run, shrinking included
-    failure: Example | None
-    verdict: Verdict | None
-    scenario_file: Path | None
-    token: str | None
-    evidence: Path | None = None  # the shrunk failure's run directory, kept
+    found: Found | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,31 @@ def call_pool(scenario_files: Iterable[Path], workload: str | None = None) -> Ca
     return CallPool(tuple(templates), replace(base, world_files=files, world_state=state))
 
 
+@dataclass(frozen=True)
+class HypothesisDraw:
+    """The choices of ``schedule.draw_schedule``, made by Hypothesis so that it can shrink them.
+
+    A hunt makes no timed kills (their replay is timing-bound), and a torn tail keeps half the record.
+    """
+
+    data: st.DrawFn
+
+    def count(self, low: int, high: int) -> int:
+        return self.data(st.integers(low, high))
+
+    def delay(self) -> float | None:
+        return None
+
+    def choice(self, options: Sequence[str]) -> str:
+        return self.data(st.sampled_from(options))
+
+    def torn(self) -> int | None:
+        return self.data(st.sampled_from((None, 500)))
+
+
+MAX_KILLS = 2  # one kill, or a second during recovery
+
+
 def examples(templates: tuple[PlannedCall, ...], catalogue_classes: tuple[str, ...], *,
              max_calls: int) -> st.SearchStrategy[Example]:
     """Plans of up to ``max_calls`` calls (the same template may repeat), one or two kills, maybe drift."""
@@ -108,18 +141,12 @@ def examples(templates: tuple[PlannedCall, ...], catalogue_classes: tuple[str, .
     def draw(data: st.DrawFn) -> Example:
         chosen = data(st.lists(st.sampled_from(templates), min_size=1, max_size=max_calls))
         plan = Plan("hunt", tuple(PlannedCall(f"c{index + 1}", call.tool, call.args) for index, call in enumerate(chosen)))
-        kills = []
-        for incarnation in range(data(st.integers(1, 2))):
-            points = protocol.CALL_POINTS + (protocol.RECOVERY_POINTS if incarnation else ())
-            point = data(st.sampled_from(points))
-            call = None if point == protocol.AFTER_DECISIONS else data(st.sampled_from(plan.call_ids))
-            torn = data(st.sampled_from((None, 500))) if point in TEARABLE_POINTS else None
-            kills.append(KillPoint(point, call, torn=torn))
+        schedule = draw_schedule(plan, HypothesisDraw(data), MAX_KILLS)
         drift = None
         if data(st.booleans()):
             tool = data(st.sampled_from(sorted({call.tool for call in plan.calls})))
             drift = Drift(tool, data(st.sampled_from(catalogue_classes)))
-        return Example(plan, tuple(kills), drift)
+        return Example(plan, schedule, drift)
 
     return draw()
 
@@ -134,7 +161,7 @@ def _search(pool: CallPool, attempt: Callable[[Example], None], *, seed: int, ma
     )(given(examples(pool.templates, classes, max_calls=max_calls))(attempt)))
 
 
-def draw_examples(pool: CallPool, count: int, *, seed: int, max_calls: int = DEFAULT_MAX_CALLS) -> list[Example]:
+def draw_examples(pool: CallPool, count: int, *, seed: int, max_calls: int = defaults.HUNT_MAX_CALLS) -> list[Example]:
     """The first ``count`` examples a hunt with ``seed`` tries, in order; the same seed draws the same list."""
     drawn: list[Example] = []
     if count <= 0:
@@ -148,16 +175,16 @@ def draw_examples(pool: CallPool, count: int, *, seed: int, max_calls: int = DEF
 
 
 class ExampleJudge:
-    """Runs examples of one pool on one backend and judges each; a plan's golden run is made once."""
+    """Runs examples of one pool on one backend, each as a session's job; a plan's golden run is made once."""
 
     def __init__(self, pool: CallPool, backend: Backend, work: Path) -> None:
         self.pool, self.backend, self.work = pool, backend, work
         self.goldens: dict[str, GoldenRun | None] = {}
         self.runs = 0
 
-    def judge(self, example: Example) -> tuple[Verdict, Path] | None:
-        """(verdict, run directory); None when the workload cannot run the plan even without a crash,
-        which is not a recovery question."""
+    def judge(self, example: Example) -> RunOutcome | None:
+        """The run's outcome, its verdict.json beside its evidence in ``work``; None when the workload cannot
+        run the plan even without a crash, which is not a recovery question."""
         scenario = self.pool.scenario_for(example.plan)
         digest = example.plan.digest
         if digest not in self.goldens:
@@ -171,34 +198,39 @@ class ExampleJudge:
         if golden is None:
             return None
         self.runs += 1
-        run_dir = self.work / f"run-{self.runs}"
-        execute_run(scenario, example.schedule, run_dir, self.backend, drift=example.drift)
-        return check(scenario, read_evidence(run_dir), golden), run_dir
+        return run_job(scenario, golden, Job(self.runs, example.schedule, None, example.drift), self.work, self.backend)
 
-    def keep(self, example: Example, verdict: Verdict, path: Path, description: str) -> tuple[Path, str]:
-        """Write the failing example as a scenario file at ``path``; (that file, a repro token for it)."""
+    def keep(self, example: Example, outcome: RunOutcome, path: Path, description: str) -> tuple[Path, str]:
+        """Write the failing example as a scenario file at ``path``; (that file, a repro token for it).
+
+        The run's verdict.json then carries that token, which replays it from the file.
+        """
         scenario_file = write_scenario(path, self.pool.scenario_for(example.plan), description)
         job = Job(0, example.schedule, None, example.drift)
-        return scenario_file, token_for(load_scenario(scenario_file), job, verdict, self.backend)
+        token = token_for(load_scenario(scenario_file), job, outcome.verdict, self.backend)
+        write_verdict(replace(outcome, token=token))
+        return scenario_file, token
 
 
-def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *, max_examples: int = 200,
-         max_calls: int = DEFAULT_MAX_CALLS, seed: int = 0) -> HuntResult:
+def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *,
+         max_examples: int = defaults.HUNT_EXAMPLES, max_calls: int = defaults.HUNT_MAX_CALLS,
+         seed: int = defaults.HUNT_SEED) -> HuntResult:
     """Search until a run fails or the budget is spent; shrink the failure; write its scenario to ``out_dir``."""
     pool = call_pool(scenario_files, workload)
-    backend = make_backend(pool.base.backend or default_backend(pool.base.workload))
+    backend_name, backend_options = resolve_backend(pool.base, None)
+    backend = make_backend(backend_name, **backend_options)
     work = Path(tempfile.mkdtemp(prefix="killpoint-hunt-"))
     judge = ExampleJudge(pool, backend, work)
     tried = 0
-    last_failure: list[tuple[Example, Verdict, Path]] = []
+    last_failure: list[tuple[Example, RunOutcome]] = []
 
     def attempt(example: Example) -> None:
         nonlocal tried
         tried += 1
-        judged = judge.judge(example)
-        if judged is not None and not judged[0].valid:
-            last_failure.append((example, *judged))
-            raise AssertionError(f"{judged[0].properties}")
+        outcome = judge.judge(example)
+        if outcome is not None and not outcome.verdict.valid:
+            last_failure.append((example, outcome))
+            raise AssertionError(f"{outcome.verdict.properties}")
 
     search = _search(pool, attempt, seed=seed, max_examples=max_examples, max_calls=max_calls,
                      phases=[Phase.generate, Phase.shrink])
@@ -210,12 +242,12 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *, max
         backend.close()
     if not last_failure:
         shutil.rmtree(work)
-        return HuntResult(tried, None, None, None, None)
-    failure, verdict, run_dir = last_failure[-1]  # Hypothesis replays the shrunk example last
+        return HuntResult(tried)
+    failure, outcome = last_failure[-1]  # Hypothesis replays the shrunk example last
     out_dir.mkdir(parents=True, exist_ok=True)
-    scenario_file, token = judge.keep(failure, verdict, out_dir / FOUND_NAME,
+    scenario_file, token = judge.keep(failure, outcome, out_dir / FOUND_NAME,
                                       f"found and shrunk by killpoint hunt (seed {seed})")
-    return HuntResult(tried, failure, verdict, scenario_file, token, run_dir)
+    return HuntResult(tried, Found(failure, outcome.verdict, scenario_file, token, outcome.run_dir))
 
 
 def write_scenario(path: Path, scenario: Scenario, description: str) -> Path:

@@ -34,6 +34,11 @@ def test_a_hunt_that_catches_a_mutant_keeps_the_evidence_of_the_shrunk_run(tmp_p
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     mutant = next(mutant for mutant in ZOO if mutant.name == "retry_non_idempotent")
     result = hunt([ROOT / "scenarios" / "demo.toml"], mutant.workload, tmp_path / "out", max_examples=300, seed=1)
-    assert result.failure is not None and result.evidence is not None
-    assert result.evidence.parent.parent == tmp_path and (result.evidence / "ledger.jsonl").is_file()
-    assert result.scenario_file == tmp_path / "out" / "hunt-found.toml" and result.scenario_file.is_file()
+    found = result.found
+    assert found is not None
+    assert found.evidence.parent.parent == tmp_path and (found.evidence / "ledger.jsonl").is_file()
+    assert found.scenario_file == tmp_path / "out" / "hunt-found.toml" and found.scenario_file.is_file()
+    # The same evidence as `killpoint run`'s: a verdict.json whose token replays the shrunk scenario file.
+    verdict = json.loads((found.evidence / "verdict.json").read_text())
+    assert (verdict["outcome"], verdict["token"]) == ("failed", found.token)
+    assert {finding["property"] for finding in verdict["findings"]} == set(found.verdict.properties)
