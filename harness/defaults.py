@@ -10,7 +10,6 @@ DEPTH = 1  # kills per schedule of an exhaustive session
 TIMED_RUNS = 20  # runs of a timed session
 MIXED_FAULT_RATE = 0.25  # share of a random session's kills made timed (--timed) or torn (--torn-tail)
 JOBS = 1  # runs in parallel
-MODE = "exhaustive"  # when neither a flag nor the scenario file's [schedule] chooses
 
 # What the help says of defaults that are decided from the scenario or the environment.
 BACKEND_HELP = "the scenario file's, else forkserver for a {python} workload, else subprocess"

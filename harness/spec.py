@@ -36,7 +36,7 @@ from killpoint.harness.explore import (
 )
 from killpoint.harness.model import Drift, GoldenRun
 from killpoint.harness.scenario import Scenario
-from killpoint.harness.scenario_fields import MAX_DEPTH
+from killpoint.harness.scenario_fields import EXHAUSTIVE, GIVEN, MAX_DEPTH, RANDOM, file_schedule_mode
 from killpoint.harness.schedule import RandomFaults, parse_kill_point
 from killpoint.harness.session import JobBatches, RunOutcome, default_runs_dir, run_session
 from killpoint.harness.token import ReproToken
@@ -85,7 +85,7 @@ def run_spec(spec: SessionSpec, *, on_outcome: Callable[[RunOutcome], None] = la
                        keep_all=spec.keep_all, on_outcome=on_outcome)
 
 
-GIVEN, EXHAUSTIVE, RANDOM, TIMED = "given", "exhaustive", "random", "timed"
+TIMED = "timed"  # only a flag chooses it; the file's modes are scenario_fields' GIVEN, EXHAUSTIVE and RANDOM
 
 
 def build_spec(
@@ -193,12 +193,10 @@ def _mode_chosen(scenario: Scenario, kills: Sequence[str], exhaustive: bool, ran
     if chosen:
         return chosen[0][1], chosen[0][0], {}
     default = scenario.default_schedule
-    if default.get("kill_at"):
-        return GIVEN, f"{scenario.name}'s [schedule] kill_at", default
-    if default.get("mode") == "random" and "runs" in default:
-        return RANDOM, f"{scenario.name}'s [schedule] (random)", default
-    return EXHAUSTIVE, (f"{scenario.name}'s [schedule] (exhaustive)" if default
-                        else f"the default, --{defaults.MODE}"), default
+    if not default:
+        return EXHAUSTIVE, f"the default, --{EXHAUSTIVE}", default  # as file_schedule_mode defaults
+    mode = file_schedule_mode(default)
+    return mode, f"{scenario.name}'s [schedule] " + ("kill_at" if mode == GIVEN else f"({mode})"), default
 
 
 def _check_choices_act(mode: str, chosen_by: str, *, depth: int | None, random: int | None, timed: bool,
