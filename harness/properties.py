@@ -40,7 +40,6 @@ ACTION_BY_STATUS = {p.SUCCEEDED: p.SKIP, p.FAILED: p.SKIP, p.NOT_STARTED: p.SKIP
 ACTION_BY_CLASS = {p.READ_ONLY: p.RETRY, p.IDEMPOTENT_WRITE: p.RETRY, p.NON_IDEMPOTENT: p.VERIFY, p.UNKNOWN: p.VERIFY}
 PROPERTY_BY_STATUS = {p.SUCCEEDED: "succeeded-not-replayed", p.FAILED: "failed-not-replayed",
                       p.NOT_STARTED: "failed-not-replayed", p.OUTCOME_UNKNOWN: "interrupted-action"}
-TOOL_RECORDS = p.TOOL_LEDGER_KINDS  # a ledger record of one of these is a tool acting on a call
 
 
 def expected_action(found: str, tool_class: str, interactive: bool) -> str:
