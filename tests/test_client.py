@@ -15,7 +15,7 @@ from killpoint import protocol
 from killpoint.client import AppendOnlyFile, Rendezvous, WorkloadEnv, parse_json_lines, read_json_lines
 from killpoint.fake_tools.__main__ import main as fake_tools_main
 from killpoint.harness.evidence import read_lines
-from killpoint.harness.watch import _Tail
+from killpoint.harness.watch import EventWatcher, _Tail
 
 
 def test_append_only_file_writes_one_line_per_record(tmp_path):
@@ -205,3 +205,20 @@ def test_fake_tools_that_loses_the_harness_after_acting_exits_2(tool_env, capsys
     assert (code, out) == (2, ""), err
     assert f"lost the harness at {protocol.ENV_CONTROL}={control} after the call acted" in err
     assert (tmp_path / "world" / "files" / "a.txt").read_text() == "x"
+
+
+@pytest.mark.integration  # inotify_simple finds libc through ldconfig, a process
+def test_the_event_watcher_skips_records_whose_op_or_call_is_not_a_string(tmp_path):
+    """A journal is the workload's: a started record with a list for its op once crashed the watcher (unhashable)."""
+    journal, ledger = tmp_path / "journal.jsonl", tmp_path / "ledger.jsonl"
+    ledger.touch()
+    watcher = EventWatcher("journal:finished:c1", journal, ledger)
+    try:
+        journal.write_bytes(b'{"kind": "started", "op": ["x"], "call": "c1"}\n{"kind": "finished", "op": ["x"]}\n'
+                            b'{"kind": "started", "op": "t-op1", "call": "c1"}\n')
+        assert watcher.check() is False
+        with journal.open("ab") as stream:
+            stream.write(b'{"kind": "finished", "op": "t-op1", "status": "SUCCEEDED"}\n')
+        assert watcher.check() is True
+    finally:
+        watcher.close()
