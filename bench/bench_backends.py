@@ -93,7 +93,7 @@ rendezvous = Rendezvous(sys.argv[1], 0)
 rendezvous.point("warm-up")
 started = time.perf_counter()
 for _ in range(int(sys.argv[2])):
-    rendezvous.point("after_started", call="c1", op="t-op1")
+    rendezvous.point("after_started", call="c1", op="t-op1")  # the wire name: this script runs alone
 print((time.perf_counter() - started) / int(sys.argv[2]))
 """
 

@@ -1,11 +1,10 @@
 """The ``killpoint`` command.
 
-Exit codes (``EXIT_CODES``, also in ``--help``): 0 every run passed (and the
-coverage gate, if any, was met); 1 a rule was broken (or a run could not be
-judged); 2 bad input (a flag that would not act in the chosen mode too), or a
-workload that cannot run its task even without a crash; 3 not enough was
-tested: the ``--min-coverage`` gate was not met, or runs had kills scheduled
-and not one landed; 130/143 stopped by SIGINT/SIGTERM. Bad input never shows a traceback.
+Exit codes (``EXIT_CODES``, also in ``--help``, say each): 0 passed, 1 a
+rule was broken (only then: a red result is a real bug), 2 bad input, 3 not
+established (a run unknown, too little coverage, no kill landed), 4 the harness
+failed, 5 a repro token did not reproduce, 130/143 stopped by SIGINT/SIGTERM.
+Bad input never shows a traceback.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from killpoint.harness.hunt import hunt
 from killpoint.harness.model import BACKENDS, RESTART_MODES
 from killpoint.harness.progress import SessionPrinter
 from killpoint.harness.report import describe_failure, write_json_report, write_timeline
+from killpoint.harness.repro import reproduction
 from killpoint.harness.repro_safety import (
     RUN_EMBEDDED_FLAG,
     repro_line,
@@ -48,17 +48,23 @@ from killpoint.harness.session import (
     Terminated,
     raise_terminated,
 )
+from killpoint.harness.show import add_show_parser, command_show
 from killpoint.harness.spec import run_spec, spec_for_token, spec_from_args
+from killpoint.harness.summary import summarise
 from killpoint.harness.token import ReproToken
 
-EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE, EXIT_UNTESTED, EXIT_INFRASTRUCTURE = 0, 1, 2, 3, 4
+EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE, EXIT_NOT_ESTABLISHED, EXIT_INFRASTRUCTURE = 0, 1, 2, 3, 4
 EXIT_CODES = """exit codes:
   0  every run passed (and the --min-coverage gate, if given, was met)
-  1  a recovery rule was broken, or a run could not be judged
+  1  a recovery rule was broken: a real bug, with the command that reproduces it
   2  bad input (the message names the file, line, field or flag), or a workload that
      cannot run its plan even without a crash
-  3  not enough was tested: coverage below --min-coverage, or no scheduled kill landed
+  3  nothing broken, but not established either: a run could not be judged (unknown:
+     its evidence is missing or untrusted, the reason is printed), coverage below
+     --min-coverage, or no scheduled kill landed
   4  the harness itself failed (a process survived SIGKILL, the fork server died): no verdict
+  5  killpoint repro: the token did not reproduce (the run passed, or broke other
+     properties than the token recorded); the message says which
   130, 143  stopped by Ctrl-C (SIGINT) or SIGTERM: the runs under way are killed and marked
      interrupted (interrupted.json in their directory), the finished runs' evidence is kept"""
 
@@ -143,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     image.add_argument("--tag", default="killpoint-host:1", help="image name (default killpoint-host:1)")
     add_catalogue_parser(commands)
     add_certify_parser(commands)
+    add_show_parser(commands)
     return parser
 
 
@@ -168,6 +175,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
             return command_certify(args, out)
         if args.command == "prune":
             return command_prune(args, out)
+        if args.command == "show":
+            return command_show(args, out)
         return command_repro(args, out)
     except InfrastructureError as error:
         print(f"killpoint: the harness failed, so there is no verdict: {error}", file=sys.stderr)
@@ -249,20 +258,25 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
     started = time.monotonic()
     with printer:
         golden, outcomes = run_spec(spec, on_outcome=printer.on_outcome, track=printer.track)
-    seconds = time.monotonic() - started
+    summary = summarise(golden, outcomes, time.monotonic() - started)
     if args.json:
-        write_json_report(args.json, scenario, golden, outcomes, seconds)
+        write_json_report(args.json, scenario, golden, outcomes, summary)
     if args.html:
         from killpoint.harness.html_report import write_html_report
 
-        write_html_report(args.html, scenario, golden, outcomes, seconds)
-    printer.finish(scenario, golden, outcomes, seconds, show_coverage=args.exhaustive)
-    if any(not outcome.verdict.valid for outcome in outcomes):
+        write_html_report(args.html, scenario, golden, outcomes, summary)
+    printer.finish(scenario, golden, outcomes, summary, show_coverage=args.exhaustive)
+    if summary.failed:
         return EXIT_VIOLATION
+    if summary.unknown:
+        reasons = "; ".join(f"{reason} ({count})" for reason, count in summary.unknown_reasons.items())
+        print(f"killpoint: {summary.unknown} run(s) could not be judged, so nothing is established: {reasons}",
+              file=sys.stderr)
+        return EXIT_NOT_ESTABLISHED
     shortfall = explore.untested(golden, outcomes, spec.min_coverage)
     if shortfall is not None:
         print(f"killpoint: not enough was tested: {shortfall}", file=sys.stderr)
-        return EXIT_UNTESTED
+        return EXIT_NOT_ESTABLISHED
     return EXIT_PASSED
 
 
@@ -313,12 +327,9 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"note: kill(s) {', '.join(outcome.unreached)} never came this time\n")
     if not outcome.verdict.valid:
         describe_failure(outcome, out)
-        return EXIT_VIOLATION
-    if token.expect:
-        out.write(f"did not reproduce: the token recorded {', '.join(token.expect)}, and this run passed. "
-                  f"The plan and catalogue are unchanged, so the workload itself now behaves differently "
-                  f"at this kill{' (its moment never came)' if outcome.unreached else ''}.\n")
-    return EXIT_PASSED
+    code, message = reproduction(token.expect, outcome.verdict, outcome.unreached)
+    out.write(f"{message}\n")
+    return code
 
 
 def command_prune(args: argparse.Namespace, out: TextIO) -> int:

@@ -23,7 +23,7 @@ from killpoint.harness.report import repro_command, summary_rows, verdict_headli
 from killpoint.harness.scenario import Scenario
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import RunOutcome
-from killpoint.harness.summary import Summary, given_or_summarised
+from killpoint.harness.summary import Summary
 
 # Failing runs drawn in full; the rest are listed with their repro commands.
 MAX_TIMELINES = 50
@@ -57,13 +57,12 @@ svg text { font: 11px system-ui, sans-serif; } svg .mono { font: 10px ui-monospa
 
 
 def write_html_report(path: Path, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome],
-                      summary: Summary | float) -> None:
+                      summary: Summary) -> None:
     path.write_text(render_html(scenario, golden, outcomes, summary))
 
 
-def render_html(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], summary: Summary | float) -> str:
+def render_html(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], summary: Summary) -> str:
     """The whole report as one HTML string; "failing runs" here are those that broke a rule or could not be judged."""
-    summary = given_or_summarised(summary, golden, outcomes)
     failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
     body = [f"<h1>killpoint report: {escape(scenario.name)}</h1>",
             f'<div class="muted">workload <code>{escape(" ".join(scenario.workload))}</code> · plan '

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from killpoint import protocol
 from killpoint.client import encode_record
 from killpoint.harness._safe_files import (
     UntrustedFile,
@@ -143,7 +144,7 @@ def mark_kill(ledger_path: Path, incarnation: int, kill: KillPoint | None) -> bo
     when the ledger ended in an unterminated line (which the marker would
     otherwise have been glued onto, hiding both).
     """
-    marker: dict[str, object] = {"killed": incarnation}
+    marker: dict[str, object] = {protocol.LEDGER_KILLED: incarnation}
     if kill is None:
         marker["point"] = TIMEOUT
     elif kill.after_s is not None:

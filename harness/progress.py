@@ -22,7 +22,7 @@ from killpoint.harness.model import GoldenRun
 from killpoint.harness.report import describe_failure, repro_command, summary_line, summary_rows, write_coverage
 from killpoint.harness.scenario import Scenario
 from killpoint.harness.session import JobBatches, RunOutcome, outcome_to_json
-from killpoint.harness.summary import Summary, given_or_summarised
+from killpoint.harness.summary import Summary
 
 MODES = ("normal", "quiet", "machine")
 
@@ -101,13 +101,12 @@ class SessionPrinter:
             self._progress.update(self._task, advance=1, failing=self.failing, unknown=self.unknown,
                                   rate=(task.completed + 1) / task.elapsed if task.elapsed else 0.0)
 
-    def finish(self, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], summary: Summary | float,
+    def finish(self, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], summary: Summary,
                *, show_coverage: bool = False) -> None:
         """The end of the session: summary (table in normal mode) and the first failure's repro command.
 
         A failure here is any run that did not pass: one that broke a rule or one that could not be judged.
         """
-        summary = given_or_summarised(summary, golden, outcomes)
         failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
         if self.mode == "machine":
             self._write(json.dumps({"kind": "summary", **summary.to_json(),

@@ -42,9 +42,6 @@ import pytest
 from killpoint.harness import defaults
 from killpoint.harness._ci import CI_SEED, ci_profile
 
-# Failing runs described in full in a test's failure message; the HTML report has them all.
-MAX_DESCRIBED = 3
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -288,21 +285,10 @@ def _copy_evidence(runs_dir: Path, outcomes: list[Any], destination: Path) -> tu
 def _failure_message(scenario: Any, golden: Any, outcomes: list[Any], described: str, runs_dir: Path,
                      seconds: float) -> str:
     """Every failing run's findings (the first few in full), the HTML report, then the repro command last."""
-    import io
-
     from killpoint.harness.html_report import write_html_report
-    from killpoint.harness.report import describe_failure, repro_command, summary_line
+    from killpoint.harness.report import failure_message
+    from killpoint.harness.summary import summarise
 
-    failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
-    text = io.StringIO()
-    text.write(f"killpoint: {scenario.name} ({described}): {len(failures)} of {len(outcomes)} runs broke "
-               f"the recovery rules\n")
-    for outcome in failures[:MAX_DESCRIBED]:
-        describe_failure(outcome, text)
-    for outcome in failures[MAX_DESCRIBED:]:
-        text.write(f"FAIL run {outcome.job.index}: [{', '.join(outcome.verdict.properties) or 'unknown'}] "
-                   f"{repro_command(outcome)}\n")
-    text.write(summary_line(outcomes, seconds) + "\n")
-    write_html_report(runs_dir / "report.html", scenario, golden, outcomes, seconds)
-    text.write(f"HTML report: {runs_dir / 'report.html'}\nreproduce the first failure with:\n{repro_command(failures[0])}")
-    return text.getvalue()
+    summary = summarise(golden, outcomes, seconds)
+    write_html_report(runs_dir / "report.html", scenario, golden, outcomes, summary)
+    return failure_message(scenario, described, outcomes, summary, runs_dir / "report.html")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -23,7 +22,7 @@ from killpoint.harness.repro_safety import repro_line
 from killpoint.harness.scenario import Scenario
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import RunOutcome, outcome_to_json
-from killpoint.harness.summary import Summary, given_or_summarised, summarise, unknown_reason
+from killpoint.harness.summary import Summary, unknown_reason
 
 # Runs described in full in the plugin's failure message; the HTML report has them all.
 MAX_DESCRIBED = 3
@@ -82,17 +81,8 @@ def _describe_unknown(summary: Summary) -> str:
     return text + (f"; {len(reasons) - 3} other reason(s)" if len(reasons) > 3 else "")
 
 
-# Stands in for the crash-free run where a caller of the old shape gives none; the line renders no coverage.
-_NO_GOLDEN = GoldenRun(Path(), {}, {}, (), 0.0)
-
-
-def summary_line(summary: Summary | Sequence[RunOutcome], seconds: float = 0.0) -> str:
-    """The session in one line, last in every mode but ``machine``.
-
-    Transitional: ``pytest_plugin._failure_message`` still passes (outcomes, seconds); see ``given_or_summarised``.
-    """
-    if not isinstance(summary, Summary):
-        summary = summarise(_NO_GOLDEN, summary, seconds)
+def summary_line(summary: Summary) -> str:
+    """The session in one line, last in every mode but ``machine``."""
     text = f"{summary.runs} runs: {_describe_results(summary)}"
     if summary.later_kill_never_came:
         text += f", {summary.later_kill_never_came} where a later kill never came"
@@ -136,13 +126,13 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
 
 
 def write_json_report(path: Path, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome],
-                      summary: Summary | float) -> None:
+                      summary: Summary) -> None:
     report = {
         "scenario": scenario.name,
         "origin": scenario.origin,
         "plan_digest": scenario.plan.digest,
         "golden": {"run_dir": str(golden.run_dir), "seconds": golden.seconds, "points": list(golden.points)},
-        "summary": given_or_summarised(summary, golden, outcomes).to_json(),
+        "summary": summary.to_json(),
         "runs": [outcome_to_json(outcome) for outcome in outcomes],
     }
     path.write_text(json.dumps(report, indent=1))

@@ -246,7 +246,7 @@ def run_golden(scenario: Scenario, run_dir: Path, backend: Backend) -> GoldenRun
             f"it {why}. Its stderr ends with:\n{tail}\n{_python_hint(scenario.workload)}Evidence: {run_dir}"
         )
     effects = Counter(
-        line.get("call") for line in read_lines(paths["ledger"]).lines if "effect" in line.record
+        line.get("call") for line in read_lines(paths["ledger"]).lines if protocol.LEDGER_EFFECT in line.record
     )
     return GoldenRun(run_dir, World(paths["world"]).snapshot(), dict(effects), only.points, only.seconds, window)
 

@@ -20,12 +20,12 @@ from typing import Any, TypeVar
 
 from killpoint._json import strict_json
 from killpoint.errors import ConfigError
+from killpoint.fake_tools.base import lookup
 from killpoint.fake_tools.catalogue import (
     REFERENCE_CATALOGUE,
     Catalogue,
     load_catalogue,
 )
-from killpoint.fake_tools.base import lookup
 from killpoint.harness.scenario_fields import plan_problems, scenario_problems
 
 DEFAULT_TIMEOUT_S = 20.0

@@ -30,6 +30,7 @@ from killpoint.harness.checker import check
 from killpoint.harness.evidence import Incarnation, read_evidence
 from killpoint.harness.model import Drift, GoldenRun, Verdict
 from killpoint.harness.repro_safety import recorded_origin
+from killpoint.harness.run_record import RUN_RECORD_NAME, new_run_record, write_json_atomically, write_run_record
 from killpoint.harness.runner import execute_run, require_rendezvous, run_golden, sweep_abandoned_control_dirs
 from killpoint.harness.scenario import Scenario
 from killpoint.harness.schedule import Schedule, parse_point_reached
@@ -158,6 +159,12 @@ def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, bac
     """
     started = time.monotonic()
     run_dir = runs_dir / f"run-{job.index:05d}"
+    # Saved before the first launch (Jepsen's save-0): a harness killed from here on leaves a run
+    # directory that says what it was running (``killpoint show``).
+    write_run_record(run_dir, new_run_record(
+        scenario, run=job.index, schedule=tuple(str(kill) for kill in job.schedule), seed=job.seed,
+        drift=str(job.drift) if job.drift else None, token=token_for(scenario, job, Verdict(None), backend),
+        backend=backend.name, backend_options=backend.options))
     incarnations = tuple(execute_run(scenario, job.schedule, run_dir, backend, drift=job.drift))
     verdict = check(scenario, read_evidence(run_dir), golden)
     token = token_for(scenario, job, verdict, backend, pinned_schedule(job, incarnations, golden))
@@ -170,11 +177,11 @@ def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, bac
 
 def write_verdict(outcome: RunOutcome) -> None:
     """Save the run's verdict.json (``outcome_to_json``) in its directory, beside its evidence."""
-    (outcome.run_dir / VERDICT_NAME).write_text(json.dumps(outcome_to_json(outcome), indent=1))
+    write_json_atomically(outcome.run_dir / VERDICT_NAME, outcome_to_json(outcome))
 
 
 def reduce_to_verdict(run_dir: Path) -> None:
-    """Delete a valid run's evidence but its verdict.json, which keeps its schedule, incarnations and token.
+    """Delete a valid run's evidence but verdict.json and run.json, which keep its schedule, incarnations and token.
 
     A passing run's journal, ledger, world, copies and output are most of a
     session's size and prove nothing (its token regenerates them). Only a valid
@@ -183,7 +190,7 @@ def reduce_to_verdict(run_dir: Path) -> None:
     follows a symbolic link out of the run directory.
     """
     for entry in run_dir.iterdir():
-        if entry.name != VERDICT_NAME:
+        if entry.name not in (VERDICT_NAME, RUN_RECORD_NAME):
             with contextlib.suppress(OSError):
                 remove_tree(entry)
 
@@ -338,11 +345,8 @@ def outcome_to_json(outcome: RunOutcome) -> dict[str, object]:
         "seed": outcome.job.seed,
         "drift": str(outcome.job.drift) if outcome.job.drift else None,
         "run_dir": str(outcome.run_dir),
-        "valid": outcome.verdict.valid,
+        **outcome.verdict.to_json(),
         "outcome": outcome.result,
-        "findings": [asdict(finding) for finding in outcome.verdict.findings],
-        "notes": list(outcome.verdict.notes),
-        "error": outcome.verdict.error,
         "unreached": list(outcome.unreached),
         "incarnations": [asdict(incarnation) for incarnation in outcome.incarnations],
         "token": outcome.token,

@@ -36,7 +36,7 @@ from killpoint.harness.explore import (
 )
 from killpoint.harness.model import Drift, GoldenRun
 from killpoint.harness.scenario import Scenario
-from killpoint.harness.scenario_fields import EXHAUSTIVE, GIVEN, MAX_DEPTH, RANDOM, file_schedule_mode
+from killpoint.harness.scenario_fields import EXHAUSTIVE, GIVEN, MAX_DEPTH, MAX_TIMEOUT_S, RANDOM, file_schedule_mode
 from killpoint.harness.schedule import RandomFaults, parse_kill_point
 from killpoint.harness.session import JobBatches, RunOutcome, default_runs_dir, run_session
 from killpoint.harness.token import ReproToken
@@ -238,8 +238,8 @@ def _check_numbers(*, random: int | None, depth: int | None, runs: int | None, j
 
 
 def _positive_seconds(flag: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"{flag} {value}: give a positive number of seconds")
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+        raise ConfigError(f"{flag} {value}: give a number of seconds above 0 and at most {MAX_TIMEOUT_S}")
 
 
 def resolve_backend(scenario: Scenario, backend: str | None, *, image: str | None = None, restart: str | None = None,

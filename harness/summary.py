@@ -95,12 +95,3 @@ def summarise(golden: GoldenRun, outcomes: Sequence[RunOutcome], seconds: float)
         golden_seconds=golden.seconds,
         seconds=round(seconds, 3),
     )
-
-
-def given_or_summarised(summary: Summary | float, golden: GoldenRun, outcomes: Sequence[RunOutcome]) -> Summary:
-    """The caller's ``Summary``, or one counted here when it passed the session's seconds instead.
-
-    Transitional: ``cli.command_run`` and ``pytest_plugin._failure_message`` still pass seconds.
-    Once they summarise once and pass the value, outputs take a ``Summary`` only and this goes.
-    """
-    return summary if isinstance(summary, Summary) else summarise(golden, outcomes, summary)

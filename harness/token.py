@@ -22,9 +22,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from killpoint._json import strict_json
 from killpoint.errors import ConfigError
 from killpoint.harness.model import BACKENDS, RESTART_MODES
-from killpoint.harness.scenario import strict_json
 
 PREFIX = "kp1."
 LONGEST_TOKEN = 32_768  # characters; a real token is a few hundred

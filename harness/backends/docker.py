@@ -36,9 +36,9 @@ import requests
 
 from killpoint import protocol
 from killpoint.errors import ConfigError, WorkloadError
+from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed, confirm_dead
 from killpoint.harness.backends import _engine
 from killpoint.harness.model import RESTART_MODES
-from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed, confirm_dead
 
 PIDS_LIMIT = 128
 MEMORY_LIMIT = "512m"

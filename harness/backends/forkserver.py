@@ -24,9 +24,9 @@ from typing import IO, Any
 
 from killpoint import protocol
 from killpoint.errors import ConfigError, InfrastructureError
+from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed
 from killpoint.harness.backends._cgroup import IncarnationCgroup
 from killpoint.harness.backends._host import HostIncarnation, prepare_containment
-from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed
 
 
 class ForkServerDied(InfrastructureError):

@@ -40,11 +40,11 @@ def test_a_passing_run_is_reduced_to_its_verdict_and_a_failing_one_kept_whole(tm
     _, (passing,) = run_spec(spec)
     assert (failing.result, passing.result) == ("failed", "passed")
     evidence = {"workload", "world", "ledger.jsonl", "plan.json", "incarnations.json", "incarnation-0.stdout"}
-    whole = evidence | {"journal-at-kill-0.jsonl", "incarnation-1.stderr", "verdict.json"}
+    whole = evidence | {"journal-at-kill-0.jsonl", "incarnation-1.stderr", "verdict.json", "run.json"}
     assert whole <= {path.name for path in failing.run_dir.iterdir()}
     assert evidence <= {path.name for path in (tmp_path / "s2" / "golden").iterdir()}
     kept = {path.name for path in passing.run_dir.iterdir()}
-    assert kept >= whole if keep_all else kept == {"verdict.json"}
+    assert kept >= whole if keep_all else kept == {"verdict.json", "run.json"}
     verdict = json.loads((passing.run_dir / "verdict.json").read_text())
     assert (verdict["outcome"], verdict["schedule"], verdict["token"]) == ("passed", ["c1:after_effect"], passing.token)
     assert verdict["incarnations"][0]["killed_at"] == "c1:after_effect"

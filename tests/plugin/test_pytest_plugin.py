@@ -144,7 +144,7 @@ def test_keep_all_keeps_a_passing_runs_whole_evidence(pytester):
     """)
     reduced = pytester.runpytest("-s").stdout.str()
     kept = pytester.runpytest("-s", "--killpoint-keep-all").stdout.str()
-    assert "KEPT ['verdict.json']" in reduced
+    assert "KEPT ['run.json', 'verdict.json']" in reduced
     assert "'ledger.jsonl'" in kept and "'journal-at-kill-0.jsonl'" in kept and "'verdict.json'" in kept
 
 
