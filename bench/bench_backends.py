@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from killpoint.harness.backends._engine import DEFAULT_IMAGE
-from killpoint.harness.model import GoldenRun
-from killpoint.harness.scenario import Plan, PlannedCall, Scenario, load_scenario
+from killpoint.harness.model import GoldenRun, Plan, PlannedCall, Scenario
+from killpoint.harness.scenario import load_scenario
 from killpoint.harness.session import Job, JobBatches, RunOutcome
 from killpoint.harness.spec import build_spec, run_spec
 

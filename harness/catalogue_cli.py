@@ -23,13 +23,13 @@ from typing import Any, TextIO
 
 from killpoint import protocol
 from killpoint._json import strict_json
-from killpoint.errors import ConfigError
-from killpoint.fake_tools.catalogue import (
+from killpoint.catalogue import (
     REFERENCE_CATALOGUE,
     Catalogue,
     load_catalogue,
     read_text,
 )
+from killpoint.errors import ConfigError
 from killpoint.harness._command import killpoint_command
 
 # The MCP ToolAnnotations hints that bear on a class; each must be a JSON boolean.

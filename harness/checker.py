@@ -23,7 +23,7 @@ from killpoint.harness.properties import PROPERTIES, Facts, expected_action
 from killpoint.harness.validate import trusted
 
 if TYPE_CHECKING:
-    from killpoint.harness.scenario import Scenario
+    from killpoint.harness.model import Scenario
 
 __all__ = ["PROPERTIES", "RULES", "Rule", "check", "expected_action"]
 

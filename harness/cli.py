@@ -24,7 +24,7 @@ from killpoint.harness import defaults, explore
 from killpoint.harness.catalogue_cli import add_catalogue_parser, command_catalogue
 from killpoint.harness.certify.cli import add_certify_parser, command_certify
 from killpoint.harness.hunt import hunt
-from killpoint.harness.model import BACKENDS, RESTART_MODES
+from killpoint.harness.model import BACKENDS, RESTART_MODES, Scenario
 from killpoint.harness.progress import SessionPrinter
 from killpoint.harness.report import describe_failure, write_json_report, write_timeline
 from killpoint.harness.repro import reproduction
@@ -35,12 +35,7 @@ from killpoint.harness.repro_safety import (
 )
 from killpoint.harness.retention import prune
 from killpoint.harness.runner import sweep_abandoned_control_dirs
-from killpoint.harness.scenario import (
-    Scenario,
-    load_scenario,
-    scenario_from_flags,
-    with_workload,
-)
+from killpoint.harness.scenario import load_scenario, scenario_from_flags, with_workload
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import (
     RESULTS,

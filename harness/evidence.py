@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from killpoint import protocol
+from killpoint.catalogue import Catalogue, catalogue_problems
 from killpoint.client import parse_json_lines
-from killpoint.fake_tools.catalogue import Catalogue, catalogue_problems
 from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import read_bounded
+from killpoint.harness.model import Incarnation
 
 
 class MissingEvidence(Exception):
@@ -73,24 +74,6 @@ def read_lines(path: Path, source: str | None = None) -> JsonLines:
 def is_of(value: Any, kinds: tuple[type, ...]) -> bool:
     """``isinstance``, except that a bool is a number only where ``kinds`` names bool (JSON tells them apart)."""
     return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-
-
-@dataclass(frozen=True)
-class Incarnation:
-    """What the runner saw of one launch of the workload."""
-
-    number: int
-    pid: int
-    exit_code: int | None  # None when the harness killed it
-    killed_at: str | None = None  # the kill point, when killed at a crash point
-    timed_out: bool = False
-    points: tuple[str, ...] = ()  # crash points reached, as "call:point"
-    seconds: float = 0.0
-    stderr_tail: str = ""
-    leftovers: tuple[str, ...] = ()  # processes it left running, killed by the sweep
-    catalogue_drift: str | None = None  # "tool=CLASS" when it was handed a drifted catalogue
-    kill_latency_s: float | None = None  # event kills: from the event's write to the confirmed kill
-    protocol_problems: tuple[str, ...] = ()  # control messages that were not crash points
 
 
 _NONE = type(None)

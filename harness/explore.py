@@ -16,8 +16,7 @@ from typing import Protocol
 
 from killpoint.errors import ConfigError
 from killpoint.harness import defaults
-from killpoint.harness.model import Drift, GoldenRun
-from killpoint.harness.scenario import Plan
+from killpoint.harness.model import Drift, GoldenRun, Plan
 from killpoint.harness.schedule import (
     KillPoint,
     RandomFaults,

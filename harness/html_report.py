@@ -16,11 +16,10 @@ from pathlib import Path
 
 from killpoint import protocol as p
 from killpoint.harness.checker import PROPERTIES
-from killpoint.harness.evidence import Evidence, Incarnation, Line, read_evidence
+from killpoint.harness.evidence import Evidence, Line, read_evidence
 from killpoint.harness.explore import coverage
-from killpoint.harness.model import GoldenRun
+from killpoint.harness.model import GoldenRun, Incarnation, Scenario
 from killpoint.harness.report import repro_command, summary_rows, verdict_headline, verdict_label, verdict_reason
-from killpoint.harness.scenario import Scenario
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import RunOutcome
 from killpoint.harness.summary import Summary

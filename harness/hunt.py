@@ -33,15 +33,9 @@ from killpoint import protocol
 from killpoint.errors import ConfigError, WorkloadError
 from killpoint.harness import defaults
 from killpoint.harness.backends import Backend, make_backend
-from killpoint.harness.model import Drift, GoldenRun, Verdict
+from killpoint.harness.model import Drift, GoldenRun, Plan, PlannedCall, Scenario, Verdict
 from killpoint.harness.runner import run_golden
-from killpoint.harness.scenario import (
-    Plan,
-    PlannedCall,
-    Scenario,
-    load_scenario,
-    with_workload,
-)
+from killpoint.harness.scenario import load_scenario, with_workload
 from killpoint.harness.schedule import Schedule, draw_schedule
 from killpoint.harness.session import Job, RunOutcome, run_job, token_for, write_verdict
 from killpoint.harness.spec import resolve_backend

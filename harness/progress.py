@@ -18,9 +18,8 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from killpoint.harness._ci import ci_profile
-from killpoint.harness.model import GoldenRun
+from killpoint.harness.model import GoldenRun, Scenario
 from killpoint.harness.report import describe_failure, repro_command, summary_line, summary_rows, write_coverage
-from killpoint.harness.scenario import Scenario
 from killpoint.harness.session import JobBatches, RunOutcome, outcome_to_json
 from killpoint.harness.summary import Summary
 

@@ -15,13 +15,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from killpoint import protocol as p
-from killpoint.fake_tools.catalogue import Catalogue
+from killpoint.catalogue import Catalogue
 from killpoint.fake_tools.world import diff_snapshots
-from killpoint.harness.evidence import Evidence, Incarnation, Line, handed_catalogue_file
-from killpoint.harness.model import Finding, GoldenRun
+from killpoint.harness.evidence import Evidence, Line, handed_catalogue_file
+from killpoint.harness.model import Finding, GoldenRun, Incarnation
 
 if TYPE_CHECKING:
-    from killpoint.harness.scenario import Scenario
+    from killpoint.harness.model import Scenario
 
 # Property names, in the order findings are reported (the rules' order).
 PROPERTIES: dict[str, str] = {

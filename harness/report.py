@@ -17,9 +17,8 @@ from killpoint import protocol as p
 from killpoint.harness._command import killpoint_command  # noqa: F401  (re-exported: the CLI and tests print with it)
 from killpoint.harness.evidence import read_evidence
 from killpoint.harness.explore import coverage
-from killpoint.harness.model import GoldenRun, Verdict
+from killpoint.harness.model import GoldenRun, Scenario, Verdict
 from killpoint.harness.repro_safety import repro_line
-from killpoint.harness.scenario import Scenario
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import RunOutcome, outcome_to_json
 from killpoint.harness.summary import Summary, unknown_reason

@@ -30,13 +30,8 @@ from pathlib import Path
 
 from killpoint.errors import ConfigError
 from killpoint.harness._command import killpoint_command
-from killpoint.harness.scenario import (
-    Scenario,
-    expand_workload,
-    load_scenario,
-    scenario_from_flags,
-    with_workload,
-)
+from killpoint.harness.model import Scenario
+from killpoint.harness.scenario import expand_workload, load_scenario, scenario_from_flags, with_workload
 from killpoint.harness.token import ReproToken
 
 RUN_EMBEDDED_FLAG = "--run-embedded-command"

@@ -32,7 +32,7 @@ from killpoint.harness.evidence import is_of
 from killpoint.harness.repro_safety import recorded_origin
 
 if TYPE_CHECKING:
-    from killpoint.harness.scenario import Scenario
+    from killpoint.harness.model import Scenario
 
 RUN_RECORD_NAME = "run.json"
 FORMAT = "killpoint-run/1"  # bumped when a field changes meaning; a reader refuses a format it does not know

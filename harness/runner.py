@@ -27,16 +27,9 @@ from killpoint.errors import WorkloadError
 from killpoint.fake_tools.world import World, seed_world
 from killpoint.harness import nemesis
 from killpoint.harness.backends import Backend, Launched
-from killpoint.harness.evidence import (
-    Incarnation,
-    journal_at_kill_path,
-    read_lines,
-    run_paths,
-    torn_journal_path,
-)
-from killpoint.harness.model import Drift, GoldenRun
+from killpoint.harness.evidence import journal_at_kill_path, read_lines, run_paths, torn_journal_path
+from killpoint.harness.model import Drift, GoldenRun, Incarnation, Scenario
 from killpoint.harness.rendezvous import RendezvousServer, Served
-from killpoint.harness.scenario import Scenario
 from killpoint.harness.schedule import KillPoint, Schedule
 from killpoint.harness.watch import EventWatcher
 

@@ -7,81 +7,28 @@ every problem is reported at once, naming the file and field, before anything ru
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import shlex
 import sys
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from killpoint._json import strict_json
-from killpoint.errors import ConfigError
-from killpoint.fake_tools.base import lookup
-from killpoint.fake_tools.catalogue import (
+from killpoint.catalogue import (
     REFERENCE_CATALOGUE,
     Catalogue,
     load_catalogue,
 )
+from killpoint.errors import ConfigError
+from killpoint.fake_tools.base import lookup
+from killpoint.harness.model import DEFAULT_TIMEOUT_S, Plan, PlannedCall, Scenario
 from killpoint.harness.scenario_fields import plan_problems, scenario_problems
+from killpoint.harness.schedule import parse_kill_point
 
-DEFAULT_TIMEOUT_S = 20.0
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class PlannedCall:
-    call_id: str
-    tool: str
-    args: dict[str, Any] = field(default_factory=dict, hash=False)
-
-
-@dataclass(frozen=True)
-class Plan:
-    task_id: str
-    calls: tuple[PlannedCall, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"task_id": self.task_id,
-                "calls": [{"call_id": c.call_id, "tool": c.tool, "args": c.args} for c in self.calls]}
-
-    @property
-    def digest(self) -> str:
-        """A short hash of the plan's canonical JSON: what a repro token pins."""
-        return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:12]
-
-    @property
-    def call_ids(self) -> tuple[str, ...]:
-        return tuple(call.call_id for call in self.calls)
-
-    def call(self, call_id: str) -> PlannedCall | None:
-        return next((call for call in self.calls if call.call_id == call_id), None)
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    workload: tuple[str, ...]
-    plan: Plan
-    catalogue: Catalogue = field(hash=False)
-    # Where the scenario came from, as a repro token re-reads it.
-    origin: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
-    cwd: Path = Path(".")
-    world_files: dict[str, str] = field(default_factory=dict, hash=False)
-    world_state: dict[str, Any] = field(default_factory=dict, hash=False)
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    max_extra_incarnations: int = 3
-    default_schedule: dict[str, Any] = field(default_factory=dict, hash=False)
-    backend: str | None = None  # the file's choice; --backend overrides it
-    image: str | None = None  # for the docker backend; --image overrides it
-
-    @property
-    def catalogue_digest(self) -> str:
-        text = json.dumps(self.catalogue.to_protocol(), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def expand_workload(argv: list[str]) -> tuple[str, ...]:
@@ -197,7 +144,6 @@ _KILL_FLAG = re.compile(r"^--kill-(?:at|on) ")
 
 def kill_at_problems(where: str, schedule: dict[str, Any], plan: Plan) -> list[str]:
     """Each kill point of ``[schedule] kill_at`` that does not parse, or names a call the plan does not make."""
-    from killpoint.harness.schedule import parse_kill_point  # schedule imports Plan from this module
 
     problems = []
     kills = schedule.get("kill_at")

@@ -25,7 +25,7 @@ from typing import Protocol
 
 from killpoint import protocol
 from killpoint.errors import ConfigError
-from killpoint.harness.scenario import Plan
+from killpoint.harness.model import Plan
 
 # Points reached right after a journal write: the only ones where a torn last
 # record is a realistic crash (the write itself was cut). Anywhere else the

@@ -27,12 +27,11 @@ from killpoint.harness._safe_files import remove_tree
 from killpoint.harness.backends import Backend, make_backend
 from killpoint.harness.backends._forkserver_main import die_with_parent
 from killpoint.harness.checker import check
-from killpoint.harness.evidence import Incarnation, read_evidence
-from killpoint.harness.model import Drift, GoldenRun, Verdict
+from killpoint.harness.evidence import read_evidence
+from killpoint.harness.model import Drift, GoldenRun, Incarnation, Scenario, Verdict
 from killpoint.harness.repro_safety import recorded_origin
 from killpoint.harness.run_record import RUN_RECORD_NAME, new_run_record, write_json_atomically, write_run_record
 from killpoint.harness.runner import execute_run, require_rendezvous, run_golden, sweep_abandoned_control_dirs
-from killpoint.harness.scenario import Scenario
 from killpoint.harness.schedule import Schedule, parse_point_reached
 from killpoint.harness.token import ReproToken
 

@@ -21,8 +21,8 @@ from typing import Any, TextIO
 import psutil
 
 from killpoint.errors import ConfigError
-from killpoint.harness.evidence import Incarnation, incarnation_problem, run_paths
-from killpoint.harness.model import Finding
+from killpoint.harness.evidence import incarnation_problem, run_paths
+from killpoint.harness.model import Finding, Incarnation
 from killpoint.harness.repro_safety import repro_line
 from killpoint.harness.run_record import (
     RUN_RECORD_NAME,

@@ -34,8 +34,7 @@ from killpoint.harness.explore import (
     parse_shard,
     sharded,
 )
-from killpoint.harness.model import Drift, GoldenRun
-from killpoint.harness.scenario import Scenario
+from killpoint.harness.model import Drift, GoldenRun, Scenario
 from killpoint.harness.scenario_fields import EXHAUSTIVE, GIVEN, MAX_DEPTH, MAX_TIMEOUT_S, RANDOM, file_schedule_mode
 from killpoint.harness.schedule import RandomFaults, parse_kill_point
 from killpoint.harness.session import JobBatches, RunOutcome, default_runs_dir, run_session

@@ -44,8 +44,8 @@ if TYPE_CHECKING:
         WorkloadError,
     )
     from killpoint.harness.checker import check
-    from killpoint.harness.model import Finding, Verdict
-    from killpoint.harness.scenario import Plan, Scenario, load_scenario
+    from killpoint.harness.model import Finding, Plan, Scenario, Verdict
+    from killpoint.harness.scenario import load_scenario
 
 
 def __getattr__(name: str) -> Any:

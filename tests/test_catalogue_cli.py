@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.fake_tools.catalogue import (
+from killpoint.catalogue import (
     REFERENCE_CATALOGUE,
     catalogue_problems,
     load_catalogue,

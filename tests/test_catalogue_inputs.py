@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from killpoint.catalogue import catalogue_problems, load_catalogue
 from killpoint.errors import ConfigError
-from killpoint.fake_tools.catalogue import catalogue_problems, load_catalogue
 
 CLASSES = "use one of READ_ONLY, IDEMPOTENT_WRITE, NON_IDEMPOTENT, UNKNOWN"
 

@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol as p
-from killpoint.fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
+from killpoint.catalogue import REFERENCE_CATALOGUE, load_catalogue
 from killpoint.harness import checker
 from killpoint.harness.checker import check, expected_action
-from killpoint.harness.evidence import CATALOGUE_FILE, Evidence, Incarnation, JsonLines, Line
-from killpoint.harness.model import GoldenRun
-from killpoint.harness.scenario import Plan, PlannedCall, Scenario
+from killpoint.harness.evidence import CATALOGUE_FILE, Evidence, JsonLines, Line
+from killpoint.harness.model import GoldenRun, Incarnation, Plan, PlannedCall, Scenario
 
 CATALOGUE = load_catalogue(REFERENCE_CATALOGUE)
 PLAN = Plan("t", (PlannedCall("c1", "read_file", {"path": "a"}), PlannedCall("c2", "append", {"path": "a", "text": "x"}),

@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol as p
-from killpoint.fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
+from killpoint.catalogue import REFERENCE_CATALOGUE, load_catalogue
 from killpoint.harness.checker import check
-from killpoint.harness.evidence import CATALOGUE_FILE, DRIFTED_CATALOGUE_FILE, Evidence, Incarnation, JsonLines, Line
-from killpoint.harness.model import GoldenRun
-from killpoint.harness.scenario import Plan, PlannedCall, Scenario
+from killpoint.harness.evidence import CATALOGUE_FILE, DRIFTED_CATALOGUE_FILE, Evidence, JsonLines, Line
+from killpoint.harness.model import GoldenRun, Incarnation, Plan, PlannedCall, Scenario
 from tests.helpers import DEMO, ROOT
 
 CATALOGUE = load_catalogue(REFERENCE_CATALOGUE)

@@ -18,8 +18,8 @@ import pytest
 from killpoint import protocol as p
 from killpoint.fake_tools.world import World
 from killpoint.harness.checker import check
-from killpoint.harness.evidence import Incarnation, journal_at_kill_path, read_evidence, run_paths
-from killpoint.harness.model import Verdict
+from killpoint.harness.evidence import journal_at_kill_path, read_evidence, run_paths
+from killpoint.harness.model import Incarnation, Verdict
 from tests.test_checker import (
     AT_KILL,
     CATALOGUE,

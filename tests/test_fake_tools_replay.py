@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from killpoint import protocol as p
+from killpoint.catalogue import REFERENCE_CATALOGUE, load_catalogue
 from killpoint.client import read_json_lines
 from killpoint.fake_tools.base import REGISTRY, invoke, lookup, verify
-from killpoint.fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
 from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.world import World, diff_snapshots, seed_world
 from killpoint.harness.certify.fake_seeds import WORLDS, arguments

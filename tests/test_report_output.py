@@ -18,9 +18,8 @@ from xml.etree import ElementTree
 import pytest
 
 from killpoint import protocol as p
-from killpoint.harness.evidence import Incarnation
 from killpoint.harness.html_report import render_html
-from killpoint.harness.model import Finding, GoldenRun, Verdict
+from killpoint.harness.model import Finding, GoldenRun, Incarnation, Verdict
 from killpoint.harness.progress import SessionPrinter
 from killpoint.harness.report import (
     COVERAGE_HEADINGS,

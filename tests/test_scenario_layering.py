@@ -35,6 +35,6 @@ def test_reading_a_scenario_loads_no_backend_runner_nemesis_or_psutil():
 
 
 def test_the_catalogue_loads_no_harness():
-    loaded = modules_loaded_by("from killpoint.fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue\n"
+    loaded = modules_loaded_by("from killpoint.catalogue import REFERENCE_CATALOGUE, load_catalogue\n"
                                "load_catalogue(REFERENCE_CATALOGUE)")
     assert not {name for name in loaded if name.startswith("killpoint.harness")}, sorted(loaded)

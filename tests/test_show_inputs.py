@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from killpoint.errors import ConfigError
-from killpoint.harness.evidence import Incarnation
+from killpoint.harness.model import Incarnation
 from killpoint.harness.run_record import write_run_record
 from killpoint.harness.show import describe_run_dir
 from tests.test_run_record import demo_record

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from killpoint import protocol
-from killpoint.errors import ConfigError
-from killpoint.fake_tools.catalogue import (
+from killpoint.catalogue import (
     REFERENCE_CATALOGUE,
     Catalogue,
     load_catalogue,
 )
+from killpoint.errors import ConfigError
 from killpoint.harness._command import killpoint_command
 from killpoint.harness.certify._child import close_fork_server
 from killpoint.harness.certify.adapters import (

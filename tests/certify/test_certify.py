@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from killpoint import protocol as p
-from killpoint.fake_tools.catalogue import REFERENCE_CATALOGUE, load_catalogue
+from killpoint.catalogue import REFERENCE_CATALOGUE, load_catalogue
 from tests.helpers import CliResult
 
 TOOLS = Path(__file__).parent / "tools"

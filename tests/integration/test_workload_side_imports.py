@@ -19,7 +19,7 @@ from tests.helpers import ROOT
 # What each incarnation may import: the fake tools (their command line too), and the shipped runtimes.
 WORKLOAD_SIDE = {
     "fake_tools": "import killpoint.fake_tools",
-    "fake_tools_catalogue": "import killpoint.fake_tools.catalogue",
+    "fake_tools_catalogue": "import killpoint.catalogue",
     "fake_tools_command": "import killpoint.fake_tools.__main__",
     "reference_runtime": "import killpoint.scenarios.reference_runtime",
     "every_mutant": "import killpoint.scenarios.mutants as mutants; mutants.zoo()",

@@ -24,7 +24,7 @@ from killpoint import protocol
 from killpoint._json import strict_json
 from killpoint.errors import ConfigError
 
-REFERENCE_CATALOGUE = Path(__file__).with_name("catalogue.toml")
+REFERENCE_CATALOGUE = Path(__file__).with_name("fake_tools") / "catalogue.toml"
 _TOP_LEVEL_KEYS = ("default", "interactive", "tools")
 _TOOL_KEYS = ("class", "family", "why")
 _JSON_SHAPE = '{"default": ..., "interactive": [...], "tools": {TOOL: CLASS}}'
