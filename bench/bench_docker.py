@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from killpoint.harness.backends import Backend, Launched, make_backend
+from killpoint.harness.model import AtPoint
 from killpoint.harness.runner import execute_run
 from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import parse_kill_point
+from killpoint.protocol import AFTER_DECISIONS, AFTER_EFFECT
 
 DEMO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.toml"
 T = TypeVar("T")
@@ -63,8 +64,7 @@ def instrument(backend: Backend, timings: Timings) -> Backend:
 def cycle_seconds(backend_name: str, cycles: int) -> dict[str, float]:
     """Median seconds of one cycle, and of its parts, over ``cycles`` kill-and-restart cycles."""
     scenario = load_scenario(DEMO)
-    schedule = (parse_kill_point("c3:after_effect", scenario.plan),
-                *(parse_kill_point("after_decisions", scenario.plan) for _ in range(cycles)))
+    schedule = (AtPoint(AFTER_EFFECT, "c3"), *(AtPoint(AFTER_DECISIONS),) * cycles)
     timings = Timings()
     backend = instrument(make_backend(backend_name), timings)
     try:
@@ -73,7 +73,7 @@ def cycle_seconds(backend_name: str, cycles: int) -> dict[str, float]:
     finally:
         backend.close()
     recovered = incarnations[1:cycles + 1]
-    assert [incarnation.killed_at for incarnation in recovered] == ["after_decisions"] * cycles, "every kill must land"
+    assert [incarnation.kill for incarnation in recovered] == list(schedule[1:]), "every kill must land"
     kills = [kill + sweep for kill, sweep in zip(timings["kill"][1:], timings["sweep"][1:])]
     launches = timings["launch"][1:cycles + 1]
     cycle = [incarnation.seconds for incarnation in recovered]

@@ -18,7 +18,17 @@ from typing import TYPE_CHECKING
 from killpoint import protocol as p
 from killpoint.harness import properties
 from killpoint.harness.evidence import Evidence, MissingEvidence, handed_catalogue_file, torn_journal_name
-from killpoint.harness.model import FAILED, PASSED, UNKNOWN, Finding, GoldenRun, RuleResult, Verdict, merged_validity
+from killpoint.harness.model import (
+    FAILED,
+    PASSED,
+    UNKNOWN,
+    Finding,
+    GoldenRun,
+    RuleResult,
+    TornTail,
+    Verdict,
+    merged_validity,
+)
 from killpoint.harness.properties import PROPERTIES, Facts, expected_action
 from killpoint.harness.validate import trusted
 
@@ -31,7 +41,6 @@ __all__ = ["PROPERTIES", "RULES", "Rule", "check", "expected_action"]
 
 Guard = Callable[[Evidence], "str | None"]
 _INCARNATIONS_FILE = "incarnations.json"
-_TORN = "/torn:"  # how a kill point that tore the journal is spelled in the incarnation record
 
 
 def incarnations_recorded(evidence: Evidence) -> str | None:
@@ -55,7 +64,8 @@ def kill_copies(evidence: Evidence) -> str | None:
         # The nemesis tears a journal that ends with a whole record; the torn copy is then what the next incarnation found.
         tearable = copy.torn_tail is None and bool(copy.lines or copy.problems)
         torn_kept = number < len(evidence.journals_found) and evidence.journals_found[number] is not None
-        if _TORN in (incarnation.killed_at or "") and tearable and not torn_kept:
+        kill = incarnation.kill
+        if kill is not None and isinstance(kill.fault, TornTail) and tearable and not torn_kept:
             return (f"kill {number} ({incarnation.killed_at}) tore the journal but {torn_journal_name(number)} "
                     f"is missing: what the next incarnation found is not known")
     return None

@@ -24,7 +24,7 @@ from killpoint.harness import defaults, explore
 from killpoint.harness.catalogue_cli import add_catalogue_parser, command_catalogue
 from killpoint.harness.certify.cli import add_certify_parser, command_certify
 from killpoint.harness.hunt import hunt
-from killpoint.harness.model import BACKENDS, RESTART_MODES, Scenario
+from killpoint.harness.model import BACKENDS, RESTART_MODES, AfterDelay, Scenario, parse_kill
 from killpoint.harness.progress import SessionPrinter
 from killpoint.harness.report import describe_failure, write_json_report, write_timeline
 from killpoint.harness.repro import reproduction
@@ -313,7 +313,7 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"killpoint repro: {scenario.name}, {spec.describe()}"
               f"{f', seed {token.seed}' if token.seed is not None else ''}{f', drift {spec.drift}' if spec.drift else ''}"
               f"; {spec.describe_backend()}; evidence in {spec.runs_dir}\n")
-    if any(kill.startswith("@") for kill in token.schedule):
+    if any(isinstance(parse_kill(kill), AfterDelay) for kill in token.schedule):
         out.write("note: this workload never announced crash points, so the timed kill is replayed by time "
                   "and may land elsewhere\n")
     _, (outcome,) = run_spec(spec)

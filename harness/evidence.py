@@ -22,7 +22,7 @@ from killpoint.catalogue import Catalogue, catalogue_problems
 from killpoint.client import parse_json_lines
 from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import read_bounded
-from killpoint.harness.model import Incarnation
+from killpoint.harness.model import TIMEOUT, Incarnation, KillSyntaxError, parse_kill
 
 
 class MissingEvidence(Exception):
@@ -108,6 +108,11 @@ def incarnation_problem(index: int, entry: Any) -> str | None:
         return f"entry {index} has {'; '.join(problems)}"
     if entry["number"] != index:
         return f"entry {index} is numbered {entry['number']}; incarnations are numbered 0, 1, ... in order"
+    if entry["killed_at"] not in (None, TIMEOUT):
+        try:
+            parse_kill(entry["killed_at"])
+        except KillSyntaxError as error:
+            return f"entry {index} has killed_at {entry['killed_at']!r:.60}, which is no kill ({error.reason})"
     return None
 
 

@@ -16,9 +16,17 @@ from typing import Protocol
 
 from killpoint.errors import ConfigError
 from killpoint.harness import defaults
-from killpoint.harness.model import Drift, GoldenRun, Plan
+from killpoint.harness.model import (
+    AFTER_SUFFIX,
+    RENDEZVOUS_KILLS,
+    AfterDelay,
+    AtPoint,
+    Drift,
+    GoldenRun,
+    PlainKill,
+    Plan,
+)
 from killpoint.harness.schedule import (
-    KillPoint,
     RandomFaults,
     Schedule,
     children,
@@ -30,6 +38,8 @@ from killpoint.harness.schedule import (
 from killpoint.harness.session import Job, JobBatches, RunOutcome
 
 MAX_NAMED_POINTS = 20  # never-killed points named by the coverage gate; the rest are counted
+# The coverage key of a timed or event kill that landed before the workload announced any crash point.
+BEFORE_FIRST_POINT = f"start{AFTER_SUFFIX}"
 
 
 class ScheduleMode(Protocol):
@@ -60,7 +70,7 @@ class GivenMode:
 
     @property
     def needs_rendezvous(self) -> bool:
-        return any(kill.uses_rendezvous for kill in self.schedule)
+        return any(isinstance(kill, RENDEZVOUS_KILLS) for kill in self.schedule)
 
     def describe(self) -> str:
         return f"kill at {format_schedule(self.schedule)}"
@@ -101,7 +111,8 @@ class ExhaustiveMode:
                 level = []
                 for job in jobs:
                     outcome = by_index.get(job.index)  # None: another shard's
-                    if outcome is not None and job.schedule[-1].torn is None and len(outcome.incarnations) > kills:
+                    if (outcome is not None and isinstance(job.schedule[-1].fault, PlainKill)
+                            and len(outcome.incarnations) > kills):
                         level += children(job.schedule, outcome.incarnations[kills].points)
 
         return batches
@@ -167,23 +178,29 @@ class TimedMode:
             for index in range(self.runs):
                 run_seed = derived_seed(self.seed, index)
                 delay = round(random.Random(run_seed).uniform(low, high), 4)
-                jobs.append(Job(index, (KillPoint(after_s=delay),), run_seed, drift))
+                jobs.append(Job(index, (AfterDelay(delay),), run_seed, drift))
             yield jobs
 
         return batches
 
 
 def coverage(outcomes: list[RunOutcome]) -> dict[int, dict[str, int]]:
-    """Kills actually made, per incarnation: {incarnation: {"c3:after_effect": count}}."""
+    """Kills actually made, per incarnation: {incarnation: {"c3:after_effect": count}}.
+
+    A kill at a point counts for that point (whatever its fault); any other kill
+    covered the stretch after the last point announced, ``"c3:after_effect+"``
+    (``BEFORE_FIRST_POINT`` if none was). A kill at the timeout counts for nothing.
+    """
     covered: dict[int, dict[str, int]] = {}
     for outcome in outcomes:
         for incarnation in outcome.incarnations:
-            if not incarnation.killed_at or incarnation.killed_at == "timeout":
+            kill = incarnation.kill
+            if kill is None:
                 continue
-            trigger = incarnation.killed_at.split("/")[0]
-            if trigger[:1] == "@" or trigger.startswith(("ledger:", "journal:")) or trigger.endswith("+"):
-                # Not a rendezvous kill: it covered the stretch after the last point announced.
-                trigger = incarnation.points[-1] + "+" if incarnation.points else "start+"
+            if isinstance(kill, AtPoint):
+                trigger = kill.trigger
+            else:
+                trigger = incarnation.points[-1] + AFTER_SUFFIX if incarnation.points else BEFORE_FIRST_POINT
             per = covered.setdefault(incarnation.number, {})
             per[trigger] = per.get(trigger, 0) + 1
     return covered
@@ -194,7 +211,7 @@ def points_never_killed(golden: GoldenRun, outcomes: list[RunOutcome]) -> list[s
 
     A timed or event kill counts for the point it landed after (see ``coverage``).
     """
-    killed = {trigger.removesuffix("+") for trigger in coverage(outcomes).get(0, {})}
+    killed = {trigger.removesuffix(AFTER_SUFFIX) for trigger in coverage(outcomes).get(0, {})}
     return [point for point in dict.fromkeys(golden.points) if point not in killed]
 
 

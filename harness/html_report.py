@@ -18,7 +18,7 @@ from killpoint import protocol as p
 from killpoint.harness.checker import PROPERTIES
 from killpoint.harness.evidence import Evidence, Line, read_evidence
 from killpoint.harness.explore import coverage
-from killpoint.harness.model import GoldenRun, Incarnation, Scenario
+from killpoint.harness.model import AFTER_SUFFIX, AtPoint, GoldenRun, Incarnation, Scenario
 from killpoint.harness.report import repro_command, summary_rows, verdict_headline, verdict_label, verdict_reason
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import RunOutcome
@@ -133,7 +133,8 @@ def _heat_map(scenario: Scenario, outcomes: list[RunOutcome]) -> str:
 def _fold_after(counts: dict[str, int]) -> dict[str, int]:
     folded: dict[str, int] = {}
     for trigger, count in counts.items():
-        folded[trigger.rstrip("+")] = folded.get(trigger.rstrip("+"), 0) + count
+        point = trigger.removesuffix(AFTER_SUFFIX)
+        folded[point] = folded.get(point, 0) + count
     return folded
 
 
@@ -250,7 +251,9 @@ def _lane(number: int, incarnation: Incarnation, calls: tuple[str, ...], evidenc
     if incarnation.killed_at and incarnation.points:
         slot = _slot(incarnation.points[-1], calls)
         if slot is not None:
-            x = _x(slot) + (SLOT / 2 if incarnation.killed_at.split("/")[0] != incarnation.points[-1] else 0)
+            kill = incarnation.kill
+            at_last_point = isinstance(kill, AtPoint) and kill.trigger == incarnation.points[-1]
+            x = _x(slot) + (0 if at_last_point else SLOT / 2)
             parts.append(f'<g stroke="#dc2626" stroke-width="2.5"><title>SIGKILL at {escape(incarnation.killed_at)}</title>'
                          f'<line x1="{x}" x2="{x}" y1="{top + 22}" y2="{top + LANE - 4}"/>'
                          f'<line x1="{x - 6}" x2="{x + 6}" y1="{mid - 14}" y2="{mid - 2}"/>'

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from killpoint import protocol
 
 if TYPE_CHECKING:
     from killpoint.catalogue import Catalogue
@@ -172,3 +175,180 @@ class Incarnation:
     catalogue_drift: str | None = None  # "tool=CLASS" when it was handed a drifted catalogue
     kill_latency_s: float | None = None  # event kills: from the event's write to the confirmed kill
     protocol_problems: tuple[str, ...] = ()  # control messages that were not crash points
+
+    @property
+    def kill(self) -> Kill | None:
+        """The scheduled kill that ended it, read back from ``killed_at``; None if it ended on its own or at its timeout.
+
+        ``killed_at`` stays a string on disk (it is evidence); a reader comes
+        here rather than testing its spelling.
+        """
+        return None if self.killed_at in (None, TIMEOUT) else parse_kill(self.killed_at)
+
+
+# -- kills: when an incarnation is SIGKILLed, and the fault the kill carries --------------------
+#
+# A kill's text (``str``) is how tokens, flags, scenario files, verdict.json and the docs spell it:
+# ``c3:after_effect``, ``after_decisions``, ``c3:after_started+``, ``@0.0342``, ``ledger:effect:c3``,
+# each optionally followed by ``/torn:500``. ``parse_kill`` reads every one of them back.
+
+TIMEOUT = "timeout"  # killed_at of an incarnation struck at its timeout, not at a scheduled kill
+DELAY_PREFIX = "@"  # @SECONDS: a kill that many seconds after the incarnation started
+AFTER_SUFFIX = "+"  # POINT+: a kill at the first crash point after POINT
+CALL_SEPARATOR = ":"  # CALL:POINT, SOURCE:KIND:CALL
+TORN_SEPARATOR = "/torn:"  # KILL/torn:N: after the kill, the journal's last record keeps N per mille
+LEDGER_SOURCE, JOURNAL_SOURCE = "ledger", "journal"  # the evidence files an event kill watches
+EVENT_SOURCES: dict[str, tuple[str, ...]] = {
+    LEDGER_SOURCE: protocol.TOOL_LEDGER_KINDS,
+    JOURNAL_SOURCE: (protocol.STARTED, protocol.FINISHED, protocol.DECISION, protocol.VERIFIED),
+}
+KILL_AT_FLAG, KILL_ON_FLAG = "--kill-at", "--kill-on"  # the flags a kill's syntax errors name
+
+
+@dataclass(frozen=True)
+class PlainKill:
+    """SIGKILL and nothing more: the journal stays as the workload left it."""
+
+    def __str__(self) -> str:
+        return ""
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """SIGKILL, then the journal's last record cut to ``permille``/1000 of its bytes: a crash in mid-write."""
+
+    permille: int
+
+    def __str__(self) -> str:
+        return f"{TORN_SEPARATOR}{self.permille}"
+
+
+# What a strike does besides the kill. A power loss (writes not yet synced are lost) goes here next:
+# one more frozen dataclass with its ``__str__`` suffix, its branch in ``parse_kill`` and in nemesis._inflict.
+Fault = PlainKill | TornTail
+
+
+class _Rendered:
+    """A kill's text: its trigger, then its fault's suffix (nothing for a plain kill)."""
+
+    fault: Fault
+
+    @property
+    def trigger(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return f"{self.trigger}{self.fault}"
+
+
+@dataclass(frozen=True)
+class _AtCrashPoint(_Rendered):
+    """A kill triggered by a crash point the workload announces (``call`` None: a point of no call)."""
+
+    point: str
+    call: str | None = None
+    fault: Fault = PlainKill()
+    _suffix: ClassVar[str] = ""  # after the point reached, in the kill's trigger
+
+    @property
+    def trigger(self) -> str:
+        return f"{self.reached}{self._suffix}"
+
+    @property
+    def reached(self) -> str:
+        """The point as the runner records it reached: ``c3:after_effect``, ``after_decisions``."""
+        return self.point if self.call is None else f"{self.call}{CALL_SEPARATOR}{self.point}"
+
+    def matches(self, point: str, call: str | None) -> bool:
+        return point == self.point and (self.call is None or call == self.call)
+
+
+@dataclass(frozen=True)
+class AtPoint(_AtCrashPoint):
+    """Kill at the crash point itself: the workload's message is never answered."""
+
+
+@dataclass(frozen=True)
+class AfterPoint(_AtCrashPoint):
+    """Kill at the first crash point after this one (how a timed kill is pinned for a replay)."""
+
+    _suffix: ClassVar[str] = AFTER_SUFFIX
+
+
+@dataclass(frozen=True)
+class AfterDelay(_Rendered):
+    """Kill ``seconds`` after the incarnation started: no rendezvous needed (rendered to 0.1 ms)."""
+
+    seconds: float
+    fault: Fault = PlainKill()
+
+    @property
+    def trigger(self) -> str:
+        return f"{DELAY_PREFIX}{self.seconds:.4f}"
+
+
+@dataclass(frozen=True)
+class OnEvent(_Rendered):
+    """Kill once a record of ``kind`` for ``call`` appears in the ``source`` file (an EVENT_SOURCES key)."""
+
+    source: str
+    kind: str
+    call: str
+    fault: Fault = PlainKill()
+
+    @property
+    def trigger(self) -> str:
+        return CALL_SEPARATOR.join((self.source, self.kind, self.call))
+
+
+Kill = AtPoint | AfterPoint | AfterDelay | OnEvent
+RENDEZVOUS_KILLS = (AtPoint, AfterPoint)  # the kills that wait for the workload's crash points
+Schedule = tuple[Kill, ...]  # kill k is incarnation k's; incarnations after the last run freely
+
+
+class KillSyntaxError(ValueError):
+    """A kill's text that is no kill; its message names the flag it is written with and the fix."""
+
+    def __init__(self, text: str, reason: str, flag: str = KILL_AT_FLAG) -> None:
+        super().__init__(f"{flag} {text!r}: {reason}")
+        self.text, self.reason, self.flag = text, reason, flag
+
+
+def parse_kill(text: str) -> Kill:
+    """The kill ``text`` spells (see above), the inverse of ``str``; KillSyntaxError if it spells none.
+
+    Only the text is checked: whether its call is in a plan is ``schedule.parse_kill_point``'s.
+    """
+    trigger, separator, permille = text.partition(TORN_SEPARATOR)
+    fault: Fault = PlainKill()
+    if separator:
+        if not (permille.isascii() and permille.isdigit() and 0 < int(permille) < 1000):
+            raise KillSyntaxError(text, "torn:N keeps N per mille of the last record; use 1..999")
+        fault = TornTail(int(permille))
+    if trigger.startswith(DELAY_PREFIX):
+        return AfterDelay(_seconds(trigger), fault)
+    source, _, rest = trigger.partition(CALL_SEPARATOR)
+    if source in EVENT_SOURCES:
+        kind, _, call = rest.partition(CALL_SEPARATOR)
+        if kind not in EVENT_SOURCES[source] or not call or CALL_SEPARATOR in call:
+            kinds = "; ".join(f"{source}: {', '.join(kinds)}" for source, kinds in EVENT_SOURCES.items())
+            raise KillSyntaxError(trigger, f"write SOURCE:KIND:CALL, e.g. ledger:effect:c3 ({kinds})", KILL_ON_FLAG)
+        return OnEvent(source, kind, call, fault)
+    after = trigger.endswith(AFTER_SUFFIX)
+    call, _, point = trigger.removesuffix(AFTER_SUFFIX).rpartition(CALL_SEPARATOR)
+    if point not in protocol.ALL_POINTS:
+        raise KillSyntaxError(trigger, f"unknown point {point!r}; points are {', '.join(protocol.ALL_POINTS)} "
+                                       f"(or @SECONDS, or ledger:KIND:CALL / journal:KIND:CALL)")
+    if not call and point != protocol.AFTER_DECISIONS:
+        raise KillSyntaxError(trigger, f"{point} happens per call; write CALL:{point}, e.g. c1:{point}")
+    return (AfterPoint if after else AtPoint)(point, call or None, fault)
+
+
+def _seconds(trigger: str) -> float:
+    try:
+        seconds = float(trigger.removeprefix(DELAY_PREFIX))
+    except ValueError:
+        seconds = -1.0
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise KillSyntaxError(trigger, "a timed kill is @SECONDS, a finite number >= 0, e.g. @0.05")
+    return seconds

@@ -12,7 +12,7 @@ returns a ``Strike``, the record of what it did.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from killpoint import protocol
@@ -25,31 +25,7 @@ from killpoint.harness._safe_files import (
     read_bounded,
 )
 from killpoint.harness.backends import Launched
-from killpoint.harness.schedule import KillPoint
-
-TIMEOUT = "timeout"  # the point of a strike at the incarnation's timeout, not at a scheduled kill
-
-
-@dataclass(frozen=True)
-class PlainKill:
-    """SIGKILL and nothing more: the journal stays as the workload left it."""
-
-
-@dataclass(frozen=True)
-class TornTail:
-    """SIGKILL, then the journal's last record cut to ``permille``/1000 of its bytes: a crash in mid-write."""
-
-    permille: int
-
-
-# What a strike does besides the kill. A power loss (writes not yet synced are lost) goes here next:
-# a fault of its own and its branch in ``_inflict``.
-Fault = PlainKill | TornTail
-
-
-def fault_of(kill: KillPoint | None) -> Fault:
-    """The fault a scheduled kill carries (None, the timeout's strike, is a plain kill)."""
-    return TornTail(kill.torn) if kill is not None and kill.torn is not None else PlainKill()
+from killpoint.harness.model import TIMEOUT, AfterDelay, Fault, Kill, PlainKill, TornTail
 
 
 @dataclass(frozen=True)
@@ -71,7 +47,7 @@ class Strike:
         return f"<incarnation {self.incarnation}, killed by SIGKILL {where}{fault}, {len(self.leftovers)} leftover(s)>"
 
 
-def strike(launched: Launched, kill: KillPoint | None, *, incarnation: int, ledger: Path, journal: Path,
+def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: Path, journal: Path,
            journal_copy: Path, torn_copy: Path) -> Strike:
     """Kill ``launched`` at ``kill`` (None: at its timeout), confirm it dead, and write the evidence of it.
 
@@ -83,7 +59,7 @@ def strike(launched: Launched, kill: KillPoint | None, *, incarnation: int, ledg
     kill_confirmed(launched)
     leftovers = tuple(launched.sweep())
     ledger_line_closed = mark_kill(ledger, incarnation, kill)
-    fault = fault_of(kill)
+    fault = kill.fault if kill is not None else PlainKill()  # the timeout's strike is a plain kill
     copied: Path | None = None
     torn: Path | None = None
     problems: list[str] = []
@@ -137,7 +113,7 @@ def tear_journal(path: Path, permille: int) -> bool:
     return True
 
 
-def mark_kill(ledger_path: Path, incarnation: int, kill: KillPoint | None) -> bool:
+def mark_kill(ledger_path: Path, incarnation: int, kill: Kill | None) -> bool:
     """Append the harness's kill marker to the ledger (after the kill is confirmed), on a line of its own.
 
     ``kill`` None means the incarnation was killed at its timeout. Returns True
@@ -147,10 +123,10 @@ def mark_kill(ledger_path: Path, incarnation: int, kill: KillPoint | None) -> bo
     marker: dict[str, object] = {protocol.LEDGER_KILLED: incarnation}
     if kill is None:
         marker["point"] = TIMEOUT
-    elif kill.after_s is not None:
-        marker["after_s"] = kill.after_s
+    elif isinstance(kill, AfterDelay):
+        marker["after_s"] = kill.seconds
     else:
-        marker["point"] = str(replace(kill, torn=None))
-    if kill is not None and kill.torn is not None:
-        marker["torn"] = kill.torn
+        marker["point"] = kill.trigger
+    if kill is not None and isinstance(kill.fault, TornTail):
+        marker["torn"] = kill.fault.permille
     return append_own_line(ledger_path, encode_record(marker))

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from killpoint.harness.schedule import KillPoint
+from killpoint.harness.model import AfterDelay, AfterPoint, AtPoint, Kill
 from killpoint.harness.watch import EventWatcher
 
 _REPLY = b"ok\n"
@@ -34,9 +34,9 @@ class Served:
 
     points: list[str] = field(default_factory=list)
     point_times: list[float] = field(default_factory=list)  # monotonic arrival time of each point
-    hit: KillPoint | None = None
+    hit: Kill | None = None
     timed_out: bool = False
-    armed: bool = False  # for a "+" kill: its point was passed, the next one kills
+    armed: bool = False  # for an AfterPoint kill: its point was passed, the next one kills
     protocol_problems: list[str] = field(default_factory=list)
 
 
@@ -52,11 +52,11 @@ class RendezvousServer:
         self.listener.setblocking(False)
         self._connections: list[socket.socket] = []
 
-    def serve(self, pid: int, kill: KillPoint | None, *, started: float, deadline: float,
+    def serve(self, pid: int, kill: Kill | None, *, started: float, deadline: float,
               watcher: EventWatcher | None = None) -> Served:
         """Answer crash points until the kill's moment, the process's exit, or the deadline.
 
-        A timed kill lands ``kill.after_s`` seconds after ``started``.
+        A timed kill (``AfterDelay``) lands ``kill.seconds`` seconds after ``started``.
         """
         served = Served()
         try:
@@ -70,7 +70,7 @@ class RendezvousServer:
         selector.register(pidfd, selectors.EVENT_READ, "exit")
         if watcher is not None:
             selector.register(watcher, selectors.EVENT_READ, "watch")
-        kill_at = started + kill.after_s if kill is not None and kill.after_s is not None else None
+        kill_at = started + kill.seconds if isinstance(kill, AfterDelay) else None
         buffers: dict[socket.socket, bytes] = {}
         try:
             while True:
@@ -103,7 +103,7 @@ class RendezvousServer:
             os.close(pidfd)
 
     def _receive(self, connection: socket.socket, buffers: dict[socket.socket, bytes],
-                 selector: selectors.BaseSelector, kill: KillPoint | None, served: Served) -> bool:
+                 selector: selectors.BaseSelector, kill: Kill | None, served: Served) -> bool:
         chunk = connection.recv(65536)
         if not chunk:
             selector.unregister(connection)
@@ -114,7 +114,7 @@ class RendezvousServer:
             buffers[connection] = b""
         return any(self._handle(raw, connection, kill, served) for raw in complete)
 
-    def _handle(self, raw: bytes, connection: socket.socket, kill: KillPoint | None, served: Served) -> bool:
+    def _handle(self, raw: bytes, connection: socket.socket, kill: Kill | None, served: Served) -> bool:
         """Record one message; reply unless it is the kill's moment. True means: kill now."""
         try:
             message = json.loads(raw)
@@ -127,10 +127,10 @@ class RendezvousServer:
             return False
         served.points.append(point if call is None else f"{call}:{point}")
         served.point_times.append(time.monotonic())
-        if kill is not None and kill.uses_rendezvous and (served.armed or (not kill.after and kill.matches(point, call))):
+        if served.armed or (isinstance(kill, AtPoint) and kill.matches(point, call)):
             served.hit = kill
             return True
-        if kill is not None and kill.after and kill.matches(point, call):
+        if isinstance(kill, AfterPoint) and kill.matches(point, call):
             served.armed = True
         _reply(connection)
         return False

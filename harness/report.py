@@ -16,8 +16,8 @@ from typing import TextIO
 from killpoint import protocol as p
 from killpoint.harness._command import killpoint_command  # noqa: F401  (re-exported: the CLI and tests print with it)
 from killpoint.harness.evidence import read_evidence
-from killpoint.harness.explore import coverage
-from killpoint.harness.model import GoldenRun, Scenario, Verdict
+from killpoint.harness.explore import BEFORE_FIRST_POINT, coverage
+from killpoint.harness.model import AFTER_SUFFIX, GoldenRun, Scenario, Verdict
 from killpoint.harness.repro_safety import repro_line
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import RunOutcome, outcome_to_json
@@ -178,8 +178,8 @@ def write_coverage(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutc
             cells = [_coverage_cell(counts, point if call is None else f"{call}:{point}") for point in COVERAGE_COLUMNS]
             if any(cells):
                 out.write(f"  {call or '(recovery)':<{width}}" + "".join(f"{cell or '.':>12}" for cell in cells) + "\n")
-        if counts.get("start+"):
-            out.write(f"  {counts['start+']} timed or event kill(s) before the first crash point\n")
+        if counts.get(BEFORE_FIRST_POINT):
+            out.write(f"  {counts[BEFORE_FIRST_POINT]} timed or event kill(s) before the first crash point\n")
     reached = set(golden.points)
     never = [f"{call}:{point}" for call in scenario.plan.call_ids for point in p.CALL_POINTS
              if f"{call}:{point}" not in reached]
@@ -189,7 +189,7 @@ def write_coverage(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutc
 
 def _coverage_cell(counts: dict[str, int], point: str) -> str:
     """"N", "N+M" or "+M": kills at the point, and timed or event kills after it (``explore.coverage``'s "point+")."""
-    at, after = counts.get(point, 0), counts.get(point + "+", 0)
+    at, after = counts.get(point, 0), counts.get(point + AFTER_SUFFIX, 0)
     return f"{at or ''}{f'+{after}' if after else ''}"
 
 

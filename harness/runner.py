@@ -28,9 +28,9 @@ from killpoint.fake_tools.world import World, seed_world
 from killpoint.harness import nemesis
 from killpoint.harness.backends import Backend, Launched
 from killpoint.harness.evidence import journal_at_kill_path, read_lines, run_paths, torn_journal_path
-from killpoint.harness.model import Drift, GoldenRun, Incarnation, Scenario
+from killpoint.harness.model import Drift, GoldenRun, Incarnation, Kill, OnEvent, Scenario
 from killpoint.harness.rendezvous import RendezvousServer, Served
-from killpoint.harness.schedule import KillPoint, Schedule
+from killpoint.harness.schedule import Schedule
 from killpoint.harness.watch import EventWatcher
 
 STDERR_TAIL_BYTES = 600
@@ -148,7 +148,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     window = None
     try:
         for number in range(bound):
-            kill: KillPoint | None = schedule[number] if number < len(schedule) else None
+            kill: Kill | None = schedule[number] if number < len(schedule) else None
             started = time.monotonic()
             launched = backend.launch(
                 scenario.workload, cwd=scenario.cwd, env=_environment(paths, server.path, number, drift),
@@ -156,7 +156,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
             # Timed kills count from here: a backend's start-up (a fork server warming, a container
             # being created) is not the workload's time.
             launched_at = time.monotonic()
-            event = kill.event if kill else None
+            event = kill if isinstance(kill, OnEvent) else None
             watcher = (EventWatcher(event, paths["journal"], paths["ledger"])
                        if event or (watch_work and number == 0) else None)
             try:

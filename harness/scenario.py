@@ -7,7 +7,6 @@ every problem is reported at once, naming the file and field, before anything ru
 
 from __future__ import annotations
 
-import re
 import shlex
 import sys
 import tomllib
@@ -24,9 +23,9 @@ from killpoint.catalogue import (
 )
 from killpoint.errors import ConfigError
 from killpoint.fake_tools.base import lookup
-from killpoint.harness.model import DEFAULT_TIMEOUT_S, Plan, PlannedCall, Scenario
+from killpoint.harness.model import DEFAULT_TIMEOUT_S, KillSyntaxError, Plan, PlannedCall, Scenario
 from killpoint.harness.scenario_fields import plan_problems, scenario_problems
-from killpoint.harness.schedule import parse_kill_point
+from killpoint.harness.schedule import planned_kill
 
 T = TypeVar("T")
 
@@ -138,10 +137,6 @@ def _plan_of(path: Path, data: dict[str, Any]) -> tuple[Plan | None, list[str], 
     return (None if problems else _built_plan(plan_data)), problems, f"{path}: plan.calls"
 
 
-# schedule.py's messages name the flag a kill came from; a scenario's kills come from its file.
-_KILL_FLAG = re.compile(r"^--kill-(?:at|on) ")
-
-
 def kill_at_problems(where: str, schedule: dict[str, Any], plan: Plan) -> list[str]:
     """Each kill point of ``[schedule] kill_at`` that does not parse, or names a call the plan does not make."""
 
@@ -150,9 +145,9 @@ def kill_at_problems(where: str, schedule: dict[str, Any], plan: Plan) -> list[s
     for index, text in enumerate(kills if isinstance(kills, list) else ()):
         if isinstance(text, str):
             try:
-                parse_kill_point(text, plan)
-            except ConfigError as error:
-                problems.append(f"{where}: schedule.kill_at[{index}]: {_KILL_FLAG.sub('', error.message)}")
+                planned_kill(text, plan)
+            except KillSyntaxError as error:  # named by its file and field, not by the flag a kill may come from
+                problems.append(f"{where}: schedule.kill_at[{index}]: {error.text!r}: {error.reason}")
     return problems
 
 

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from killpoint.harness.backends import Backend, make_backend
 from killpoint.harness.backends._forkserver_main import die_with_parent
 from killpoint.harness.checker import check
 from killpoint.harness.evidence import read_evidence
-from killpoint.harness.model import Drift, GoldenRun, Incarnation, Scenario, Verdict
+from killpoint.harness.model import AfterDelay, AfterPoint, Drift, GoldenRun, Incarnation, Kill, Scenario, Verdict
 from killpoint.harness.repro_safety import recorded_origin
 from killpoint.harness.run_record import RUN_RECORD_NAME, new_run_record, write_json_atomically, write_run_record
 from killpoint.harness.runner import execute_run, require_rendezvous, run_golden, sweep_abandoned_control_dirs
@@ -140,12 +140,12 @@ def pinned_schedule(job: Job, incarnations: tuple[Incarnation, ...], golden: Gol
     last one it announced" replays a timed kill deterministically. A workload
     that never rendezvoused keeps its timed kill (replay is then timing-bound).
     """
-    pinned = []
+    pinned: list[Kill] = []
     for number, kill in enumerate(job.schedule):
         incarnation = incarnations[number] if number < len(incarnations) else None
-        if kill.after_s is not None and golden.points and incarnation is not None and incarnation.points:
+        if isinstance(kill, AfterDelay) and golden.points and incarnation is not None and incarnation.points:
             last = parse_point_reached(incarnation.points[-1])
-            kill = replace(last, after=True, torn=kill.torn)
+            kill = AfterPoint(last.point, last.call, kill.fault)
         pinned.append(kill)
     return tuple(pinned)
 

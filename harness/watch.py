@@ -21,6 +21,7 @@ from inotify_simple import INotify, flags
 
 from killpoint import protocol
 from killpoint.client import parse_json_lines
+from killpoint.harness.model import JOURNAL_SOURCE, LEDGER_SOURCE, OnEvent
 
 
 @dataclass
@@ -58,7 +59,7 @@ class EventWatcher:
     first and last saw a new record in either file.
     """
 
-    event: str | None
+    event: OnEvent | None
     journal: Path
     ledger: Path
     inotify: INotify = field(default_factory=INotify)
@@ -69,12 +70,6 @@ class EventWatcher:
     _calls_by_op: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        # "ledger:effect:c3" names the file, the record kind and the call; None awaits nothing.
-        self.source: str | None = None
-        self.kind: str | None = None
-        self.call: str | None = None
-        if self.event:
-            self.source, self.kind, self.call = self.event.split(":")
         self.inotify.add_watch(str(self.journal.parent), flags.MODIFY | flags.CREATE)
         self.inotify.add_watch(str(self.ledger), flags.MODIFY)
         # Only records appended from now on count: the event is awaited in this incarnation.
@@ -92,14 +87,16 @@ class EventWatcher:
             self.last_write_at = time.monotonic()
             if self.first_write_at is None:
                 self.first_write_at = self.last_write_at
+        event = self.event
         for record in journal_records:
             op, call = record.get("op"), record.get("call")
             if record.get("kind") == protocol.STARTED and isinstance(op, str) and isinstance(call, str):
                 self._calls_by_op[op] = call
-            if self.source == "journal" and record.get("kind") == self.kind and self._call_of(record) == self.call:
+            if (event is not None and event.source == JOURNAL_SOURCE and record.get("kind") == event.kind
+                    and self._call_of(record) == event.call):
                 return self._matched(self.journal)
         for record in ledger_records:
-            if self.source == "ledger" and self.kind is not None and self.kind in record and record.get("call") == self.call:
+            if event is not None and event.source == LEDGER_SOURCE and event.kind in record and record.get("call") == event.call:
                 return self._matched(self.ledger)
         return False
 

@@ -15,6 +15,7 @@ from killpoint import protocol
 from killpoint.client import AppendOnlyFile, Rendezvous, WorkloadEnv, parse_json_lines, read_json_lines
 from killpoint.fake_tools.__main__ import main as fake_tools_main
 from killpoint.harness.evidence import read_lines
+from killpoint.harness.model import OnEvent
 from killpoint.harness.watch import EventWatcher, _Tail
 
 
@@ -212,7 +213,7 @@ def test_the_event_watcher_skips_records_whose_op_or_call_is_not_a_string(tmp_pa
     """A journal is the workload's: a started record with a list for its op once crashed the watcher (unhashable)."""
     journal, ledger = tmp_path / "journal.jsonl", tmp_path / "ledger.jsonl"
     ledger.touch()
-    watcher = EventWatcher("journal:finished:c1", journal, ledger)
+    watcher = EventWatcher(OnEvent("journal", "finished", "c1"), journal, ledger)
     try:
         journal.write_bytes(b'{"kind": "started", "op": ["x"], "call": "c1"}\n{"kind": "finished", "op": ["x"]}\n'
                             b'{"kind": "started", "op": "t-op1", "call": "c1"}\n')

@@ -19,7 +19,7 @@ import pytest
 
 from killpoint import protocol as p
 from killpoint.harness.html_report import render_html
-from killpoint.harness.model import Finding, GoldenRun, Incarnation, Verdict
+from killpoint.harness.model import AfterDelay, AtPoint, Finding, GoldenRun, Incarnation, Kill, Verdict
 from killpoint.harness.progress import SessionPrinter
 from killpoint.harness.report import (
     COVERAGE_HEADINGS,
@@ -34,7 +34,6 @@ from killpoint.harness.report import (
     write_timeline,
 )
 from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import KillPoint
 from killpoint.harness.session import Job, RunOutcome
 from killpoint.harness.summary import NO_REASON, Summary, summarise
 from tests.helpers import DEMO
@@ -48,7 +47,7 @@ BROKEN = Finding("interrupted-action", "c4 was RUNNING at the kill; the rules sa
                  call="c4", kill="c4:after_effect", evidence=("journal.jsonl:11: {}",))
 
 
-def outcome(index: int, kill: KillPoint, verdict: Verdict, *incarnations: Incarnation) -> RunOutcome:
+def outcome(index: int, kill: Kill, verdict: Verdict, *incarnations: Incarnation) -> RunOutcome:
     return RunOutcome(Job(index, (kill,)), Path(f"runs/run-{index:05d}"), verdict, incarnations, f"kp1.token{index}", 0.1)
 
 
@@ -63,35 +62,35 @@ def finished(number: int) -> Incarnation:
 
 def passed(index: int) -> RunOutcome:
     """A kill landed at c3:after_effect and recovery was judged correct."""
-    return outcome(index, KillPoint("after_effect", "c3"), Verdict(True),
+    return outcome(index, AtPoint("after_effect", "c3"), Verdict(True),
                    killed(0, "c3:after_effect"), finished(1))
 
 
 def untested(index: int) -> RunOutcome:
     """A timed kill whose moment never came: the workload finished first, so nothing was tested."""
-    return outcome(index, KillPoint(after_s=5.0), Verdict(True), finished(0))
+    return outcome(index, AfterDelay(5.0), Verdict(True), finished(0))
 
 
 def failed(index: int) -> RunOutcome:
-    return outcome(index, KillPoint("after_effect", "c4"), Verdict(False, (BROKEN,)),
+    return outcome(index, AtPoint("after_effect", "c4"), Verdict(False, (BROKEN,)),
                    killed(0, "c4:after_effect"), finished(1))
 
 
 def hung(index: int) -> RunOutcome:
     """Killed at the timeout before its scheduled kill: a liveness failure, and no scheduled kill landed."""
-    return outcome(index, KillPoint("after_effect", "c6"), Verdict(False, (Finding("liveness", "hung"),)),
+    return outcome(index, AtPoint("after_effect", "c6"), Verdict(False, (Finding("liveness", "hung"),)),
                    Incarnation(0, 100, None, killed_at="timeout", timed_out=True, points=GOLDEN_POINTS[:3]))
 
 
 def killed_twice(index: int) -> RunOutcome:
     """Killed at c3:after_effect, then again during recovery, after its decisions."""
-    return RunOutcome(Job(index, (KillPoint("after_effect", "c3"), KillPoint("after_decisions"))),
+    return RunOutcome(Job(index, (AtPoint("after_effect", "c3"), AtPoint("after_decisions"))),
                       Path(f"runs/run-{index:05d}"), Verdict(True),
                       (killed(0, "c3:after_effect"), killed(1, "after_decisions"), finished(2)), f"kp1.token{index}", 0.1)
 
 
 def unjudged(index: int) -> RunOutcome:
-    return outcome(index, KillPoint("after_started", "c2"), Verdict(None, error="checker error: KeyError('op')"),
+    return outcome(index, AtPoint("after_started", "c2"), Verdict(None, error="checker error: KeyError('op')"),
                    killed(0, "c2:after_started"), finished(1))
 
 
@@ -131,7 +130,7 @@ def test_normal_mode_prints_the_untested_count_in_the_table_and_a_legend_for_the
 
 
 def test_a_timed_kill_counts_just_after_the_last_point_announced():
-    timed = outcome(6, KillPoint(after_s=0.05), Verdict(True),
+    timed = outcome(6, AfterDelay(0.05), Verdict(True),
                     Incarnation(0, 100, None, killed_at="@0.0500", points=GOLDEN_POINTS[:7]), finished(1))
     out = io.StringIO()
     write_coverage(SCENARIO, GOLDEN, [passed(0), timed, killed_twice(5)], out)
@@ -234,7 +233,7 @@ def test_the_terminal_json_html_and_junit_outputs_render_one_summary(pytester):
 
 
 def test_an_unknown_run_is_unknown_with_its_reason_in_every_output_never_a_failure(pytester, tmp_path):
-    silent = outcome(7, KillPoint("after_started", "c3"), Verdict(None), killed(0, "c3:after_started"), finished(1))
+    silent = outcome(7, AtPoint("after_started", "c3"), Verdict(None), killed(0, "c3:after_started"), finished(1))
     runs = [passed(0), unjudged(4), silent]
     summary = summarise(GOLDEN, runs, 1.0)
     assert (summary.passed, summary.failed, summary.unknown) == (1, 0, 2)

@@ -13,7 +13,7 @@ import pytest
 import killpoint
 from killpoint.errors import ConfigError
 from killpoint.harness import run_record
-from killpoint.harness.model import Verdict
+from killpoint.harness.model import AtPoint, Verdict
 from killpoint.harness.run_record import (
     FORMAT,
     RUN_RECORD_NAME,
@@ -24,11 +24,10 @@ from killpoint.harness.run_record import (
     write_run_record,
 )
 from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import KillPoint
 from killpoint.harness.session import Job, token_for
 from tests.helpers import DEMO
 
-JOB = Job(3, (KillPoint("after_effect", "c5"), KillPoint("after_started", "c7")), seed=99)
+JOB = Job(3, (AtPoint("after_effect", "c5"), AtPoint("after_started", "c7")), seed=99)
 
 
 def demo_record(**changes: Any) -> run_record.RunRecord:

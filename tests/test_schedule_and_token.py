@@ -11,10 +11,9 @@ from hypothesis import strategies as st
 from killpoint import protocol
 from killpoint.errors import ConfigError
 from killpoint.harness.explore import ExhaustiveMode
-from killpoint.harness.model import GoldenRun
+from killpoint.harness.model import AtPoint, GoldenRun
 from killpoint.harness.scenario import load_scenario
 from killpoint.harness.schedule import (
-    KillPoint,
     derived_seed,
     parse_kill_point,
     random_schedule,
@@ -32,7 +31,7 @@ def test_exhaustive_is_every_point_reached_once_in_the_order_reached():
     (jobs,) = list(ExhaustiveMode(1).batches(PLAN)(golden, []))
     schedules = [job.schedule for job in jobs]
     assert len(schedules) == len(PLAN.calls) * len(protocol.CALL_POINTS) + 1 == len(set(schedules))
-    assert schedules[0] == (KillPoint("before_started", "c1"),) and schedules[-1] == (KillPoint("after_decisions"),)
+    assert schedules[0] == (AtPoint("before_started", "c1"),) and schedules[-1] == (AtPoint("after_decisions"),)
     assert [job.index for job in jobs] == list(range(len(jobs)))
 
 
@@ -51,7 +50,7 @@ def test_different_runs_get_different_seeds():
 
 
 def test_kill_point_parsing():
-    assert parse_kill_point("c3:after_effect", PLAN) == KillPoint("after_effect", "c3")
+    assert parse_kill_point("c3:after_effect", PLAN) == AtPoint("after_effect", "c3")
     assert str(parse_kill_point("after_decisions", PLAN)) == "after_decisions"
 
 

@@ -13,8 +13,9 @@ import pytest
 from killpoint.harness import cli, defaults, pytest_plugin
 from killpoint.harness.explore import ExhaustiveMode, GivenMode, RandomMode, TimedMode
 from killpoint.harness.hunt import call_pool, draw_examples
+from killpoint.harness.model import AtPoint
 from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import KillPoint, RandomFaults, derived_seed, random_schedule
+from killpoint.harness.schedule import RandomFaults, derived_seed, random_schedule
 from killpoint.harness.spec import CHOICES, SessionSpec, build_spec, spec_from_args
 from tests.helpers import DEMO, ROOT
 
@@ -105,7 +106,7 @@ def test_a_scenario_files_schedule_chooses_for_the_plugin_too(tmp_path):
     settings = pytest_plugin.Settings(11, False, None, None, None, None, None)
     spec = build_spec(scenario, **pytest_plugin.session_choices(settings, RUNS_DIR))
     assert cli.main(["run", str(tmp_path / "pinned.toml"), "--seed", "3"], out=io.StringIO()) == 2  # nothing drawn
-    assert spec.mode == GivenMode((KillPoint("after_effect", "c2"),))
+    assert spec.mode == GivenMode((AtPoint("after_effect", "c2"),))
 
 
 def test_random_mode_draws_what_it_drew_before_the_generators_were_unified():

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from killpoint.errors import ConfigError
 from killpoint.harness import repro_safety
-from killpoint.harness.model import Verdict
+from killpoint.harness.model import AtPoint, Verdict
 from killpoint.harness.repro_safety import (
     RUN_EMBEDDED_FLAG,
     decide,
@@ -29,7 +29,6 @@ from killpoint.harness.repro_safety import (
     shipped_workload,
 )
 from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import KillPoint
 from killpoint.harness.session import Job, token_for
 from killpoint.harness.token import LONGEST_PAYLOAD, ReproToken
 from tests.helpers import DEMO, ROOT, mutant_workload
@@ -229,7 +228,7 @@ def test_the_printed_reproduce_line_carries_the_flag_exactly_when_needed() -> No
 
 
 def test_a_re_encoded_token_cannot_slip_a_command_past_the_scenario_file(tmp_path: Path) -> None:
-    token = ReproToken.decode(token_for(load_scenario(DEMO), Job(0, (KillPoint("after_effect", "c5"),)), Verdict(True)))
+    token = ReproToken.decode(token_for(load_scenario(DEMO), Job(0, (AtPoint("after_effect", "c5"),)), Verdict(True)))
     forged = replace(token, origin={**token.origin, "workload": FOREIGN})
     with pytest.raises(ConfigError, match="carries its own workload command"):
         scenario_for_token(forged, run_embedded_command=False, cwd=tmp_path)

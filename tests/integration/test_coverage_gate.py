@@ -10,7 +10,7 @@ import pytest
 
 from killpoint.harness import explore
 from killpoint.harness.backends import make_backend
-from killpoint.harness.model import GoldenRun
+from killpoint.harness.model import AfterDelay, GoldenRun
 from killpoint.harness.runner import run_golden
 from killpoint.harness.scenario import load_scenario, with_workload
 from killpoint.harness.schedule import RandomFaults
@@ -86,7 +86,7 @@ GOLDEN = GoldenRun(Path("golden"), {}, {}, ("c1:before_started",), 0.5, work_win
 
 def delays(batches, golden: GoldenRun = GOLDEN) -> list[float]:
     (jobs,) = list(batches(golden, []))
-    return [kill.after_s for job in jobs for kill in job.schedule if kill.after_s is not None]
+    return [kill.seconds for job in jobs for kill in job.schedule if isinstance(kill, AfterDelay)]
 
 
 def test_timed_kills_are_drawn_in_the_working_period_not_the_whole_run():

@@ -21,7 +21,7 @@ from killpoint.harness._process_tree import KillFailed
 from killpoint.harness.backends import Launched
 from killpoint.harness.backends._host import HostIncarnation
 from killpoint.harness.backends.subprocess import SubprocessBackend
-from killpoint.harness.schedule import KillPoint
+from killpoint.harness.model import TIMEOUT, AtPoint, PlainKill, TornTail
 
 THREE_GENERATIONS = "sleep 60 & sh -c 'sleep 60 & wait' & wait"  # a shell, two children, a grandchild
 DEADLINE_S = 5.0
@@ -98,7 +98,7 @@ def test_a_strike_kills_the_whole_tree_then_marks_copies_and_tears(
         launch: Callable[[Path], Launched], tmp_path: Path, evidence: dict[str, Path]) -> None:
     launched = launch(tmp_path)
     tree = [launched.pid, *wait_for_descendants(launched.pid, 3)]
-    kill = KillPoint("after_effect", "c1", torn=500)
+    kill = AtPoint("after_effect", "c1", TornTail(500))
 
     record = nemesis.strike(launched, kill, incarnation=1, **evidence)
 
@@ -109,7 +109,7 @@ def test_a_strike_kills_the_whole_tree_then_marks_copies_and_tears(
     assert JOURNAL.startswith(torn) and len(JOURNAL.splitlines()[0]) + 1 < len(torn) < len(JOURNAL)
     assert evidence["torn_copy"].read_bytes() == torn  # and as the next incarnation will find it
     assert record == nemesis.Strike(
-        incarnation=1, point="c1:after_effect/torn:500", fault=nemesis.TornTail(500), leftovers=(),
+        incarnation=1, point="c1:after_effect/torn:500", fault=TornTail(500), leftovers=(),
         ledger_line_closed=False, journal_copy=evidence["journal_copy"], torn_copy=evidence["torn_copy"], problems=())
     assert "incarnation 1, killed by SIGKILL at c1:after_effect/torn:500, tail torn to 500/1000" in repr(record)
 
@@ -121,7 +121,7 @@ def test_a_strike_at_the_timeout_is_a_plain_kill_marked_timeout(tmp_path: Path, 
     record = nemesis.strike(launched, None, incarnation=0, **evidence)
 
     assert alive_after_deadline(tree) == []
-    assert (record.point, record.fault, record.torn_copy) == (nemesis.TIMEOUT, nemesis.PlainKill(), None)
+    assert (record.point, record.fault, record.torn_copy) == (TIMEOUT, PlainKill(), None)
     assert ledger_records(evidence["ledger"])[-1] == {"killed": 0, "point": "timeout"}
     assert evidence["journal"].read_bytes() == evidence["journal_copy"].read_bytes() == JOURNAL
     assert not evidence["torn_copy"].exists()
@@ -147,7 +147,7 @@ class _Unkillable:
 
 def test_a_strike_whose_kill_is_not_confirmed_writes_no_evidence(evidence: dict[str, Path]) -> None:
     with pytest.raises(KillFailed, match="survived SIGKILL"):
-        nemesis.strike(_Unkillable(), KillPoint("after_effect", "c1", torn=500), incarnation=0, **evidence)
+        nemesis.strike(_Unkillable(), AtPoint("after_effect", "c1", TornTail(500)), incarnation=0, **evidence)
     assert ledger_records(evidence["ledger"]) == [{"call": "c1", "effect": "wrote"}]  # no marker
     assert evidence["journal"].read_bytes() == JOURNAL  # not torn
     assert not evidence["journal_copy"].exists() and not evidence["torn_copy"].exists()

@@ -12,6 +12,7 @@ import tempfile
 
 from bench.soak import SCENARIOS, soak
 from killpoint.harness.hunt import call_pool, draw_examples
+from killpoint.harness.model import TornTail
 from tests.helpers import DEMO
 
 
@@ -32,7 +33,7 @@ def test_the_soaks_hunt_plans_are_drawn_the_same_every_time_and_cover_every_mode
     assert any(len({(call.tool, str(call.args)) for call in example.plan.calls}) < len(example.plan.calls)
                for example in drawn), "no plan repeats a call"
     assert any(example.drift for example in drawn), "no drift"
-    assert any(kill.torn for example in drawn for kill in example.schedule), "no torn tail"
+    assert any(isinstance(kill.fault, TornTail) for example in drawn for kill in example.schedule), "no torn tail"
     assert any(len(example.schedule) == 2 for example in drawn), "no second kill"
 
 
