@@ -5,15 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from killpoint.harness.model import Verdict
+from killpoint.harness.model import AtPoint, Verdict
 from killpoint.harness.repro import EXIT_DID_NOT_REPRODUCE
 from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import KillPoint
 from killpoint.harness.session import Job, token_for
 from killpoint.harness.token import ReproToken
 from tests.helpers import DEMO, mutant_workload
 
-KILL = (KillPoint("after_effect", "c5"),)
+KILL = (AtPoint("after_effect", "c5"),)
 PASSED_AGAIN = "verdict: PASS\nreproduced: this run passed, as the token recorded"
 
 
@@ -87,3 +86,20 @@ def test_a_command_the_token_carries_runs_only_with_the_flag(killpoint, tmp_path
     assert "repro --run-embedded-command kp1." in refused.err and not marker.exists()
     ran = killpoint("repro", "--run-embedded-command", forged)
     assert "running the workload command this token carries" in ran.out and marker.exists()
+
+
+
+# Made by the code before kills were a tagged union (KillPoint, commit 268c3b6): token_for(load_scenario(DEMO),
+# Job(0, (c5:after_started/torn:500,), seed=99), Verdict(True)); that code reproduced it, passing.
+OLD_TORN_TOKEN = (
+    "kp1.eNqFkEFqxDAMRe-idaidaZNOcpVhCI6tpGYcy1gyFIa5e9VF6LJLPXiPj56wOv_AHGAGbmup5JEZuhMvVCRSZpifrw68E5dob7iEuCOLSv2H3dYJN"
+    "7TjoFqocVOcW0od4HdBr9ft3gHVuMesGWCP2dVIKhs5iqEUHsWclE3Ag96EjqS5ky5uZUpN8H9JZ5bk8t_Cq-svlx7H8fr-qcnadIX9TX9haEmLN_DD7D"
+    "bBurC4KhiMUM3zYC3ockbU70zT6wdJN2ZL")
+
+
+def test_a_token_made_before_kills_were_a_tagged_union_still_reproduces(killpoint):
+    repro = killpoint("repro", OLD_TORN_TOKEN)
+    assert repro.exit_code == 0, repro.out + repro.err
+    assert "kill at c5:after_started/torn:500, seed 99" in repro.out
+    assert "KILLED at c5:after_started/torn:500" in repro.out
+    assert repro.out.rstrip().endswith(PASSED_AGAIN)
