@@ -38,3 +38,21 @@ def test_the_catalogue_loads_no_harness():
     loaded = modules_loaded_by("from killpoint.catalogue import REFERENCE_CATALOGUE, load_catalogue\n"
                                "load_catalogue(REFERENCE_CATALOGUE)")
     assert not {name for name in loaded if name.startswith("killpoint.harness")}, sorted(loaded)
+
+
+def test_no_module_of_the_package_imports_itself_back():
+    """Counted from the source, lazy imports too: certify's _child and adapters imported each other (issue 13)."""
+    from bench.import_graph import cycles, imports_of, modules_of
+
+    root = DEMO.parent.parent
+    known = modules_of(root)
+    assert cycles({name: imports_of(name, path, known) for name, path in known.items()}) == []
+
+
+def test_the_model_imports_only_the_standard_library_and_the_protocol_names():
+    from bench.import_graph import imports_of, modules_of
+
+    known = modules_of(DEMO.parent.parent)
+    model = "killpoint.harness.model"
+    # the catalogue only for a type hint (under TYPE_CHECKING), never at run time
+    assert imports_of(model, known[model], known) <= {"killpoint.protocol", "killpoint.catalogue"}

@@ -30,6 +30,7 @@ from killpoint._json import strict_json
 from killpoint.errors import ConfigError
 from killpoint.fake_tools.schema import TYPES
 from killpoint.fake_tools.world import World, seed_world
+from killpoint.harness.certify._fork_server import child_stderr, start_python
 from killpoint.harness.certify.identity import command_identity, source_digest
 from killpoint.harness.certify.points import (
     RETURN_LABEL,
@@ -106,8 +107,6 @@ class PythonTarget:
 
     def kill(self, world: Path, args: dict[str, Any], scratch: Path, *, at_point: int | None = None,
              after_s: float | None = None) -> ChildRun:
-        from killpoint.harness.certify._child import child_stderr, start_python
-
         job = {"spec": self.spec, "world": str(world), "args": args, "scratch": str(scratch)}
         run = drive(start_python(job), kill_at=at_point, kill_after_s=after_s, timeout_s=CALL_TIMEOUT_S)
         unkilled = run.killed_at is None and run.killed_after_s is None

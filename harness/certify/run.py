@@ -19,7 +19,7 @@ from killpoint.catalogue import (
 )
 from killpoint.errors import ConfigError
 from killpoint.harness._command import killpoint_command
-from killpoint.harness.certify._child import close_fork_server
+from killpoint.harness.certify._fork_server import close_fork_server
 from killpoint.harness.certify.adapters import (
     ExternalSpec,
     Target,

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from killpoint.harness.certify._child import close_fork_server
+from killpoint.harness.certify._fork_server import close_fork_server
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -71,7 +71,7 @@ def marker() -> Iterator[str]:
         process.kill()
 
 
-def test_sleeper_outside_the_tree_with_no_protocol_env_dies_with_its_incarnation(backend, killpoint, tmp_path, marker):
+def test_sleeper_outside_the_tree_with_no_protocol_env_dies_with_its_incarnation(backend, killpoint, tmp_path, marker):  # noqa: F811
     report = tmp_path / "report.json"
     result = killpoint("run", DEMO, "--backend", backend, "--kill-at", "c4:after_effect", "--keep-all",
                        "--workload", f"{workload_command('escapes_with_empty_env.py')} {marker}",
