@@ -178,7 +178,7 @@ class Incarnation:
 
     @property
     def kill(self) -> Kill | None:
-        """The scheduled kill that ended it, read back from ``killed_at``; None if it ended on its own or at its timeout.
+        """The scheduled kill that ended it, read back from ``killed_at``; None if it ended itself or at its timeout.
 
         ``killed_at`` stays a string on disk (it is evidence); a reader comes
         here rather than testing its spelling.

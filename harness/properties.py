@@ -91,8 +91,8 @@ def fold_journal(lines: tuple[Line, ...]) -> dict[str, OpState]:
 
 
 @dataclass(frozen=True)
-class Kill:
-    """One kill the harness made, with the journal and ledger as they stood around it."""
+class StruckKill:
+    """One kill the harness made, with the journal and ledger around it (a scheduled one is a ``model.Kill``)."""
 
     number: int  # 0 for the first kill of the run
     incarnation: Incarnation  # the one killed
@@ -129,14 +129,15 @@ class Facts:
         return [incarnation for incarnation in self.evidence.incarnations if incarnation.killed_at is not None]
 
     @cached_property
-    def kills(self) -> list[Kill]:
+    def kills(self) -> list[StruckKill]:
         segments = self.evidence.ledger_segments()
         by_number = {incarnation.number: incarnation for incarnation in self.evidence.incarnations}
-        return [Kill(number, incarnation, incarnation.killed_at or "", fold_journal(self.evidence.journals_at_kill[number].lines),
-                     self.evidence.journal_found(number).lines,
-                     [line for segment in segments[: number + 1] for line in segment], segments[number + 1],
-                     [line for segment in segments[number + 1:] for line in segment],
-                     by_number.get(incarnation.number + 1))
+        return [StruckKill(number, incarnation, incarnation.killed_at or "",
+                           fold_journal(self.evidence.journals_at_kill[number].lines),
+                           self.evidence.journal_found(number).lines,
+                           [line for segment in segments[: number + 1] for line in segment], segments[number + 1],
+                           [line for segment in segments[number + 1:] for line in segment],
+                           by_number.get(incarnation.number + 1))
                 for number, incarnation in enumerate(self.killed)]
 
     @cached_property
@@ -283,7 +284,7 @@ def closed_not_replayed(facts: Facts) -> list[Finding]:
     return findings
 
 
-def _recovering(kill: Kill) -> bool:
+def _recovering(kill: StruckKill) -> bool:
     """The incarnation after ``kill`` recovers: it found started records and no completed task."""
     return (kill.following is not None and bool(kill.found)
             and not any(line.get("kind") == p.TASK for line in kill.found_lines))
@@ -303,7 +304,7 @@ def decisions(facts: Facts) -> list[Finding]:
     return findings
 
 
-def _written_by_following(facts: Facts, kill: Kill) -> tuple[Line, ...]:
+def _written_by_following(facts: Facts, kill: StruckKill) -> tuple[Line, ...]:
     """The journal as the incarnation after ``kill`` left it: its copy at its own kill (a torn tail may since
     have cut its last records, and that cut is the nemesis's doing), else the final journal."""
     following = kill.following
@@ -312,7 +313,7 @@ def _written_by_following(facts: Facts, kill: Kill) -> tuple[Line, ...]:
     return facts.evidence.journal.lines
 
 
-def _must_decide_all(kill: Kill, written: tuple[Line, ...]) -> bool:
+def _must_decide_all(kill: StruckKill, written: tuple[Line, ...]) -> bool:
     """Whether the incarnation after ``kill`` must have decided every planned call, judged on the harness's evidence.
 
     It must once it has acted on any call: a tool of its ran (the ledger
@@ -329,7 +330,7 @@ def _must_decide_all(kill: Kill, written: tuple[Line, ...]) -> bool:
     return acted or exited_done or p.AFTER_DECISIONS in following.points
 
 
-def _judge_decisions(facts: Facts, kill: Kill, own: list[Line], required: bool) -> list[Finding]:
+def _judge_decisions(facts: Facts, kill: StruckKill, own: list[Line], required: bool) -> list[Finding]:
     findings = []
     incarnation = kill.following.number if kill.following else None
     op_to_call = {state.op: call for call, state in kill.found.items()}
@@ -377,7 +378,7 @@ def _judge_decisions(facts: Facts, kill: Kill, own: list[Line], required: bool) 
     return findings
 
 
-def _verify_windows(facts: Facts) -> list[tuple[str, Kill]]:
+def _verify_windows(facts: Facts) -> list[tuple[str, StruckKill]]:
     """(call, kill) for each call the rules make VERIFY after a kill its next incarnation recovers from."""
     return [(call, kill) for kill in facts.kills if _recovering(kill) for call, state in kill.found.items()
             if state.found == p.OUTCOME_UNKNOWN and facts.judged_class(state)[3] == p.VERIFY]
