@@ -65,7 +65,8 @@ def test_bad_kill_point_is_named(text, message):
 
 
 @given(st.lists(st.sampled_from(["c1:after_effect", "after_decisions", "c2:after_verify"]), max_size=3),
-       st.none() | st.integers(min_value=0, max_value=2**48), st.lists(st.sampled_from(["write-ahead", "liveness"])))
+       st.none() | st.integers(min_value=0, max_value=2**48),
+       st.lists(st.sampled_from(["write-ahead", "liveness"]), unique=True))  # properties, each named once
 def test_token_round_trips(schedule, seed, expect):
     token = ReproToken({"scenario": "scenarios/demo.toml"}, "abc", "def", tuple(schedule), seed, tuple(expect))
     assert ReproToken.decode(token.encode()) == token
