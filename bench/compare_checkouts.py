@@ -47,9 +47,8 @@ def profile(checkout: Path, session: tuple[str, ...]) -> None:
     """One more run of the session in ``checkout``'s interpreter under cProfile; the top entries by cumulative time."""
     with tempfile.TemporaryDirectory(prefix="kp-profile-") as runs:
         stats_file = Path(runs) / "session.prof"
-        code = ("import cProfile, sys; from killpoint.harness.cli import main; "
-                f"cProfile.run('main({[*session, '--runs-dir', f'{runs}/r']!r})', {str(stats_file)!r})")
-        subprocess.run([str(checkout / ".venv" / "bin" / "python"), "-c", code], cwd=checkout, check=True,
+        subprocess.run([str(checkout / ".venv" / "bin" / "python"), "-m", "cProfile", "-o", str(stats_file),
+                        "-m", "killpoint", *session, "--runs-dir", f"{runs}/r"], cwd=checkout, check=True,
                        capture_output=True)
         pstats.Stats(str(stats_file)).sort_stats("cumulative").print_stats(18)
 
