@@ -337,7 +337,7 @@ def scenario_problems(where: str, data: dict[str, Any]) -> list[str]:
         problems += world_problems(where, data["world"])
     if isinstance(data.get("schedule"), dict):
         problems += schedule_problems(where, data["schedule"])
-    if data.get("backend") not in (None, "docker") and "image" in data:
+    if data.get("backend") in BACKENDS and data["backend"] != "docker" and "image" in data:
         problems.append(f"{where}: image: goes with backend = \"docker\", but the backend here is "
                         f"{data['backend']!r}; drop image, or choose docker")
     return problems

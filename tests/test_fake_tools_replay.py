@@ -252,14 +252,19 @@ def test_a_file_change_cut_after_its_log_reads_as_not_done_and_a_redo_converges(
     ("code_runner", {"language": "sh", "code": "echo a >> notes/todo.txt\necho b >> notes/todo.txt"},
      "file_history", 2),
     ("code_runner", {"language": "sh", "code": "rm inbox/a.txt\necho b > notes/todo.txt"}, "file_history", 2),
+    # Killed after a mkdir, as the redirect after it is logged (the soak's weekly_report_skill c11, a timed kill).
+    ("code_runner", {"language": "sh", "code": "mkdir reports\necho a > reports/week.txt"}, "file_history", 1),
+    ("code_runner", {"language": "sh", "code": "touch notes/new.txt\necho b >> notes/todo.txt"}, "file_history", 1),
 ])
 def test_a_shell_run_cut_inside_reads_as_not_done_and_a_redo_completes_it_once(
         tool: str, args: dict[str, Any], log_area: str, nth: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by the 10,000-run soak (a timed kill inside ``shell_execute``): the command's append happened, the
-    history that the probe reads did not, so VERIFY redid it and the line was there twice."""
+    history that the probe reads did not, so VERIFY redid it and the line was there twice. And by the suite's
+    500-run soak: a redo's ``mkdir`` of the folder the cut run had made recorded its effect again, so the ledger
+    held one effect more than the crash-free run's and the checker named verify-before-replay."""
     with bench("file") as golden:
         assert golden.call(tool, args).ok
-        expected = golden.world.snapshot()
+        expected, expected_effects = golden.world.snapshot(), golden.effects()
     with bench("file") as crashed:
         with monkeypatch.context() as patch:
             patch.setattr(World, "save", _kill_on(nth, World.save, lambda world, area, value: area == log_area))
@@ -269,3 +274,4 @@ def test_a_shell_run_cut_inside_reads_as_not_done_and_a_redo_completes_it_once(
         assert crashed.call(tool, args).ok
         assert crashed.probe(tool, args) is True
         assert crashed.world.snapshot() == expected, diff_snapshots(expected, crashed.world.snapshot())
+        assert crashed.effects() == expected_effects, "the cut run and its redo recorded an effect twice"

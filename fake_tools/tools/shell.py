@@ -54,7 +54,8 @@ class Resume:
     between a change and the shell history's record of the run, where the probe
     reads "not run"; the redo then skips every change an earlier run of the same
     call made, so it completes the call instead of doubling it. ``mkdir -p`` and
-    ``touch`` change nothing the second time and need no log.
+    ``touch`` change nothing the second time: they need no log, and record an effect
+    only when they create something.
     """
 
     ctx: ToolContext
@@ -124,14 +125,20 @@ def run_confined(ctx: ToolContext, command: str, resume: Resume | None = None) -
     else:
         output = ""
         for operand in operands:
-            if name == "mkdir":
-                world.make_folders(operand)
-            elif name == "touch":
-                world.append_bytes(operand, b"", create_folders=False)
-            elif name == "rm":
+            if name == "rm":
                 _remove(resume, operand)
                 continue
-            ctx.effect(f"{name}_done")
+            # ``mkdir -p`` of a folder, or ``touch`` of a file, that is already there changes nothing, so it
+            # records no effect (the world's checks still run): a redo after a kill part-way through the
+            # call leaves the ledger as the crash-free run's, as it leaves the world.
+            if name == "mkdir":
+                existed = world.path(operand).is_dir()
+                world.make_folders(operand)
+            else:
+                existed = world.path(operand).is_file()
+                world.append_bytes(operand, b"", create_folders=False)
+            if not existed:
+                ctx.effect(f"{name}_done")
     if redirect:
         appending, data = redirect == ">>", output.encode()
         write = world.append_bytes if appending else world.write_bytes

@@ -124,7 +124,8 @@ def test_scenario_file_names_a_known_backend(killpoint, tmp_path):
     result = killpoint("run", scenario, "--kill-at", "c1:after_effect")
     assert result.exit_code == 2
     assert "backend: 'vm' is not one of subprocess, forkserver, docker" in result.err
-    assert 'image: 3 is not a string; write image = "killpoint-host:1" (a local Docker image)' in result.err
+    assert 'image: 3 is not a non-empty string; write image = "killpoint-host:1" (a local Docker image)' in result.err
+    assert "goes with backend" not in result.err  # the backend is wrong already: one problem, said once
 
 
 # The contract: the same verdicts whatever runs the incarnations.
