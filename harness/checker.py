@@ -116,7 +116,10 @@ class Rule:
 def _world(facts: Facts) -> list[Finding]:
     """The world equals the crash-free run's, unless a drifted catalogue made the rules require a repeat."""
     differs = properties.world_differs(facts)
-    if not differs or not any(incarnation.catalogue_drift for incarnation in facts.evidence.incarnations):
+    if not differs:
+        return differs
+    _require(facts.evidence, (incarnations_recorded,))  # whether a drift was handed is in the incarnations' record
+    if not any(incarnation.catalogue_drift for incarnation in facts.evidence.incarnations):
         return differs
     _require(facts.evidence, (*KILLS, handed_catalogues))  # the excuse reads the kills and the handed catalogues
     if excuses := properties.retries_made_unsafe_by_drift(facts):
@@ -178,7 +181,7 @@ def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun, rules: tupl
         findings += found
     notes += facts.notes
     order = list(PROPERTIES)
-    findings.sort(key=lambda finding: order.index(finding.property))
+    findings.sort(key=lambda finding: order.index(finding.property) if finding.property in order else len(order))
     valid = merged_validity(tuple(results))
     unknown = [result for result in results if result.status == UNKNOWN]
     error = _unknown_reasons(unknown) if valid is None else None

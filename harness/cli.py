@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import TextIO
 
@@ -181,6 +182,11 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt as interrupt:  # SIGINT, or SIGTERM raised as session.Terminated
         return interrupted_exit(interrupt)
+    except Exception:  # a bug in killpoint itself: no verdict, and never exit 1, which means a broken rule
+        traceback.print_exc()
+        print("killpoint: the harness failed (the traceback above is a bug in killpoint), so there is no verdict",
+              file=sys.stderr)
+        return EXIT_INFRASTRUCTURE
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
 
@@ -283,6 +289,10 @@ def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
                   max_calls=args.max_calls, seed=args.seed)
     seconds = time.monotonic() - started
     found = result.found
+    if found is None and result.unknown:
+        out.write(f"hunt: no failure in {result.examples} examples ({seconds:.1f}s), but {result.unknown} could not "
+                  f"be judged (unknown), so nothing is established\n")
+        return EXIT_NOT_ESTABLISHED
     if found is None:
         out.write(f"hunt: no failure in {result.examples} examples ({seconds:.1f}s)\n")
         return EXIT_PASSED

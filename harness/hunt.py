@@ -65,6 +65,7 @@ class Found:
 class HuntResult:
     examples: int  # examples run, shrinking included
     found: Found | None = None
+    unknown: int = 0  # examples the checker could not judge: never shrunk as a failure, never a pass
 
 
 @dataclass(frozen=True)
@@ -217,12 +218,14 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *,
     judge = ExampleJudge(pool, backend, work)
     tried = 0
     last_failure: list[tuple[Example, RunOutcome]] = []
+    unknown = 0
 
     def attempt(example: Example) -> None:
-        nonlocal tried
+        nonlocal tried, unknown
         tried += 1
         outcome = judge.judge(example)
-        if outcome is not None and not outcome.verdict.valid:
+        unknown += outcome is not None and outcome.verdict.valid is None
+        if outcome is not None and outcome.verdict.valid is False:
             last_failure.append((example, outcome))
             raise AssertionError(f"{outcome.verdict.properties}")
 
@@ -236,12 +239,12 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *,
         backend.close()
     if not last_failure:
         shutil.rmtree(work)
-        return HuntResult(tried)
+        return HuntResult(tried, unknown=unknown)
     failure, outcome = last_failure[-1]  # Hypothesis replays the shrunk example last
     out_dir.mkdir(parents=True, exist_ok=True)
     scenario_file, token = judge.keep(failure, outcome, out_dir / FOUND_NAME,
                                       f"found and shrunk by killpoint hunt (seed {seed})")
-    return HuntResult(tried, Found(failure, outcome.verdict, scenario_file, token, outcome.run_dir))
+    return HuntResult(tried, Found(failure, outcome.verdict, scenario_file, token, outcome.run_dir), unknown)
 
 
 def write_scenario(path: Path, scenario: Scenario, description: str) -> Path:

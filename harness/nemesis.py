@@ -58,11 +58,15 @@ def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: P
     """
     kill_confirmed(launched)
     leftovers = tuple(launched.sweep())
-    ledger_line_closed = mark_kill(ledger, incarnation, kill)
+    problems: list[str] = []
+    try:
+        ledger_line_closed = mark_kill(ledger, incarnation, kill)
+    except UntrustedFile as refusal:  # the workload swapped its ledger: no marker, so the rules that split it are unknown
+        ledger_line_closed = False
+        problems.append(f"at the kill, the kill marker was not written: {refusal}")
     fault = kill.fault if kill is not None else PlainKill()  # the timeout's strike is a plain kill
     copied: Path | None = None
     torn: Path | None = None
-    problems: list[str] = []
     try:
         copy_evidence(journal, journal_copy)
         copied = journal_copy

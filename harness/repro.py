@@ -16,7 +16,7 @@ from __future__ import annotations
 from killpoint.harness.model import Verdict
 
 # The codes ``reproduction`` returns; cli.EXIT_CODES documents them with the rest.
-EXIT_REPRODUCED_PASS, EXIT_REPRODUCED_FAILURE, EXIT_UNKNOWN, EXIT_DID_NOT_REPRODUCE = 0, 1, 1, 5
+EXIT_REPRODUCED_PASS, EXIT_REPRODUCED_FAILURE, EXIT_UNKNOWN, EXIT_DID_NOT_REPRODUCE = 0, 1, 3, 5
 
 
 def reproduction(expected: tuple[str, ...], verdict: Verdict, unreached: tuple[str, ...] = ()) -> tuple[int, str]:

@@ -30,6 +30,7 @@ from killpoint.harness.backends import Backend, Launched
 from killpoint.harness.evidence import journal_at_kill_path, read_lines, run_paths, torn_journal_path
 from killpoint.harness.model import Drift, GoldenRun, Incarnation, Kill, OnEvent, Scenario
 from killpoint.harness.rendezvous import RendezvousServer, Served
+from killpoint.harness.run_record import write_json_atomically
 from killpoint.harness.schedule import Schedule
 from killpoint.harness.watch import EventWatcher
 
@@ -59,14 +60,7 @@ def prepare_run_dir(scenario: Scenario, run_dir: Path, drift: Drift | None) -> d
 
 def save_incarnations(path: Path, incarnations: list[Incarnation]) -> None:
     """Replace ``path`` with the list of ``incarnations`` at once: a reader finds the old list or the new, whole."""
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as stream:
-            json.dump([asdict(incarnation) for incarnation in incarnations], stream, indent=1)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_json_atomically(path, [asdict(incarnation) for incarnation in incarnations])
 
 
 def task_completed(journal_path: Path) -> bool:

@@ -182,3 +182,13 @@ def test_the_checker_imports_no_runner_backend_or_process_library():
                  "killpoint.harness.nemesis", "killpoint.harness.rendezvous", "killpoint.harness.watch",
                  "killpoint.harness.scenario", "killpoint.harness.session"}
     assert not loaded & forbidden, loaded & forbidden
+
+
+def test_a_changed_world_with_the_incarnations_record_lost_is_unknown_not_failed(tmp_path):
+    """Whether a drift excuses a changed world is in incarnations.json: without it the world rule cannot judge."""
+    correct_run(tmp_path)
+    evidence = read_evidence(tmp_path / "run")
+    lost = replace(evidence, incarnations=(),
+                   unreadable={**evidence.unreadable, "incarnations.json": "incarnations.json is missing"})
+    verdict = check(SCENARIO, lost, replace(GOLDEN, world={"files/elsewhere": "sha256:0"}))
+    assert status(verdict, "world-equals-golden") == ("unknown", "evidence missing: incarnations.json is missing")

@@ -60,5 +60,6 @@ def test_a_run_that_could_not_be_judged_says_nothing_either_way():
 def test_the_codes_are_the_commands_codes():
     """One meaning per code: 5 is free in ``cli.EXIT_CODES`` and the others are its pass and violation codes."""
     assert (EXIT_REPRODUCED_PASS, EXIT_REPRODUCED_FAILURE) == (cli.EXIT_PASSED, cli.EXIT_VIOLATION)
+    assert EXIT_UNKNOWN == cli.EXIT_NOT_ESTABLISHED  # an unknown rerun established nothing: never exit 1
     assert EXIT_DID_NOT_REPRODUCE not in (cli.EXIT_PASSED, cli.EXIT_VIOLATION, cli.EXIT_USAGE, cli.EXIT_NOT_ESTABLISHED,
                                           cli.EXIT_INFRASTRUCTURE)

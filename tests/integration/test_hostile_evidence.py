@@ -90,6 +90,25 @@ def test_a_journal_swapped_for_a_symlink_at_the_kill_is_neither_copied_nor_torn(
     assert any("journal.jsonl is a symlink; it was not followed" in note for note in run["notes"]), run["notes"]
 
 
+@pytest.mark.parametrize("backend", ["subprocess", "forkserver"])
+def test_a_ledger_swapped_for_a_symlink_at_the_kill_gets_no_marker_and_the_run_is_unknown(killpoint, tmp_path,
+                                                                                          backend):
+    """The kill marker is appended after the kill; a ledger the workload swapped for a link is refused, and the
+    rules that split the ledger at the kill are unknown. Before, the refusal escaped the strike: a traceback, exit 1."""
+    secret = tmp_path / "host-secret"
+    secret.write_bytes(b"root's secret\n")
+    runs = tmp_path / "runs"
+    result = killpoint("run", DEMO, "--backend", backend, "--kill-at", "c1:after_started",
+                       "--workload", f"{{python}} -m killpoint.scenarios.hostile.swaps_ledger_for_symlink {secret}",
+                       "--runs-dir", runs, "--json", tmp_path / "report.json")
+    assert result.exit_code == 3 and "Traceback" not in result.err, result.out + result.err
+    assert b'"killed"' not in secret.read_bytes(), "the harness followed the link with its kill marker"
+    (run,) = json.loads((tmp_path / "report.json").read_text())["runs"]
+    assert run["valid"] is None and run["rules"]["write-ahead"]["status"] == "unknown", run
+    assert any("the kill marker was not written" in problem for incarnation in run["incarnations"]
+               for problem in incarnation["protocol_problems"]), run["incarnations"]
+
+
 def test_removing_a_tree_nested_past_the_recursion_limit(tmp_path):
     """A passing run's evidence is removed; a workload may have nested its own folder 5,000 deep."""
     root = tmp_path / "run"
