@@ -10,31 +10,9 @@ doing; the harness's marker must never reach the outside file.
 
 from __future__ import annotations
 
-import os
 import sys
 
-from killpoint import protocol
-from killpoint.client import Rendezvous, WorkloadEnv
-from killpoint.scenarios.reference_runtime import ReferenceRuntime, main
-
-
-class SwapsLedgerAtAfterStarted(Rendezvous):
-    """The rendezvous, swapping the ledger for the symlink just before it announces ``after_started``."""
-
-    def point(self, point: str, *, call: str | None = None, op: str | None = None) -> None:
-        ledger = os.environ[protocol.ENV_LEDGER]
-        # Not in the crash-free run (its folder is named golden): the session must get as far as a kill.
-        if point == protocol.AFTER_STARTED and self.incarnation == 0 and "/golden/" not in ledger:
-            os.replace(ledger, ledger + ".real")
-            os.symlink(sys.argv[1], ledger)
-        super().point(point, call=call, op=op)
-
-
-class SwapsLedger(ReferenceRuntime):
-    def __init__(self, env: WorkloadEnv) -> None:
-        super().__init__(env)
-        self.rendezvous = SwapsLedgerAtAfterStarted(env.control_path, env.incarnation)
-
+from killpoint.scenarios.hostile._attack import run_swapping_for_symlink
 
 if __name__ == "__main__":
-    sys.exit(main(SwapsLedger))
+    sys.exit(run_swapping_for_symlink(lambda env: str(env.ledger_path), restore=False))
