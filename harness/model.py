@@ -152,6 +152,9 @@ class Scenario:
     default_schedule: dict[str, Any] = field(default_factory=dict, hash=False)
     backend: str | None = None  # the file's choice; --backend overrides it
     image: str | None = None  # for the docker backend; --image overrides it
+    # The scenario's [journal] table: the runtime keeps its own durable record (a framework's database, a
+    # mapped journal) and is judged from it and the ledger (black-box), not from killpoint's journal.
+    journal: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
     @property
     def catalogue_digest(self) -> str:

@@ -31,7 +31,14 @@ CALL_POINTS = (BEFORE_STARTED, AFTER_STARTED, AFTER_EFFECT, BEFORE_FINISHED, AFT
 AFTER_DECISIONS = "after_decisions"
 AFTER_VERIFY = "after_verify"
 RECOVERY_POINTS = (AFTER_DECISIONS, AFTER_VERIFY)
-ALL_POINTS = CALL_POINTS + RECOVERY_POINTS
+# The crash points of one step of a durable-execution framework (LangGraph, DBOS), announced by
+# killpoint.frameworks: the step entered (before its effect), about to return to the framework, and the
+# framework's own record of its result committed (from a checkpointer wrapper or the call site).
+STEP_ENTERED = "step_entered"
+STEP_RETURNED = "step_returned"
+STEP_RECORDED = "step_recorded"
+STEP_POINTS = (STEP_ENTERED, STEP_RETURNED, STEP_RECORDED)
+ALL_POINTS = CALL_POINTS + RECOVERY_POINTS + STEP_POINTS
 
 READ_ONLY = "READ_ONLY"
 IDEMPOTENT_WRITE = "IDEMPOTENT_WRITE"
