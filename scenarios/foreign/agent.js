@@ -1,0 +1,303 @@
+#!/usr/bin/env node
+// A task runtime in JavaScript that keeps a durable store of its own and no killpoint journal.
+//
+// It keeps the reference agent's task-store shape: one JSON file per task, tasks/<task_id>.json
+// under $KILLPOINT_RUN_DIR, rewritten whole (temp file, fsync, rename, fsync of the folder) and
+// holding {"taskId", "operations": [{"operationId", "llmCallId", "toolName", "status",
+// "idempotency", "interactive", "attempt"}]}. killpoint judges it only through that store (the
+// scenario's [journal] table maps its fields), the ledger and the world: nothing here shares
+// code with killpoint, and the fake tools are reached through their command line, run with the
+// interpreter given as --python (the {python} of the scenario's command).
+//
+// The recovery rules (shared/spec/recovery-rules.md): an operation is RUNNING in the store
+// before its tool is called (write-ahead) and SUCCEEDED or FAILED once it returned. On start the
+// store is read and every planned call decided before any is acted on: SUCCEEDED and FAILED are
+// skipped; a RUNNING one (a crash hid its outcome) is retried when its class snapshot is
+// READ_ONLY or IDEMPOTENT_WRITE or its tool asks the user, and otherwise verified with the
+// tool's read-only probe, marked SUCCEEDED without a rerun when the effect is there. Calls with
+// no record run in plan order.
+//
+//   node agent.js --python PYTHON [--bug blind-retry | --bug started-after-tool]
+//
+// The two bugs are the mutants that must be caught: blind-retry reruns an interrupted
+// NON_IDEMPOTENT or UNKNOWN call without the probe (verify-before-replay); started-after-tool
+// records RUNNING only after the tool ran (write-ahead).
+'use strict';
+
+const fs = require('fs');
+const net = require('net');
+const path = require('path');
+const { spawnSync } = require('child_process');
+
+const RUNNING = 'RUNNING';
+const SUCCEEDED = 'SUCCEEDED';
+const FAILED = 'FAILED';
+const RETRY_SAFE_CLASSES = ['READ_ONLY', 'IDEMPOTENT_WRITE'];
+const UNLISTED_CLASS = 'UNKNOWN';
+const BUGS = ['blind-retry', 'started-after-tool'];
+const USAGE = 'usage: node agent.js --python PYTHON [--bug ' + BUGS.join('|') + ']';
+const EXIT_FAILED = 1;
+const EXIT_USAGE = 2;
+
+class UsageError extends Error {}
+
+function parseArguments(argv) {
+  const options = { python: null, bug: null };
+  for (let index = 0; index < argv.length; index += 2) {
+    const [flag, value] = [argv[index], argv[index + 1]];
+    if ((flag !== '--python' && flag !== '--bug') || value === undefined) {
+      throw new UsageError(`${USAGE}\nunexpected argument ${JSON.stringify(flag)}`);
+    }
+    options[flag.slice(2)] = value;
+  }
+  if (!options.python) throw new UsageError(`${USAGE}\n--python is required: the interpreter that runs the fake tools`);
+  if (options.bug !== null && !BUGS.includes(options.bug)) {
+    throw new UsageError(`${USAGE}\n--bug ${JSON.stringify(options.bug)} is not one of ${BUGS.join(', ')}`);
+  }
+  return options;
+}
+
+function protocolEnvironment(environ) {
+  const names = ['KILLPOINT_RUN_DIR', 'KILLPOINT_PLAN', 'KILLPOINT_CATALOGUE', 'KILLPOINT_WORLD', 'KILLPOINT_LEDGER'];
+  const missing = names.filter((name) => !environ[name]);
+  if (missing.length) throw new UsageError(`not started by killpoint: ${missing.join(', ')} unset`);
+  const incarnation = Number(environ.KILLPOINT_INCARNATION || '0');
+  if (!Number.isInteger(incarnation)) {
+    throw new UsageError(`KILLPOINT_INCARNATION=${JSON.stringify(environ.KILLPOINT_INCARNATION)} is not a whole number`);
+  }
+  return {
+    runDir: environ.KILLPOINT_RUN_DIR,
+    plan: environ.KILLPOINT_PLAN,
+    catalogue: environ.KILLPOINT_CATALOGUE,
+    control: environ.KILLPOINT_CONTROL || null,
+    incarnation,
+  };
+}
+
+function fsyncPath(target) {
+  const fd = fs.openSync(target, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+// The task's durable record: loaded once, rewritten whole after every change.
+class TaskStore {
+  constructor(folder, taskId, incarnation) {
+    this.folder = folder;
+    this.taskId = taskId;
+    this.file = path.join(folder, `${taskId}.json`);
+    this.temporary = `${this.file}.tmp`;
+    fs.mkdirSync(folder, { recursive: true });
+    fsyncPath(path.dirname(folder)); // the new tasks/ folder itself survives a crash
+    fs.rmSync(this.temporary, { force: true }); // a stale temp file: a crash came before its rename
+    this.task = this.load(incarnation);
+  }
+
+  load(incarnation) {
+    let text;
+    try {
+      text = fs.readFileSync(this.file, 'utf8');
+    } catch (error) {
+      if (error.code === 'ENOENT') return { taskId: this.taskId, operations: [] };
+      throw error;
+    }
+    try {
+      const task = JSON.parse(text);
+      if (task && task.taskId === this.taskId && Array.isArray(task.operations)) return task;
+    } catch (error) {
+      if (!(error instanceof SyntaxError)) throw error;
+    }
+    // A rename never leaves half a file, so this one was damaged from outside: keep it for a
+    // human (moved aside, never deleted) and start the task afresh, as the reference store does.
+    const aside = `${this.file}.corrupt-${incarnation}`;
+    fs.renameSync(this.file, aside);
+    process.stderr.write(`agent.js: ${this.file} is not a task record; moved aside to ${aside}\n`);
+    return { taskId: this.taskId, operations: [] };
+  }
+
+  operation(callId) {
+    return this.task.operations.find((operation) => operation.llmCallId === callId) || null;
+  }
+
+  nextOperationId() {
+    return `${this.taskId}-op${this.task.operations.length + 1}`;
+  }
+
+  // Replace (or add) the call's operation and make the whole task durable before returning.
+  record(operation) {
+    const others = this.task.operations.filter((known) => known.llmCallId !== operation.llmCallId);
+    const position = this.task.operations.findIndex((known) => known.llmCallId === operation.llmCallId);
+    others.splice(position < 0 ? others.length : position, 0, operation);
+    this.task = { ...this.task, operations: others };
+    const fd = fs.openSync(this.temporary, 'w', 0o644);
+    try {
+      fs.writeSync(fd, JSON.stringify(this.task, null, 2) + '\n');
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(this.temporary, this.file);
+    fsyncPath(this.folder);
+  }
+}
+
+// The process group this process leads or belongs to, from /proc (Node has no getpgrp).
+function ownProcessGroup() {
+  const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+}
+
+// The crash-point rendezvous: one connection; send a JSON line, wait for the reply line.
+class Control {
+  constructor(socketPath, incarnation) {
+    this.socketPath = socketPath;
+    this.incarnation = incarnation;
+    this.socket = null;
+    this.buffered = '';
+    this.waiting = null; // the resolver of the reply being waited for
+    this.closed = false;
+  }
+
+  async point(point, call, op) {
+    if (!this.socketPath) return; // no control socket: run freely
+    if (this.socket === null) await this.connect();
+    const reply = new Promise((resolve) => { this.waiting = resolve; });
+    this.socket.write(JSON.stringify({ point, call, op, incarnation: this.incarnation }) + '\n');
+    this.deliver();
+    const line = await reply;
+    if (line === null) throw new Error(`the harness closed the control socket at ${point} ${call || ''}`);
+    if (line.trim() === 'kill') {
+      // The harness asks the workload to die here, whole, before any other line of it runs.
+      process.kill(-ownProcessGroup(), 'SIGKILL');
+    }
+  }
+
+  connect() {
+    return new Promise((resolve, reject) => {
+      const socket = net.createConnection(this.socketPath);
+      socket.once('connect', () => { this.socket = socket; resolve(); });
+      socket.once('error', reject);
+      socket.on('error', () => { this.closed = true; this.deliver(); }); // a reset after connecting: the harness is gone
+      socket.setEncoding('utf8');
+      socket.on('data', (text) => { this.buffered += text; this.deliver(); });
+      socket.on('end', () => { this.closed = true; this.deliver(); });
+    });
+  }
+
+  deliver() {
+    if (this.waiting === null) return;
+    const newline = this.buffered.indexOf('\n');
+    if (newline < 0 && !this.closed) return;
+    const resolve = this.waiting;
+    this.waiting = null;
+    if (newline < 0) {
+      resolve(null);
+      return;
+    }
+    const line = this.buffered.slice(0, newline);
+    this.buffered = this.buffered.slice(newline + 1);
+    resolve(line);
+  }
+
+  close() {
+    if (this.socket !== null) this.socket.destroy();
+  }
+}
+
+class Runtime {
+  constructor({ plan, catalogue, store, control, python, bug }) {
+    Object.assign(this, { plan, catalogue, store, control, python, bug });
+  }
+
+  async run() {
+    // Decide for every planned call before acting on any.
+    const actions = this.plan.calls.map((call) => [call, this.actionFor(this.store.operation(call.call_id))]);
+    for (const [call, action] of actions) {
+      if (action === 'RUN' || action === 'RETRY') await this.perform(call);
+      else if (action === 'VERIFY') await this.verifyThenRedo(call);
+    }
+  }
+
+  // The decision matrix, on the class snapshot the operation's RUNNING record carries.
+  actionFor(operation) {
+    if (operation === null) return 'RUN'; // never started: the normal flow issues it
+    if (operation.status !== RUNNING) return 'SKIP'; // SUCCEEDED or FAILED: never run again
+    if (operation.interactive || RETRY_SAFE_CLASSES.includes(operation.idempotency)) return 'RETRY';
+    return this.bug === 'blind-retry' ? 'RETRY' : 'VERIFY';
+  }
+
+  async verifyThenRedo(call) {
+    const operation = this.store.operation(call.call_id);
+    const effectFound = this.fakeTool('probe', call, []).effect_found === true;
+    await this.control.point('after_verify', call.call_id, operation.operationId);
+    if (effectFound) this.store.record({ ...operation, status: SUCCEEDED });
+    else await this.perform(call);
+  }
+
+  // One attempt of a call: RUNNING durable, the tool, then SUCCEEDED or FAILED durable.
+  async perform(call) {
+    const previous = this.store.operation(call.call_id);
+    const running = {
+      operationId: previous ? previous.operationId : this.store.nextOperationId(),
+      llmCallId: call.call_id,
+      toolName: call.tool,
+      status: RUNNING,
+      idempotency: this.classOf(call.tool),
+      interactive: (this.catalogue.interactive || []).includes(call.tool),
+      attempt: previous ? previous.attempt + 1 : 1,
+    };
+    const op = running.operationId;
+    await this.control.point('before_started', call.call_id, op);
+    if (this.bug !== 'started-after-tool') this.store.record(running);
+    await this.control.point('after_started', call.call_id, op);
+    const answer = this.fakeTool('call', call, ['--op', op]);
+    if (this.bug === 'started-after-tool') this.store.record(running);
+    await this.control.point('before_finished', call.call_id, op);
+    this.store.record({ ...running, status: answer.ok === true ? SUCCEEDED : FAILED });
+    await this.control.point('after_finished', call.call_id, op);
+  }
+
+  classOf(tool) {
+    const tools = this.catalogue.tools || {};
+    return Object.prototype.hasOwnProperty.call(tools, tool) ? tools[tool] : (this.catalogue.default || UNLISTED_CLASS);
+  }
+
+  // Run `PYTHON -m killpoint.fake_tools COMMAND` in this process group and return its one JSON line.
+  fakeTool(command, call, options) {
+    const argv = ['-m', 'killpoint.fake_tools', command, call.tool, '--call', call.call_id, ...options,
+      '--args', JSON.stringify(call.args || {})];
+    const done = spawnSync(this.python, argv, { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+    if (done.error) throw new Error(`cannot run ${this.python}: ${done.error.message}`);
+    try {
+      return JSON.parse(done.stdout.split('\n')[0]);
+    } catch (error) {
+      // A call that FAILED exits 1 with an answer; a crash of the command exits 1 with none.
+      throw new Error(`fake_tools ${command} ${call.tool} (${call.call_id}) exited ${done.status} with no answer`);
+    }
+  }
+}
+
+async function main() {
+  const options = parseArguments(process.argv.slice(2));
+  const environment = protocolEnvironment(process.env);
+  const plan = JSON.parse(fs.readFileSync(environment.plan, 'utf8'));
+  const catalogue = JSON.parse(fs.readFileSync(environment.catalogue, 'utf8'));
+  const store = new TaskStore(path.join(environment.runDir, 'tasks'), plan.task_id, environment.incarnation);
+  const control = new Control(environment.control, environment.incarnation);
+  try {
+    await new Runtime({ plan, catalogue, store, control, ...options }).run();
+  } finally {
+    control.close();
+  }
+}
+
+main().then(
+  () => { process.exitCode = 0; },
+  (error) => {
+    process.stderr.write(`agent.js: ${error.message}\n`);
+    process.exitCode = error instanceof UsageError ? EXIT_USAGE : EXIT_FAILED;
+  },
+);
