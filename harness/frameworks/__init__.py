@@ -1,0 +1,53 @@
+"""Store readers: a runtime's own durable record, copied at a kill, read as per-call durable states.
+
+A scenario's ``[journal]`` table names the format and where the store lives
+(docs/journal-mapping.md). The harness copies ``reader.files(plan)`` at every
+kill and at the end of the run; ``reader.read(copy_folder, plan)`` says, per
+planned call, what the store durably holds (SUCCEEDED / FAILED / RUNNING, or no
+record), each with the row quoted. Readers only read plain columns and never
+deserialize a pickle or msgpack blob: the store was written by the process
+under test.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+from killpoint.harness.frameworks._json_store import JsonDocument, JsonLinesJournal
+from killpoint.harness.frameworks._killpoint import KillpointJournal
+from killpoint.harness.frameworks._mapping import FieldMapping
+from killpoint.harness.frameworks._state import DurableState, StepRecord, StoreReader
+from killpoint.harness.frameworks._table import DEFAULT_PATHS, journal_problems
+
+__all__ = ["DurableState", "StepRecord", "StoreReader", "framework_versions", "journal_problems", "reader_for"]
+
+# The distributions whose versions a report prints for each framework format.
+FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
+    "langgraph-sqlite": ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite"),
+    "dbos-sqlite": ("dbos",),
+}
+
+
+def reader_for(table: dict[str, Any]) -> StoreReader:
+    """The reader of a ``[journal]`` table that ``journal_problems`` passed."""
+    form = table["format"]
+    path: str = table["path"] if "path" in table else DEFAULT_PATHS[form]
+    if form == "killpoint":
+        return KillpointJournal(path)
+    if form == "json":
+        return JsonDocument(path, FieldMapping.from_table(table), table.get("records"))
+    if form == "jsonl":
+        return JsonLinesJournal(path, FieldMapping.from_table(table))
+    raise ValueError(f"no reader for journal format {form!r}; journal_problems refuses it")
+
+
+def framework_versions(table: dict[str, Any]) -> dict[str, str]:
+    """The installed versions of the format's framework, for reports (empty for killpoint's and mapped formats)."""
+    versions = {}
+    for distribution in FRAMEWORK_DISTRIBUTIONS.get(table.get("format", ""), ()):
+        try:
+            versions[distribution] = metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            versions[distribution] = "not installed"
+    return versions
