@@ -29,7 +29,8 @@ import pytest
 
 from killpoint import protocol
 from killpoint.fake_tools.world import seed_world
-from killpoint.harness.scenario import resolve_catalogue
+from killpoint.harness.frameworks import journal_problems, reader_for
+from killpoint.harness.scenario import load_plan_file, resolve_catalogue
 from tests.helpers import ROOT
 
 FOREIGN = ROOT / "scenarios" / "foreign"
@@ -259,6 +260,21 @@ def test_a_call_killed_after_its_success_is_recorded_is_not_run_again(order_run)
     assert order_run.kill_at("after_finished", "c4") == -signal.SIGKILL
     assert order_run.finish() == 0, order_run.stderr(1)
     assert order_run.ledger("c4") == ["invoked", "effect"]
+
+
+@pytest.mark.parametrize("scenario_file", [ORDER, SHORT], ids=["order", "short"])
+def test_each_scenario_maps_the_store_the_agent_writes(scenario_file):
+    assert journal_problems(tomllib.loads(scenario_file.read_text())["journal"], str(scenario_file)) == []
+
+
+def test_the_journal_mapping_reads_a_killed_agent_store_as_killpoint_states(order_run):
+    assert order_run.kill_at("after_started", "c5") == -signal.SIGKILL
+    reader = reader_for(tomllib.loads(ORDER.read_text())["journal"])
+    state = reader.read(order_run.root / "workload", load_plan_file(order_run.root / "plan.json"))
+    assert (state.problems, state.records_start) == ((), True)
+    assert {call: record.status for call, record in state.records.items()} == {
+        "c1": "SUCCEEDED", "c2": "SUCCEEDED", "c3": "SUCCEEDED", "c4": "SUCCEEDED", "c5": "RUNNING"}
+    assert "order-op5" in state.records["c5"].quote
 
 
 def test_the_blind_retry_mutant_repeats_the_tap(tmp_path):
