@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol as p
-from killpoint.harness.frameworks import DurableState, journal_problems, reader_for
-from killpoint.harness.frameworks import _store_file
+from killpoint.harness.frameworks import DurableState, _store_file, journal_problems, reader_for
 from killpoint.harness.model import Plan, PlannedCall
 
 PLAN = Plan("task-1", (PlannedCall("c1", "read_config"), PlannedCall("c2", "charge_card"),
@@ -122,8 +121,8 @@ def test_a_status_the_table_does_not_map_is_a_problem_naming_the_record(tmp_path
     write_reference(tmp_path, operation("o1", "c1", "SUCCEEDED"), operation("o2", "c2", "PAUSED"))
     state = reader_for(REFERENCE).read(tmp_path, PLAN)
     assert state.records == {}
-    assert state.problems == ("tasks/task-1.json: operations[1]: status 'PAUSED' is not in the journal.status "
-                              "table ('RUNNING', 'SUCCEEDED', 'FAILED'); map it, or fix the record",)
+    assert state.problems == (("tasks/task-1.json: operations[1]: status 'PAUSED' is not in the journal.status "
+                              "table ('RUNNING', 'SUCCEEDED', 'FAILED'); map it, or fix the record"),)
 
 
 @pytest.mark.parametrize("content, problem", [
@@ -216,10 +215,10 @@ def test_the_reference_table_and_the_killpoint_table_have_no_problem():
 
 @pytest.mark.parametrize("table, problems", [
     ("killpoint", ["s.toml: journal: must be a table (format = ..., path = ...), not str"]),
-    ({"format": "langgraph"}, ["s.toml: journal.format: unknown format 'langgraph' (did you mean 'langgraph-sqlite'?); "
-                               "give one of killpoint, json, jsonl, sqlite, langgraph-sqlite, dbos-sqlite"]),
-    ({}, ["s.toml: journal.format: no format given; give one of killpoint, json, jsonl, sqlite, langgraph-sqlite, "
-          "dbos-sqlite"]),
+    ({"format": "langgraph"}, [("s.toml: journal.format: unknown format 'langgraph' (did you mean 'langgraph-sqlite'?); "
+                               "give one of killpoint, json, jsonl, sqlite, langgraph-sqlite, dbos-sqlite")]),
+    ({}, [("s.toml: journal.format: no format given; give one of killpoint, json, jsonl, sqlite, langgraph-sqlite, "
+          "dbos-sqlite")]),
     ({"format": "killpoint", "path": "/var/journal.jsonl"},
      ["s.toml: journal.path: '/var/journal.jsonl' is absolute; give a path relative to the workload folder, inside it"]),
     ({"format": "killpoint", "path": "a/../../j"},

@@ -17,6 +17,7 @@ from typing import Any
 from killpoint.harness.frameworks._json_store import JsonDocument, JsonLinesJournal
 from killpoint.harness.frameworks._killpoint import KillpointJournal
 from killpoint.harness.frameworks._mapping import FieldMapping
+from killpoint.harness.frameworks._sqlite_query import SqliteQuery
 from killpoint.harness.frameworks._state import DurableState, StepRecord, StoreReader
 from killpoint.harness.frameworks._table import DEFAULT_PATHS, journal_problems
 
@@ -39,6 +40,8 @@ def reader_for(table: dict[str, Any]) -> StoreReader:
         return JsonDocument(path, FieldMapping.from_table(table), table.get("records"))
     if form == "jsonl":
         return JsonLinesJournal(path, FieldMapping.from_table(table))
+    if form == "sqlite":
+        return SqliteQuery(path, FieldMapping.from_table(table), table["query"])
     raise ValueError(f"no reader for journal format {form!r}; journal_problems refuses it")
 
 

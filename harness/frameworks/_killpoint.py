@@ -17,7 +17,6 @@ from killpoint.harness.frameworks._state import DurableState, StepRecord
 from killpoint.harness.model import Plan
 from killpoint.harness.properties import fold_journal
 
-
 # The keys fold_journal looks records up by (a list there would not even hash).
 _IDS = {protocol.STARTED: ("op", "call"), protocol.FINISHED: ("op",)}
 

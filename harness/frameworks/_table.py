@@ -97,8 +97,8 @@ def resolved_path(template: str, task_id: str) -> str | None:
 
 def _fields_problems(fields: object) -> list[str]:
     if not isinstance(fields, dict):
-        return ["must be a table naming where each record keeps its op, call, status (and class): "
-                'fields = { call = "llmCallId", status = "status" }']
+        return [("must be a table naming where each record keeps its op, call, status (and class): "
+                'fields = { call = "llmCallId", status = "status" }')]
     problems = [f"unknown field {name!r}; the fields are {', '.join(FIELD_NAMES)}"
                 for name in fields if name not in FIELD_NAMES]
     problems += [f"missing {name!r}; name the record's key (or column) holding the {name}"
