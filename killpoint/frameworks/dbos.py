@@ -1,0 +1,75 @@
+"""DBOS under killpoint: steps registered under their call id, and a workflow that starts or recovers.
+
+DBOS commits a step's ``operation_outputs`` row on the workflow's thread
+before the step call returns to the workflow body, so the call site is where
+the step is recorded: ``step`` announces ``step_recorded`` there. A step with
+a row is not run again on recovery (its saved result is returned), one with
+none is: DBOS writes nothing when a step begins.
+
+Recovery needs the same ``application_version`` in every incarnation (DBOS
+recovers only the pending workflows of its own version, by default a hash of
+the workflow source), so ``run_workflow`` sets one.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dbos import DBOS, SetWorkflowID
+
+from killpoint import frameworks, protocol
+from killpoint.frameworks import _session
+
+__all__ = ["DATABASE_NAME", "fake_step", "run_workflow", "step"]
+
+DATABASE_NAME = "dbos.sqlite"
+R = TypeVar("R")
+
+
+def step(call_id: str, fn: Callable[..., Any], *, probe: frameworks.Probe | None = None) -> Callable[..., Any]:
+    """``fn`` as DBOS step ``call_id`` of the plan (``killpoint.frameworks.step`` registered with DBOS)."""
+    return _registered(call_id, frameworks.step(call_id, fn, probe=probe))
+
+
+def fake_step(call_id: str, probe: bool = False) -> Callable[..., Any]:
+    """Killpoint's fake tool of planned call ``call_id`` as DBOS step ``call_id``."""
+    return _registered(call_id, frameworks.fake_step(call_id, probe))
+
+
+def _registered(call_id: str, instrumented: Callable[..., R]) -> Callable[..., R]:
+    """Register the step under the call id and announce its record where the workflow gets its result."""
+    dbos_step = DBOS.step(name=call_id)(instrumented)
+
+    @functools.wraps(dbos_step)
+    def call_step(*args: Any, **kwargs: Any) -> R:
+        result = dbos_step(*args, **kwargs)
+        session = _session.current()
+        if session is not None:
+            session.recorded(call_id)
+        return result
+
+    return call_step
+
+
+def run_workflow(workflow: Callable[..., R], *args: Any, workflow_id: str = "killpoint",
+                 app_name: str = "killpoint-workload", application_version: str = "killpoint") -> R:
+    """Launch DBOS on ``$KILLPOINT_RUN_DIR/dbos.sqlite``; start workflow ``workflow_id``, or wait for its recovery.
+
+    ``DBOS.launch`` recovers a pending workflow from a background thread; a
+    workflow already finished returns its recorded result.
+    """
+    database = Path(os.environ.get(protocol.ENV_RUN_DIR, ".")).resolve() / DATABASE_NAME
+    DBOS(config={"name": app_name, "system_database_url": f"sqlite:///{database}", "log_level": "WARNING",
+                 "application_version": application_version})
+    DBOS.launch()
+    try:
+        if DBOS.get_workflow_status(workflow_id) is None:
+            with SetWorkflowID(workflow_id):
+                return workflow(*args)
+        return DBOS.retrieve_workflow(workflow_id).get_result()
+    finally:
+        DBOS.destroy()

@@ -1,0 +1,94 @@
+"""LangGraph under killpoint: a checkpointer that announces each step's record, and a run that starts or resumes.
+
+A node (StateGraph) or ``@task`` (functional API) is recorded when LangGraph's
+``put_writes`` has saved its writes: a node whose writes are saved is not run
+again on resume, one whose writes are not is. ``KillpointSaver`` is the
+SqliteSaver on ``$KILLPOINT_RUN_DIR/checkpoints.sqlite`` (the file a scenario's
+``[journal] format = "langgraph-sqlite"`` names) that announces
+``step_recorded`` once ``put_writes`` has returned. Under ``durability="async"``
+that is a background thread, while the next step runs; under ``"exit"``
+LangGraph saves no step's writes at all before the graph ends, so no step is
+ever recorded on its own.
+
+The step named by ``put_writes`` is read off its ``task_path`` as the store
+readers read it: ``~__pregel_pull, NODE`` is the node (named after its call id),
+``~__pregel_push, ~__pregel_pull, ENTRYPOINT, I, ...`` is the I-th task call of
+an entrypoint, the plan's I-th call.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import StateGraph
+from langgraph.pregel import Pregel
+
+from killpoint import protocol
+from killpoint.frameworks import _session
+
+__all__ = ["CHECKPOINTS_NAME", "KillpointSaver", "run"]
+
+CHECKPOINTS_NAME = "checkpoints.sqlite"
+Durability = Literal["sync", "async", "exit"]
+_PULL = "~__pregel_pull"
+_PUSH = "~__pregel_push"
+
+
+class KillpointSaver(SqliteSaver):
+    """SqliteSaver announcing ``step_recorded`` for a planned step whose writes it has just saved."""
+
+    def put_writes(self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+        super().put_writes(config, writes, task_id, task_path)
+        session = _session.current()
+        if session is None:
+            return
+        call_id = step_of(task_path, tuple(session.calls))
+        if call_id is not None:
+            session.recorded(call_id)
+
+
+def step_of(task_path: str, plan_order: tuple[str, ...]) -> str | None:
+    """The planned call a task path names (a node by its name, a task call by its ordinal), or None."""
+    parts = [part.strip() for part in task_path.split(",")]
+    if len(parts) == 2 and parts[0] == _PULL:
+        return parts[1] if parts[1] in plan_order else None
+    if len(parts) >= 4 and parts[:2] == [_PUSH, _PULL] and parts[3].isdigit():
+        index = int(parts[3])
+        return plan_order[index] if index < len(plan_order) else None
+    return None
+
+
+def checkpoints_path() -> Path:
+    """Where the checkpoints live: the workload folder under killpoint, else the current folder."""
+    return Path(os.environ.get(protocol.ENV_RUN_DIR, ".")) / CHECKPOINTS_NAME
+
+
+def run(graph: StateGraph[Any] | Pregel[Any, Any], inputs: Any, *, thread_id: str = "killpoint",
+        durability: Durability = "sync") -> Any:
+    """Run ``graph`` (a StateGraph builder, or a compiled graph or entrypoint) to its end, or resume it.
+
+    On a thread with a checkpoint whose graph has more to do, the run resumes
+    (``invoke(None, ...)``): LangGraph re-runs the steps with no saved writes.
+    On one that finished, it returns the final values without running. A
+    thread with no checkpoint, or only the input's (an ``async`` kill can lose
+    every later one), starts from ``inputs``.
+    """
+    connection = sqlite3.connect(checkpoints_path(), check_same_thread=False)
+    try:
+        saver = KillpointSaver(connection)
+        app = graph.compile(checkpointer=saver) if isinstance(graph, StateGraph) else graph.copy(
+            {"checkpointer": saver})
+        config: Any = {"configurable": {"thread_id": thread_id}}
+        snapshot = app.get_state(config)
+        if snapshot.next:
+            return app.invoke(None, config, durability=durability)
+        if snapshot.metadata is not None and snapshot.metadata.get("source") == "loop":
+            return snapshot.values
+        return app.invoke(inputs, config, durability=durability)
+    finally:
+        connection.close()
