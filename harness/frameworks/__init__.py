@@ -14,8 +14,10 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any
 
+from killpoint.harness.frameworks._dbos import DbosSqlite
 from killpoint.harness.frameworks._json_store import JsonDocument, JsonLinesJournal
 from killpoint.harness.frameworks._killpoint import KillpointJournal
+from killpoint.harness.frameworks._langgraph import LangGraphSqlite
 from killpoint.harness.frameworks._mapping import FieldMapping
 from killpoint.harness.frameworks._sqlite_query import SqliteQuery
 from killpoint.harness.frameworks._state import DurableState, StepRecord, StoreReader
@@ -40,9 +42,13 @@ def reader_for(table: dict[str, Any]) -> StoreReader:
         return JsonDocument(path, FieldMapping.from_table(table), table.get("records"))
     if form == "jsonl":
         return JsonLinesJournal(path, FieldMapping.from_table(table))
+    if form == "langgraph-sqlite":
+        return LangGraphSqlite(path, table.get("steps", "name"), table.get("thread"))
+    if form == "dbos-sqlite":
+        return DbosSqlite(path, table.get("workflow"))
     if form == "sqlite":
         return SqliteQuery(path, FieldMapping.from_table(table), table["query"])
-    raise ValueError(f"no reader for journal format {form!r}; journal_problems refuses it")
+    raise ValueError(f"no reader for journal format {form!r}; journal_problems refuses it")  # a caller's bug
 
 
 def framework_versions(table: dict[str, Any]) -> dict[str, str]:

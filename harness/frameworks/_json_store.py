@@ -17,7 +17,7 @@ from typing import Any
 from killpoint.client import parse_json_lines
 from killpoint.harness.frameworks._mapping import FieldMapping, MappedRecord, fold_mapped
 from killpoint.harness.frameworks._state import DurableState
-from killpoint.harness.frameworks._store_file import StoreUnreadable, read_store, store_path
+from killpoint.harness.frameworks._store_file import StoreUnreadable, read_store, store_files, store_path
 from killpoint.harness.model import Plan
 
 
@@ -41,10 +41,7 @@ class _MappedFile:
     mapping: FieldMapping
 
     def files(self, plan: Plan) -> tuple[str, ...]:
-        try:
-            return (store_path(self.path, plan),)
-        except StoreUnreadable:
-            return ()  # read() says why
+        return store_files(self.path, plan)
 
     def read(self, folder: Path, plan: Plan) -> DurableState:
         try:

@@ -20,12 +20,14 @@ import contextlib
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from killpoint.harness.frameworks import _store_file
-from killpoint.harness.frameworks._store_file import StoreUnreadable, read_store
+from killpoint.harness.frameworks._state import DurableState
+from killpoint.harness.frameworks._store_file import StoreUnreadable, read_store, store_path
+from killpoint.harness.model import Plan
 
 QUERY_SECONDS = 5.0
 ROW_LIMIT = 100_000
@@ -36,9 +38,16 @@ _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
 _PROGRESS_EVERY = 10_000  # virtual machine instructions between two looks at the clock
 
 
-def side_files(path: str, suffixes: tuple[str, ...]) -> tuple[str, ...]:
-    """A database's path and its side files' (``x.sqlite``, ``x.sqlite-wal``, ...), for ``files()``."""
-    return (path,) + tuple(path + suffix for suffix in suffixes)
+def read_database(folder: Path, template: str, plan: Plan, absent: DurableState,
+                  read: Callable[[sqlite3.Connection, str, Plan], DurableState]) -> DurableState:
+    """``read(connection, path, plan)`` on a guarded private copy of the store; ``absent`` when it was not copied
+    (nothing durable yet), the problems when it cannot be read. Never raises."""
+    try:
+        path = store_path(template, plan)
+        with opened_copy(folder, path) as connection:
+            return absent if connection is None else read(connection, path, plan)
+    except StoreUnreadable as problem:
+        return DurableState.unreadable(absent.records_start, *problem.args)
 
 
 @contextlib.contextmanager

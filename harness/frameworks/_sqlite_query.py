@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from killpoint.harness.frameworks._mapping import FieldMapping, MappedRecord, fold_mapped
-from killpoint.harness.frameworks._sqlite_copy import opened_copy, run_query, side_files
+from killpoint.harness.frameworks._sqlite_copy import read_database, run_query
 from killpoint.harness.frameworks._state import DurableState
-from killpoint.harness.frameworks._store_file import StoreUnreadable, store_path
+from killpoint.harness.frameworks._store_file import StoreUnreadable, store_files
 from killpoint.harness.model import Plan
 
 
@@ -26,20 +26,13 @@ class SqliteQuery:
     name: str = "sqlite"
 
     def files(self, plan: Plan) -> tuple[str, ...]:
-        try:
-            return side_files(store_path(self.path, plan), ("-wal", "-shm", "-journal"))
-        except StoreUnreadable:
-            return ()  # read() says why
+        return store_files(self.path, plan, ("-wal", "-shm", "-journal"))
 
     def read(self, folder: Path, plan: Plan) -> DurableState:
-        try:
-            path = store_path(self.path, plan)
-            with opened_copy(folder, path) as connection:
-                if connection is None:
-                    return DurableState({}, self.mapping.records_start, None)
-                records = self._records(connection, path)
-        except StoreUnreadable as problem:
-            return DurableState.unreadable(self.mapping.records_start, *problem.args)
+        return read_database(folder, self.path, plan, DurableState({}, self.mapping.records_start, None), self._read)
+
+    def _read(self, connection: sqlite3.Connection, path: str, plan: Plan) -> DurableState:
+        records = self._records(connection, path)
         if records is None:  # the runtime had not created its table yet: nothing durable
             return DurableState({}, self.mapping.records_start, None)
         return fold_mapped(records, self.mapping, plan)

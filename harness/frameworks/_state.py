@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from killpoint.harness.model import Plan
 
 # A quoted value is cut here: a quote names a row, it does not reproduce it.
-QUOTE_VALUE_CHARS = 60
+QUOTE_VALUE_CHARS = 80
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,16 @@ def store_path(template: str, plan: Plan) -> str:
     return path
 
 
+def store_files(template: str, plan: Plan, suffixes: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """``files()`` of a store at ``template`` with side files ``suffixes``: none when the path leaves the folder
+    (``read`` then says why)."""
+    try:
+        path = store_path(template, plan)
+    except StoreUnreadable:
+        return ()
+    return (path,) + tuple(path + suffix for suffix in suffixes)
+
+
 def read_store(folder: Path, path: str) -> bytes | None:
     """The copy's bytes, or None when the store was not there (nothing durable yet: a fact, not a problem)."""
     try:

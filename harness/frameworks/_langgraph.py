@@ -1,0 +1,92 @@
+"""Format ``langgraph-sqlite``: LangGraph's ``SqliteSaver`` (langgraph-checkpoint-sqlite 3.1.2) database.
+
+LangGraph records a step only once it has returned: its channel writes go to
+the ``writes`` table (a node returning nothing writes ``__no_writes__``); a
+step that raised writes channel ``__error__`` instead. So a ``writes`` row of
+the step's task with ``idx >= 0`` means SUCCEEDED, an ``__error__`` row
+FAILED (killpoint's instrumentation returns tool failures as values, so this
+is a step that raised), and nothing is ever RUNNING: ``records_start`` is
+False. Negative ``idx`` rows other than the error (scheduled, interrupt,
+resume) are no return. Which task is which planned call:
+
+- ``steps = "name"`` (StateGraph): task_path ``~__pregel_pull, <node>``, the
+  node named by the call id;
+- ``steps = "order"`` (functional API): the n-th ``@task`` call of the
+  entrypoint, task_path ``~__pregel_push, ~__pregel_pull, <entrypoint>, <n>,
+  0000000001`` (n counted from 0, ten digits) is the n-th planned call.
+
+Only plain columns are read (``task_path``, ``idx``, ``channel``); the
+``value`` and ``checkpoint`` blobs are never decoded. Only the root graph
+(``checkpoint_ns = ''``) counts. ``completed`` is True when the entrypoint's
+own task wrote ``__end__`` (functional API); a StateGraph's end shows in no
+plain column, so there it is None.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from killpoint import protocol
+from killpoint.harness.frameworks._sqlite_copy import has_table, read_database, run_query
+from killpoint.harness.frameworks._state import DurableState, StepRecord, quote_columns
+from killpoint.harness.frameworks._store_file import store_files
+from killpoint.harness.frameworks._table import TASK_ID
+from killpoint.harness.model import Plan
+
+_PULL = "~__pregel_pull, "
+_PUSH = re.compile(r"~__pregel_push, ~__pregel_pull, [^,]+, (\d{10})(, \d{10})?")
+_END = "__end__"
+_ERROR = "__error__"
+_WRITES = ("SELECT rowid, thread_id, task_path, idx, channel FROM writes WHERE checkpoint_ns = '' "
+           "AND (? IS NULL OR thread_id = ?) ORDER BY rowid")
+
+
+@dataclass(frozen=True)
+class LangGraphSqlite:
+    path: str = "checkpoints.sqlite"
+    steps: str = "name"
+    thread: str | None = None  # the thread_id to read ({task_id} allowed); None: every thread
+    name: str = "langgraph-sqlite"
+
+    def files(self, plan: Plan) -> tuple[str, ...]:
+        return store_files(self.path, plan, ("-wal", "-shm"))
+
+    def read(self, folder: Path, plan: Plan) -> DurableState:
+        return read_database(folder, self.path, plan, DurableState({}, False, None), self._read)
+
+    def _read(self, connection: sqlite3.Connection, path: str, plan: Plan) -> DurableState:
+        if not has_table(connection, "writes"):
+            return DurableState({}, False, None)  # the saver had not set up its tables yet: nothing durable
+        thread = self.thread.replace(TASK_ID, plan.task_id) if self.thread else None
+        return self._fold(run_query(connection, _WRITES, (thread, thread))[1], path, plan)
+
+    def _call_of(self, task_path: object, plan: Plan) -> str | None:
+        if not isinstance(task_path, str):
+            return None
+        if self.steps == "name":
+            node = task_path.removeprefix(_PULL) if task_path.startswith(_PULL) else None
+            return node if node is not None and plan.call(node) is not None else None
+        push = _PUSH.fullmatch(task_path)
+        index = int(push.group(1)) if push else len(plan.calls)
+        return plan.calls[index].call_id if index < len(plan.calls) else None
+
+    def _fold(self, rows: list[tuple[object, ...]], path: str, plan: Plan) -> DurableState:
+        records: dict[str, StepRecord] = {}
+        completed: bool | None = None
+        for rowid, thread, task_path, idx, channel in rows:
+            if channel == _END and isinstance(task_path, str) and task_path.startswith(_PULL) and self.steps == "order":
+                completed = True
+            call = self._call_of(task_path, plan)
+            if call is None:
+                continue
+            shown = quote_columns({"thread_id": thread, "task_path": task_path, "idx": idx, "channel": channel})
+            quote = f"{path}: writes(rowid={rowid}, {shown})"
+            if isinstance(idx, int) and idx >= 0:  # the step returned; it outranks an earlier error of the step
+                if call not in records or records[call].status != protocol.SUCCEEDED:
+                    records[call] = StepRecord(call, protocol.SUCCEEDED, quote)
+            elif channel == _ERROR and call not in records:
+                records[call] = StepRecord(call, protocol.FAILED, quote)
+        return DurableState(records, False, completed)
