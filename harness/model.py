@@ -193,13 +193,15 @@ class Incarnation:
 #
 # A kill's text (``str``) is how tokens, flags, scenario files, verdict.json and the docs spell it:
 # ``c3:after_effect``, ``after_decisions``, ``c3:after_started+``, ``@0.0342``, ``ledger:effect:c3``,
-# each optionally followed by ``/torn:500``. ``parse_kill`` reads every one of them back.
+# a crash-point kill optionally followed by ``/now`` (``c3:after_effect/now``), then any kill by
+# ``/torn:500``. ``parse_kill`` reads every one of them back.
 
 TIMEOUT = "timeout"  # killed_at of an incarnation struck at its timeout, not at a scheduled kill
 DELAY_PREFIX = "@"  # @SECONDS: a kill that many seconds after the incarnation started
 AFTER_SUFFIX = "+"  # POINT+: a kill at the first crash point after POINT
 CALL_SEPARATOR = ":"  # CALL:POINT, SOURCE:KIND:CALL
 TORN_SEPARATOR = "/torn:"  # KILL/torn:N: after the kill, the journal's last record keeps N per mille
+NOW_SUFFIX = "/now"  # POINT/now: the point is answered ``kill`` (the workload kills itself), not left waiting
 LEDGER_SOURCE, JOURNAL_SOURCE = "ledger", "journal"  # the evidence files an event kill watches
 EVENT_SOURCES: dict[str, tuple[str, ...]] = {
     LEDGER_SOURCE: protocol.TOOL_LEDGER_KINDS,
@@ -246,16 +248,29 @@ class _Rendered:
 
 @dataclass(frozen=True)
 class _AtCrashPoint(_Rendered):
-    """A kill triggered by a crash point the workload announces (``call`` None: a point of no call)."""
+    """A kill triggered by a crash point the workload announces (``call`` None: a point of no call).
+
+    A pausing kill (``now`` False) leaves the point unanswered: the thread that
+    announced it waits while the harness kills, and every other thread of the
+    workload runs on until the SIGKILL lands (a background writer finishes its
+    write). A non-pausing kill (``now``, spelled ``/now``) answers ``kill``, and
+    the workload SIGKILLs its own process group at once, so nothing of it runs
+    on; the harness strikes right after, as it always does.
+    """
 
     point: str
     call: str | None = None
     fault: Fault = PlainKill()
+    now: bool = False
     _suffix: ClassVar[str] = ""  # after the point reached, in the kill's trigger
 
     @property
     def trigger(self) -> str:
+        """The moment (``c3:after_effect``, ``c3:after_started+``), without ``/now``: the kill marker's point."""
         return f"{self.reached}{self._suffix}"
+
+    def __str__(self) -> str:
+        return f"{self.trigger}{NOW_SUFFIX if self.now else ''}{self.fault}"
 
     @property
     def reached(self) -> str:
@@ -268,7 +283,7 @@ class _AtCrashPoint(_Rendered):
 
 @dataclass(frozen=True)
 class AtPoint(_AtCrashPoint):
-    """Kill at the crash point itself: the workload's message is never answered."""
+    """Kill at the crash point itself: the workload's message is never answered (``/now``: answered ``kill``)."""
 
 
 @dataclass(frozen=True)
@@ -325,12 +340,21 @@ def parse_kill(text: str) -> Kill:
     trigger, separator, permille = text.partition(TORN_SEPARATOR)
     fault: Fault = PlainKill()
     if separator:
+        if permille.endswith(NOW_SUFFIX):
+            raise KillSyntaxError(text, f"{NOW_SUFFIX} comes before the fault: write "
+                                        f"{trigger}{NOW_SUFFIX}{TORN_SEPARATOR}{permille.removesuffix(NOW_SUFFIX)}")
         if not (permille.isascii() and permille.isdigit() and 0 < int(permille) < 1000):
             raise KillSyntaxError(text, "torn:N keeps N per mille of the last record; use 1..999")
         fault = TornTail(int(permille))
+    now = trigger.endswith(NOW_SUFFIX)
+    trigger = trigger.removesuffix(NOW_SUFFIX)
+    source, _, rest = trigger.partition(CALL_SEPARATOR)
+    if now and (trigger.startswith(DELAY_PREFIX) or source in EVENT_SOURCES):
+        raise KillSyntaxError(text, f"{NOW_SUFFIX} goes with a crash-point kill (c3:after_effect{NOW_SUFFIX}, "
+                                    f"c3:after_started+{NOW_SUFFIX}); a timed or event kill never pauses the workload",
+                              KILL_ON_FLAG if source in EVENT_SOURCES else KILL_AT_FLAG)
     if trigger.startswith(DELAY_PREFIX):
         return AfterDelay(_seconds(trigger), fault)
-    source, _, rest = trigger.partition(CALL_SEPARATOR)
     if source in EVENT_SOURCES:
         kind, _, call = rest.partition(CALL_SEPARATOR)
         if kind not in EVENT_SOURCES[source] or not call or CALL_SEPARATOR in call:
@@ -344,7 +368,7 @@ def parse_kill(text: str) -> Kill:
                                        f"(or @SECONDS, or ledger:KIND:CALL / journal:KIND:CALL)")
     if not call and point != protocol.AFTER_DECISIONS:
         raise KillSyntaxError(trigger, f"{point} happens per call; write CALL:{point}, e.g. c1:{point}")
-    return (AfterPoint if after else AtPoint)(point, call or None, fault)
+    return (AfterPoint if after else AtPoint)(point, call or None, fault, now)
 
 
 def _seconds(trigger: str) -> float:

@@ -11,8 +11,10 @@ on; incarnations after the last kill run freely. A kill is one of:
 
 and carries a fault: a plain kill, or ``/torn:N`` (``TornTail``): after the
 kill, cut the journal's last record, keeping N per mille of its bytes, as a
-write cut mid-way would. Nothing here touches a process: the same plan and seed
-always give the same schedules.
+write cut mid-way would. A crash-point kill may be ``/now`` (``non_pausing``):
+the workload is told to kill itself at the point instead of being left waiting
+there. Nothing here touches a process: the same plan and seed always give the
+same schedules.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Protocol
 from killpoint import protocol
 from killpoint.errors import ConfigError
 from killpoint.harness.model import (
+    RENDEZVOUS_KILLS,
     AfterDelay,
     AfterPoint,
     AtPoint,
@@ -86,6 +89,11 @@ def torn_variants(schedules: list[Schedule], permille: int = 500) -> list[Schedu
     return [schedule[:-1] + (replace(last, fault=TornTail(permille)),)
             for schedule in schedules
             if isinstance(last := schedule[-1], AtPoint) and last.point in TEARABLE_POINTS]
+
+
+def non_pausing(schedule: Schedule) -> Schedule:
+    """The same schedule with every crash-point kill made ``/now``; timed and event kills never pause anyway."""
+    return tuple(replace(kill, now=True) if isinstance(kill, RENDEZVOUS_KILLS) else kill for kill in schedule)
 
 
 def derived_seed(seed: int, index: int) -> int:
