@@ -2,7 +2,9 @@
 
 Each message is one JSON line ``{"point", "call", "op", "incarnation"}``; the
 workload blocks until it reads a reply line. To crash the workload at a point
-the server simply does not reply and hands the moment to the nemesis. One
+the server does not reply (a pausing kill) or replies ``kill`` (a non-pausing
+one, ``/now``: the workload kills its own group at once), and in both cases
+hands the moment to the nemesis, which strikes and confirms the tree dead. One
 selector watches the listening socket, every connection, a pidfd of the
 incarnation (so an exit is seen at once, not polled) and, for event kills, the
 evidence watcher; a timed kill is the selector's deadline.
@@ -18,10 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from killpoint.harness.model import AfterDelay, AfterPoint, AtPoint, Kill
+from killpoint.client import REPLY_KILL, REPLY_OK
+from killpoint.harness.model import RENDEZVOUS_KILLS, AfterDelay, AfterPoint, AtPoint, Kill
 from killpoint.harness.watch import EventWatcher
-
-_REPLY = b"ok\n"
 
 
 # A crash point is a short JSON line; anything longer is not one, and is not kept in memory.
@@ -129,6 +130,8 @@ class RendezvousServer:
         served.point_times.append(time.monotonic())
         if served.armed or (isinstance(kill, AtPoint) and kill.matches(point, call)):
             served.hit = kill
+            if isinstance(kill, RENDEZVOUS_KILLS) and kill.now:
+                _reply(connection, REPLY_KILL)
             return True
         if isinstance(kill, AfterPoint) and kill.matches(point, call):
             served.armed = True
@@ -147,8 +150,8 @@ class RendezvousServer:
         self.path.unlink(missing_ok=True)
 
 
-def _reply(connection: socket.socket) -> None:
+def _reply(connection: socket.socket, reply: bytes = REPLY_OK) -> None:
     try:
-        connection.sendall(_REPLY)
+        connection.sendall(reply)
     except OSError:
         pass  # the peer is gone; its process exit arrives through the pidfd

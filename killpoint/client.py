@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 from collections import Counter
 from collections.abc import Mapping
@@ -115,12 +116,21 @@ def read_json_lines(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]],
     return [record for _, record in parsed.records], parsed.torn_tail
 
 
+# The harness's replies to a crash point: go on, or kill yourself now (a non-pausing kill, ``c3:after_effect/now``).
+REPLY_OK, REPLY_KILL = b"ok\n", b"kill\n"
+
+
+class ControlReplyError(ConnectionError):
+    """The harness replied to a crash point with a line that is neither ``ok`` nor ``kill``."""
+
+
 class Rendezvous:
     """The crash-point channel: one persistent connection per process.
 
     ``point`` sends one JSON line and blocks for the harness's reply; the harness
-    either answers or SIGKILLs the process while it waits. With no control socket
-    configured the workload runs freely and ``point`` returns at once.
+    answers ``ok``, or answers ``kill`` (``die_now``), or SIGKILLs the process
+    while it waits. With no control socket configured the workload runs freely
+    and ``point`` returns at once.
     """
 
     def __init__(self, control_path: str | None, incarnation: int) -> None:
@@ -145,14 +155,34 @@ class Rendezvous:
         assert self._sock is not None  # connect() made it
         message = {"point": point, "call": call, "op": op, "incarnation": self.incarnation}
         self._sock.sendall(encode_record(message))
-        if not self._reader.readline():
+        reply = self._reader.readline()
+        if reply == REPLY_KILL:
+            die_now()
+        if not reply:
             raise ConnectionError(f"harness closed the control socket at {point} {call}")
+        if reply != REPLY_OK:
+            raise ControlReplyError(f"the harness replied {reply[:80]!r} at {point} {call}; protocol v1 replies "
+                                    f"are {REPLY_OK!r} and {REPLY_KILL!r}")
 
     def close(self) -> None:
         if self._sock is not None:
             self._reader.close()
             self._sock.close()
             self._sock = self._reader = None
+
+
+def die_now() -> None:
+    """SIGKILL this process's whole group at once, as a ``kill`` reply asks: no thread of the workload runs on.
+
+    The harness starts every incarnation as the leader of its own process group,
+    so the group is the workload (its tools' processes too) and never the
+    harness. A process the kill spares is the init of a PID namespace (a
+    container's PID 1 ignores SIGKILL from inside it): it exits at once, which
+    ends every thread of it and every process of its namespace, and runs no
+    Python cleanup. The harness's own kill follows either way.
+    """
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+    os._exit(128 + signal.SIGKILL)
 
 
 def _connected(control_path: str) -> tuple[socket.socket, Any]:

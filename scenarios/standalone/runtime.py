@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -42,6 +43,7 @@ SKIP, RETRY, VERIFY = "SKIP", "RETRY", "VERIFY"
 READ_ONLY, IDEMPOTENT_WRITE = "READ_ONLY", "IDEMPOTENT_WRITE"
 
 RETRY_SAFE_CLASSES = (READ_ONLY, IDEMPOTENT_WRITE)
+REPLY_OK, REPLY_KILL = b"ok\n", b"kill\n"  # the harness's replies to a crash point: go on, or die at once
 
 
 class Journal:
@@ -85,7 +87,13 @@ class Journal:
 
 
 class Control:
-    """The crash-point rendezvous: one connection; send a JSON line, block for the reply line."""
+    """The crash-point rendezvous: one connection; send a JSON line, block for the reply line.
+
+    ``kill`` asks for a crash right here: the process group (this runtime and its
+    tool processes, for the harness started it as a group of its own) is
+    SIGKILLed at once, and a process the signal spares (a container's PID 1)
+    exits without running another line.
+    """
 
     def __init__(self, path: str | None, incarnation: int) -> None:
         self.path, self.incarnation = path, incarnation
@@ -101,8 +109,14 @@ class Control:
             self.replies = self.connection.makefile("rb")
         message = {"point": point, "call": call, "op": op, "incarnation": self.incarnation}
         self.connection.sendall((json.dumps(message) + "\n").encode())
-        if not self.replies.readline():
+        reply = self.replies.readline()
+        if reply == REPLY_KILL:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+            os._exit(128 + signal.SIGKILL)
+        if not reply:
             sys.exit(f"the harness closed the control socket at {point} {call or ''}")
+        if reply != REPLY_OK:
+            sys.exit(f"protocol error: the harness replied {reply[:80]!r} at {point} {call or ''}")
 
 
 class Runtime:
