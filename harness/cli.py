@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     schedules = run.add_argument_group("schedules")
     schedules.add_argument("--kill-at", action="append", default=[], metavar="KILL",
                            help="kill there; repeat for later incarnations: c3:after_effect, after_decisions, "
-                                "c3:after_started+ (next point), @0.05 (seconds), ledger:effect:c3; /torn:500 tears")
+                                "c3:after_started+ (next point), @0.05 (seconds), ledger:effect:c3; /now kills with "
+                                "no pause (c3:after_effect/now); /torn:500 tears")
     schedules.add_argument("--kill-on", action="append", default=[], metavar="EVENT",
                            help="kill as soon as the journal or ledger shows EVENT (journal:started:c5, ledger:effect:c3)")
     schedules.add_argument("--exhaustive", action="store_true", help="every schedule of up to --depth kills at reached points")
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="with --timed: draw delays in [0, S] (default: between the crash-free run's first "
                                 "and last crash point, or journal/ledger write)")
     schedules.add_argument("--torn-tail", action="store_true", help="tear the journal's last record after kills that follow a write")
+    schedules.add_argument("--no-pause", action="store_true", help=defaults.NO_PAUSE_HELP)
     schedules.add_argument("--drift", metavar="TOOL=CLASS", help="hand recovery incarnations a catalogue where TOOL has CLASS")
     schedules.add_argument("--seed", type=int, help=f"seed of --random/--timed (default: {defaults.SEED_HELP})")
     output = run.add_argument_group("output")
@@ -122,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"longest plan drawn (default {defaults.HUNT_MAX_CALLS})")
     hunt.add_argument("--seed", type=int, default=defaults.HUNT_SEED, help=f"Hypothesis seed (default {defaults.HUNT_SEED})")
     hunt.add_argument("--out", type=Path, default=Path("."), help="where the shrunk scenario file goes (default .)")
+    hunt.add_argument("--no-pause", action="store_true", help=defaults.NO_PAUSE_HELP)
 
     repro = commands.add_parser("repro", help="rerun exactly the run a token names and print its timeline")
     repro.add_argument("token")
@@ -286,7 +289,7 @@ def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
         _positive(flag, value)
     started = time.monotonic()
     result = hunt(args.scenarios, args.workload, args.out, max_examples=args.examples,
-                  max_calls=args.max_calls, seed=args.seed)
+                  max_calls=args.max_calls, seed=args.seed, no_pause=args.no_pause)
     seconds = time.monotonic() - started
     found = result.found
     if found is None and result.unknown:

@@ -15,6 +15,8 @@ JOBS = 1  # runs in parallel
 BACKEND_HELP = "the scenario file's, else forkserver for a {python} workload, else subprocess"
 SEED_HELP = "drawn and printed; 0 when CI is set"
 RUNS_DIR_HELP = "./killpoint-runs/TIME-SCENARIO-PID"
+NO_PAUSE_HELP = ("make every crash-point kill /now: the point is answered 'kill' and the workload SIGKILLs itself "
+                 "at once, so no thread of it runs on (a paused point lets background writers finish)")
 
 HUNT_EXAMPLES = 200
 HUNT_MAX_CALLS = 6

@@ -32,6 +32,7 @@ from killpoint.harness.schedule import (
     children,
     derived_seed,
     format_schedule,
+    non_pausing,
     random_schedule,
     torn_variants,
 )
@@ -262,6 +263,21 @@ def shard_of(job: Job, shards: int) -> int:
     """
     root = str(job.schedule[0]) if job.schedule else ""
     return int.from_bytes(hashlib.sha256(root.encode()).digest()[:8], "big") % shards + 1
+
+
+def without_pauses(batches: JobBatches) -> JobBatches:
+    """The same jobs with every crash-point kill ``/now`` (``--no-pause``).
+
+    Exhaustive depth k+1 still grows from the points depth k reached: the
+    outcomes it reads are those of the ``/now`` jobs, and the kills it adds are
+    made ``/now`` here in turn.
+    """
+
+    def mapped(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
+        for batch in batches(golden, outcomes):
+            yield [replace(job, schedule=non_pausing(job.schedule)) for job in batch]
+
+    return mapped
 
 
 def sharded(batches: JobBatches, shard: int, shards: int) -> JobBatches:

@@ -3,9 +3,9 @@
 Plans are drawn from a pool of call templates (the calls of the scenario
 files, with their worlds merged), schedules from crash points of the drawn
 plan, optionally with a torn tail, a second kill during recovery, and
-catalogue drift. Hypothesis shrinks a failing example by dropping calls and
-kills, so what is printed is small: a scenario file the user can keep and a
-repro token that reruns it exactly.
+catalogue drift; with ``no_pause`` every kill is ``/now``. Hypothesis shrinks
+a failing example by dropping calls and kills, so what is printed is small: a
+scenario file the user can keep and a repro token that reruns it exactly.
 
 Each example runs as one job of a session does (``session.run_job``), so its
 run directory holds the same evidence and verdict.json as ``killpoint run``'s.
@@ -36,7 +36,7 @@ from killpoint.harness.backends import Backend, make_backend
 from killpoint.harness.model import Drift, GoldenRun, Plan, PlannedCall, Scenario, Verdict
 from killpoint.harness.runner import run_golden
 from killpoint.harness.scenario import load_scenario, with_workload
-from killpoint.harness.schedule import Schedule, draw_schedule
+from killpoint.harness.schedule import Schedule, draw_schedule, non_pausing
 from killpoint.harness.session import Job, RunOutcome, run_job, token_for, write_verdict
 from killpoint.harness.spec import resolve_backend
 
@@ -129,14 +129,19 @@ MAX_KILLS = 2  # one kill, or a second during recovery
 
 
 def examples(templates: tuple[PlannedCall, ...], catalogue_classes: tuple[str, ...], *,
-             max_calls: int) -> st.SearchStrategy[Example]:
-    """Plans of up to ``max_calls`` calls (the same template may repeat), one or two kills, maybe drift."""
+             max_calls: int, no_pause: bool = False) -> st.SearchStrategy[Example]:
+    """Plans of up to ``max_calls`` calls (the same template may repeat), one or two kills, maybe drift.
+
+    With ``no_pause`` the kills are ``/now``: the shrunk example, its scenario's token and its report say so.
+    """
 
     @st.composite
     def draw(data: st.DrawFn) -> Example:
         chosen = data(st.lists(st.sampled_from(templates), min_size=1, max_size=max_calls))
         plan = Plan("hunt", tuple(PlannedCall(f"c{index + 1}", call.tool, call.args) for index, call in enumerate(chosen)))
         schedule = draw_schedule(plan, HypothesisDraw(data), MAX_KILLS)
+        if no_pause:
+            schedule = non_pausing(schedule)
         drift = None
         if data(st.booleans()):
             tool = data(st.sampled_from(sorted({call.tool for call in plan.calls})))
@@ -147,16 +152,17 @@ def examples(templates: tuple[PlannedCall, ...], catalogue_classes: tuple[str, .
 
 
 def _search(pool: CallPool, attempt: Callable[[Example], None], *, seed: int, max_examples: int, max_calls: int,
-            phases: list[Phase]) -> Callable[[], None]:
+            phases: list[Phase], no_pause: bool = False) -> Callable[[], None]:
     """The seeded Hypothesis search hunt runs; drawing and hunting share it, so they see the same examples."""
     classes = tuple(sorted(set(protocol.CLASSES)))
     return hypothesis_seed(seed)(settings(
         max_examples=max_examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
         phases=phases, print_blob=False,
-    )(given(examples(pool.templates, classes, max_calls=max_calls))(attempt)))
+    )(given(examples(pool.templates, classes, max_calls=max_calls, no_pause=no_pause))(attempt)))
 
 
-def draw_examples(pool: CallPool, count: int, *, seed: int, max_calls: int = defaults.HUNT_MAX_CALLS) -> list[Example]:
+def draw_examples(pool: CallPool, count: int, *, seed: int, max_calls: int = defaults.HUNT_MAX_CALLS,
+                  no_pause: bool = False) -> list[Example]:
     """The first ``count`` examples a hunt with ``seed`` tries, in order; the same seed draws the same list."""
     drawn: list[Example] = []
     if count <= 0:
@@ -165,7 +171,8 @@ def draw_examples(pool: CallPool, count: int, *, seed: int, max_calls: int = def
     def collect(example: Example) -> None:
         drawn.append(example)
 
-    _search(pool, collect, seed=seed, max_examples=count, max_calls=max_calls, phases=[Phase.generate])()
+    _search(pool, collect, seed=seed, max_examples=count, max_calls=max_calls, phases=[Phase.generate],
+            no_pause=no_pause)()
     return drawn[:count]
 
 
@@ -209,8 +216,11 @@ class ExampleJudge:
 
 def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *,
          max_examples: int = defaults.HUNT_EXAMPLES, max_calls: int = defaults.HUNT_MAX_CALLS,
-         seed: int = defaults.HUNT_SEED) -> HuntResult:
-    """Search until a run fails or the budget is spent; shrink the failure; write its scenario to ``out_dir``."""
+         seed: int = defaults.HUNT_SEED, no_pause: bool = False) -> HuntResult:
+    """Search until a run fails or the budget is spent; shrink the failure; write its scenario to ``out_dir``.
+
+    ``no_pause``: every kill is ``/now`` (``--no-pause``).
+    """
     pool = call_pool(scenario_files, workload)
     backend_name, backend_options = resolve_backend(pool.base, None)
     backend = make_backend(backend_name, **backend_options)
@@ -230,7 +240,7 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *,
             raise AssertionError(f"{outcome.verdict.properties}")
 
     search = _search(pool, attempt, seed=seed, max_examples=max_examples, max_calls=max_calls,
-                     phases=[Phase.generate, Phase.shrink])
+                     phases=[Phase.generate, Phase.shrink], no_pause=no_pause)
     try:
         search()
     except AssertionError:
@@ -243,7 +253,8 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *,
     failure, outcome = last_failure[-1]  # Hypothesis replays the shrunk example last
     out_dir.mkdir(parents=True, exist_ok=True)
     scenario_file, token = judge.keep(failure, outcome, out_dir / FOUND_NAME,
-                                      f"found and shrunk by killpoint hunt (seed {seed})")
+                                      f"found and shrunk by killpoint hunt (seed {seed}"
+                                      f"{', no pause' if no_pause else ''})")
     return HuntResult(tried, Found(failure, outcome.verdict, scenario_file, token, outcome.run_dir), unknown)
 
 

@@ -33,6 +33,7 @@ from killpoint.harness.explore import (
     TimedMode,
     parse_shard,
     sharded,
+    without_pauses,
 )
 from killpoint.harness.model import Drift, GoldenRun, Scenario
 from killpoint.harness.scenario_fields import EXHAUSTIVE, GIVEN, MAX_DEPTH, MAX_TIMEOUT_S, RANDOM, file_schedule_mode
@@ -56,14 +57,16 @@ class SessionSpec:
     stop_at_first_failure: bool = False
     shard: tuple[int, int] | None = None  # (K, N): only shard K of N
     min_coverage: float | None = None  # percent of the crash-free run's crash points to kill, or no gate
+    no_pause: bool = False  # every crash-point kill is /now: the workload kills itself at the point, no pause
 
     @property
     def needs_rendezvous(self) -> bool:
         return self.mode.needs_rendezvous
 
     def describe(self) -> str:
-        """``exhaustive to depth 1, shard 2/3``: what the session runs."""
-        return self.mode.describe() + (f", shard {self.shard[0]}/{self.shard[1]}" if self.shard else "")
+        """``exhaustive to depth 1, no pause, shard 2/3``: what the session runs."""
+        return (self.mode.describe() + (", no pause" if self.no_pause else "")
+                + (f", shard {self.shard[0]}/{self.shard[1]}" if self.shard else ""))
 
     def describe_backend(self) -> str:
         """``backend docker (image killpoint-host:1, restart same)``: what a header line says."""
@@ -72,6 +75,8 @@ class SessionSpec:
 
     def batches(self) -> JobBatches:
         batches = self.mode.batches(self.scenario.plan, self.drift)
+        if self.no_pause:
+            batches = without_pauses(batches)
         return sharded(batches, *self.shard) if self.shard else batches
 
 
@@ -99,6 +104,7 @@ def build_spec(
     runs: int | None = None,
     timed_window: float | None = None,
     torn_tail: bool = False,
+    no_pause: bool = False,
     drift: str | None = None,
     seed: int | None = None,
     timeout: float | None = None,
@@ -127,8 +133,8 @@ def build_spec(
         scenario = replace(scenario, timeout_s=timeout)
     mode, chosen_by, default = _mode_chosen(scenario, kill_at or kill_on, exhaustive, random, timed)
     _check_choices_act(mode, chosen_by, depth=depth, random=random, timed=timed, runs=runs,
-                       timed_window=timed_window, torn_tail=torn_tail, seed=seed, min_coverage=min_coverage,
-                       shard=shard)
+                       timed_window=timed_window, torn_tail=torn_tail, no_pause=no_pause, seed=seed,
+                       min_coverage=min_coverage, shard=shard)
     _check_numbers(random=random, depth=depth, runs=runs, jobs=jobs, timed_window=timed_window,
                    min_coverage=min_coverage)
     parsed_drift = parse_drift(drift, scenario)
@@ -140,6 +146,9 @@ def build_spec(
     if mode == GIVEN:
         schedule_mode = GivenMode(tuple(parse_kill_point(text, scenario.plan)
                                         for text in [*kill_at, *kill_on] or default["kill_at"]))
+        if no_pause and not schedule_mode.needs_rendezvous:
+            raise ConfigError(f"--no-pause makes crash-point kills /now, but the kills of {chosen_by} "
+                              f"({schedule_mode.describe()}) are timed or event kills, which never pause; drop it")
     elif mode == RANDOM:
         faults = RandomFaults(torn_rate=defaults.MIXED_FAULT_RATE if torn_tail else 0.0,
                               timed_rate=defaults.MIXED_FAULT_RATE if timed else 0.0,
@@ -153,7 +162,7 @@ def build_spec(
     return SessionSpec(scenario, schedule_mode, backend_name, runs_dir or default_runs_dir(scenario), backend_options,
                        drift=parsed_drift, jobs=jobs or defaults.JOBS, keep_all=keep_all,
                        stop_at_first_failure=exitfirst, shard=parse_shard(shard) if shard else None,
-                       min_coverage=min_coverage)
+                       min_coverage=min_coverage, no_pause=no_pause)
 
 
 def spec_for_token(token: ReproToken, scenario: Scenario, *, backend: str | None = None, image: str | None = None,
@@ -199,8 +208,8 @@ def _mode_chosen(scenario: Scenario, kills: Sequence[str], exhaustive: bool, ran
 
 
 def _check_choices_act(mode: str, chosen_by: str, *, depth: int | None, random: int | None, timed: bool,
-                       runs: int | None, timed_window: float | None, torn_tail: bool, seed: int | None,
-                       min_coverage: float | None, shard: str | None) -> None:
+                       runs: int | None, timed_window: float | None, torn_tail: bool, no_pause: bool,
+                       seed: int | None, min_coverage: float | None, shard: str | None) -> None:
     """A usage error for every choice made that would not act in ``mode``: none is ever silently ignored."""
     timed_kills = mode == TIMED or (mode == RANDOM and timed)
     rules = (
@@ -210,6 +219,8 @@ def _check_choices_act(mode: str, chosen_by: str, *, depth: int | None, random: 
         ("--torn-tail", torn_tail, mode in (EXHAUSTIVE, RANDOM),
          "--exhaustive or --random (a given kill tears with /torn:N, e.g. --kill-at c3:after_finished/torn:500)"),
         ("--seed", seed is not None, mode in (RANDOM, TIMED), "--random or --timed (nothing else is drawn)"),
+        ("--no-pause", no_pause, mode != TIMED,
+         "kills at crash points (--exhaustive, --random, --kill-at); a timed kill never pauses"),
     )
     problems = [f"{flag} goes with {needs}, but this run's schedules come from {chosen_by}"
                 for flag, given, acts, needs in rules if given and not acts]
