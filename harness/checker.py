@@ -7,6 +7,10 @@ handed gone) is unknown with the reason, never a pass; an exception inside a
 rule makes that rule unknown with the error and keeps every other rule's
 findings. The rules' results merge false > unknown > true (Jepsen's
 ``compose``, ``check-safe`` and ``merge-valid``).
+
+A scenario with a ``[journal]`` table (a runtime that keeps its own durable
+record) is judged by ``BLACK_BOX_RULES`` (``harness.blackbox``): from the
+copies of its store, the ledger and the world, with no decisions to read.
 """
 
 from __future__ import annotations
@@ -16,8 +20,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from killpoint import protocol as p
-from killpoint.harness import properties
-from killpoint.harness.evidence import Evidence, MissingEvidence, handed_catalogue_file, torn_journal_name
+from killpoint.harness import blackbox, properties
+from killpoint.harness.evidence import (
+    STORE_AT_KILL_PREFIX,
+    STORE_FINAL,
+    Evidence,
+    MissingEvidence,
+    handed_catalogue_file,
+    torn_journal_name,
+)
+from killpoint.harness.frameworks import framework_versions
 from killpoint.harness.model import (
     FAILED,
     PASSED,
@@ -35,7 +47,7 @@ from killpoint.harness.validate import trusted
 if TYPE_CHECKING:
     from killpoint.harness.model import Scenario
 
-__all__ = ["PROPERTIES", "RULES", "Rule", "check", "expected_action"]
+__all__ = ["BLACK_BOX_RULES", "PROPERTIES", "RULES", "Rule", "check", "expected_action"]
 
 # -- guards: the evidence a rule needs; each returns why it is missing, or None ----------------
 
@@ -101,6 +113,30 @@ def handed_catalogues(evidence: Evidence) -> str | None:
 KILLS = (kill_copies, kill_markers)
 
 
+def store_copies(evidence: Evidence) -> str | None:
+    """Each kill's copy of the runtime's own store, read (and its copy after a torn tail, where one was cut)."""
+    if why := incarnations_recorded(evidence):
+        return why
+    killed = [incarnation for incarnation in evidence.incarnations if incarnation.killed_at is not None]
+    refused = [why for name, why in evidence.unreadable.items() if name.startswith(STORE_AT_KILL_PREFIX)]
+    if refused:
+        return "; ".join(refused)
+    if len(evidence.stores_at_kill) < len(killed):
+        return f"{len(killed)} kill(s) made but {len(evidence.stores_at_kill)} store copies read"
+    return None
+
+
+def final_stores(evidence: Evidence) -> str | None:
+    """The store as this run and as the crash-free run left it: what every run must end up recording."""
+    reasons = [why for name, why in evidence.unreadable.items() if name.endswith(STORE_FINAL)]
+    if not reasons and (evidence.store_final is None or evidence.golden_store_final is None):
+        reasons.append(f"{STORE_FINAL} was not read")
+    return "; ".join(reasons) or None
+
+
+STORE_KILLS = (store_copies, kill_markers)
+
+
 # -- rules ---------------------------------------------------------------------------------------
 
 
@@ -113,19 +149,24 @@ class Rule:
     judge: Callable[[Facts], list[Finding]]
 
 
-def _world(facts: Facts) -> list[Finding]:
-    """The world equals the crash-free run's, unless a drifted catalogue made the rules require a repeat."""
-    differs = properties.world_differs(facts)
-    if not differs:
+def world_rule(excuses: Callable[[Facts], list[str]], kills: tuple[Guard, ...]) -> Callable[[Facts], list[Finding]]:
+    """The judgement that the world equals the crash-free run's, unless a drifted catalogue made the rules
+    require a repeat: ``excuses`` finds those, from the kills' evidence that ``kills`` guards."""
+
+    def world(facts: Facts) -> list[Finding]:
+        differs = properties.world_differs(facts)
+        if not differs:
+            return differs
+        _require(facts.evidence, (incarnations_recorded,))  # whether a drift was handed is in the incarnations' record
+        if not any(incarnation.catalogue_drift for incarnation in facts.evidence.incarnations):
+            return differs
+        _require(facts.evidence, (*kills, handed_catalogues))  # the excuse reads the kills and the handed catalogues
+        if found := excuses(facts):
+            facts.notes += [f"{excuse}; so the world is not held to the crash-free run's" for excuse in found]
+            return []
         return differs
-    _require(facts.evidence, (incarnations_recorded,))  # whether a drift was handed is in the incarnations' record
-    if not any(incarnation.catalogue_drift for incarnation in facts.evidence.incarnations):
-        return differs
-    _require(facts.evidence, (*KILLS, handed_catalogues))  # the excuse reads the kills and the handed catalogues
-    if excuses := properties.retries_made_unsafe_by_drift(facts):
-        facts.notes += [f"{excuse}; so the world is not held to the crash-free run's" for excuse in excuses]
-        return []
-    return differs
+
+    return world
 
 
 RULES: tuple[Rule, ...] = (
@@ -136,7 +177,16 @@ RULES: tuple[Rule, ...] = (
     Rule("decisions", (*KILLS, handed_catalogues), properties.decisions),
     Rule("verify-before-replay", (*KILLS, handed_catalogues), properties.verify_before_replay),
     Rule("liveness", (incarnations_recorded,), properties.liveness),
-    Rule("world-equals-golden", (), _world),
+    Rule("world-equals-golden", (), world_rule(properties.retries_made_unsafe_by_drift, KILLS)),
+)
+
+# Judged black-box there are no decisions, class snapshots or killpoint journal records to judge.
+BLACK_BOX_RULES: tuple[Rule, ...] = (
+    Rule("write-ahead", STORE_KILLS, blackbox.write_ahead),
+    Rule("closed-not-replayed", STORE_KILLS, blackbox.recorded_not_replayed),
+    Rule("verify-before-replay", (*STORE_KILLS, handed_catalogues), blackbox.verify_before_replay),
+    Rule("liveness", (incarnations_recorded, final_stores), blackbox.liveness),
+    Rule("world-equals-golden", (), world_rule(blackbox.retries_made_unsafe_by_drift, STORE_KILLS)),
 )
 
 
@@ -159,14 +209,18 @@ def _check_safe(rule: Rule, facts: Facts) -> tuple[RuleResult, list[Finding]]:
     return RuleResult(rule.name, FAILED if findings else PASSED), findings
 
 
-def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun, rules: tuple[Rule, ...] = RULES) -> Verdict:
-    """Judge one run by every rule; never raises.
+def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun, rules: tuple[Rule, ...] | None = None) -> Verdict:
+    """Judge one run by every rule (by default ``RULES``, or ``BLACK_BOX_RULES`` for a ``[journal]`` scenario);
+    never raises.
 
     ``valid`` merges the rules' results (false > unknown > true); ``error``
     says why a verdict is unknown, rule by rule; a failed verdict names the
     rules it could not judge in its notes.
     """
-    notes = list(_notes(evidence))
+    if rules is None:
+        rules = RULES if scenario.journal is None else BLACK_BOX_RULES
+    notes = [] if scenario.journal is None else [judged_black_box(scenario.journal)]
+    notes += _notes(evidence)
     try:
         evidence, journal_problems, ledger_problems = trusted(evidence)
     except Exception as failure:  # noqa: BLE001 - no rule can be judged on evidence that could not be cleaned
@@ -188,6 +242,12 @@ def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun, rules: tupl
     if valid is False:
         notes += [f"not judged: {result.rule}: {result.reason}" for result in unknown]
     return Verdict(valid, tuple(findings), tuple(notes), error, tuple(results))
+
+
+def judged_black_box(journal: dict[str, object]) -> str:
+    """How a report says a run was judged from a runtime's own store: "judged black-box from langgraph-sqlite (...)"."""
+    versions = ", ".join(f"{name} {version}" for name, version in framework_versions(journal).items())
+    return f"judged black-box from {journal.get('format')}" + (f" ({versions})" if versions else "")
 
 
 def _unknown_reasons(unknown: list[RuleResult]) -> str:

@@ -1,12 +1,13 @@
-"""Readers of a run's evidence: journal, ledger, journal copies at each kill, world.
+"""Readers of a run's evidence: journal, ledger, journal copies at each kill, world, a runtime's own store.
 
 They never raise on what a workload wrote: a line that does not parse becomes
 a ``problem`` (quoted with its line number) and a torn last line is kept aside,
 reported but not trusted. Every record keeps its file and line for quoting.
 What the harness itself wrote and the judgement needs (incarnations.json, the
-journal copies at each kill, the ledger, the catalogues it handed the workload)
-but cannot be read is listed in ``Evidence.unreadable`` by file: the checker's
-rules that need it are unknown, never judged on what is left.
+journal copies at each kill, the ledger, the catalogues it handed the workload,
+the copies of a ``[journal]`` scenario's store) but cannot be read is listed in
+``Evidence.unreadable`` by file: the checker's rules that need it are unknown,
+never judged on what is left.
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from killpoint import protocol
 from killpoint.catalogue import Catalogue, catalogue_problems
 from killpoint.client import parse_json_lines
 from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import read_bounded
-from killpoint.harness.model import TIMEOUT, Incarnation, KillSyntaxError, parse_kill
+from killpoint.harness.model import TIMEOUT, Incarnation, KillSyntaxError, Plan, parse_kill
+
+if TYPE_CHECKING:  # the readers read evidence files through this module: only their types are needed here
+    from killpoint.harness.frameworks import DurableState, StoreReader
 
 
 class MissingEvidence(Exception):
@@ -155,6 +159,13 @@ class Evidence:
     # Evidence the judgement needs that could not be read, by file name, each with why: the rules
     # that need it are unknown.
     unreadable: dict[str, str] = field(default_factory=dict)
+    # Judged black-box (a ``[journal]`` scenario): the runtime's own store read at each kill (read up to the
+    # first copy missing, as the journal copies are), as the next incarnation found it where a torn tail
+    # cut it (None where it did not), at the end of the run, and at the end of the crash-free run.
+    stores_at_kill: tuple[DurableState, ...] = ()
+    stores_found: tuple[DurableState | None, ...] = ()
+    store_final: DurableState | None = None
+    golden_store_final: DurableState | None = None
 
     def journal_records(self, kind: str) -> list[Line]:
         return [line for line in self.journal.lines if line.get("kind") == kind]
@@ -163,6 +174,11 @@ class Evidence:
         """The journal the incarnation after kill ``kill_number`` started from."""
         torn = self.journals_found[kill_number] if kill_number < len(self.journals_found) else None
         return torn if torn is not None else self.journals_at_kill[kill_number]
+
+    def store_found(self, kill_number: int) -> DurableState:
+        """The store the incarnation after kill ``kill_number`` started from."""
+        torn = self.stores_found[kill_number] if kill_number < len(self.stores_found) else None
+        return torn if torn is not None else self.stores_at_kill[kill_number]
 
     def ledger_segments(self) -> list[list[Line]]:
         """Ledger lines split at the harness's kill markers: segment k is what ran before kill k."""
@@ -211,6 +227,90 @@ def torn_journal_path(run_dir: Path, kill_number: int) -> Path:
     return run_dir / torn_journal_name(kill_number)
 
 
+STORE_AT_KILL_PREFIX = "store-at-kill-"
+
+
+def store_at_kill_name(kill_number: int) -> str:
+    """The folder holding the copy of a runtime's own store made at kill ``kill_number``."""
+    return f"{STORE_AT_KILL_PREFIX}{kill_number}"
+
+
+def store_at_kill_path(run_dir: Path, kill_number: int) -> Path:
+    return run_dir / store_at_kill_name(kill_number)
+
+
+def store_found_name(kill_number: int) -> str:
+    """The store as the next incarnation found it, where the torn tail of kill ``kill_number`` cut a file of it."""
+    return f"{store_at_kill_name(kill_number)}.torn"
+
+
+def store_found_path(run_dir: Path, kill_number: int) -> Path:
+    return run_dir / store_found_name(kill_number)
+
+
+STORE_FINAL = "store-final"  # the folder holding the copy of the store made when the run ended
+
+
+def refusal_path(copy: Path) -> Path:
+    """Where the reasons a store copy was refused are kept, in place of the copy (``nemesis.copy_store``)."""
+    return copy.with_name(f"{copy.name}.refused")
+
+
+@dataclass(frozen=True)
+class StoreReading:
+    """How to read a ``[journal]`` scenario's store copies: its reader, the plan, the crash-free run's folder."""
+
+    reader: StoreReader
+    plan: Plan
+    golden_dir: Path
+
+
+def read_store_copy(copy: Path, reading: StoreReading) -> tuple[DurableState | None, str | None]:
+    """The durable state a store copy holds, or None and why it cannot be judged from (refused, lost, unreadable)."""
+    if os.path.lexists(refusal_path(copy)):
+        try:
+            why = read_bounded(refusal_path(copy)).decode(errors="replace").strip().replace("\n", "; ")
+        except OSError as refusal:
+            why = str(refusal)
+        return None, f"{copy.name} was refused: {why}"
+    if not copy.is_dir() or copy.is_symlink():
+        return None, f"{copy.name} is missing"
+    state = reading.reader.read(copy, reading.plan)
+    if state.problems:
+        return None, f"{copy.name} cannot be read: {'; '.join(state.problems)}"
+    return state, None
+
+
+def _read_stores(run_dir: Path, kills: int, reading: StoreReading, unreadable: dict[str, str]) -> dict[str, Any]:
+    """The store fields of ``Evidence``; each copy that cannot be read goes into ``unreadable``.
+
+    A kill's copy that is lost ends the list, so that the checker, finding fewer
+    copies than kills, judges no kill from them.
+    """
+    at_kill: list[DurableState] = []
+    found: list[DurableState | None] = []
+    holds_journal = protocol.JOURNAL_NAME in reading.reader.files(reading.plan)
+    for number in range(kills):
+        state, why = read_store_copy(store_at_kill_path(run_dir, number), reading)
+        # The nemesis copies the store again after a torn tail cut the journal, when the journal is a file of it.
+        torn_kept = holds_journal and os.path.lexists(torn_journal_path(run_dir, number))
+        torn, torn_why = (read_store_copy(store_found_path(run_dir, number), reading) if torn_kept
+                          else (None, None))
+        if state is None or torn_why is not None:
+            unreadable[store_at_kill_path(run_dir, number).name] = "; ".join(filter(None, (why, torn_why)))
+            break
+        at_kill.append(state)
+        found.append(torn)
+    final, why = read_store_copy(run_dir / STORE_FINAL, reading)
+    if why is not None:
+        unreadable[STORE_FINAL] = why
+    golden, why = read_store_copy(reading.golden_dir / STORE_FINAL, reading)
+    if why is not None:
+        unreadable[f"golden {STORE_FINAL}"] = f"the crash-free run's {why}"
+    return {"stores_at_kill": tuple(at_kill), "stores_found": tuple(found), "store_final": final,
+            "golden_store_final": golden}
+
+
 def read_handed_catalogue(path: Path) -> tuple[Catalogue | None, str | None]:
     """The catalogue in a file the runner handed a workload (the protocol's JSON form), or None and why not."""
     try:
@@ -228,13 +328,14 @@ def read_handed_catalogue(path: Path) -> tuple[Catalogue | None, str | None]:
                      frozenset(data.get("interactive", ()))), None
 
 
-def read_evidence(run_dir: Path) -> Evidence:
+def read_evidence(run_dir: Path, store: StoreReading | None = None) -> Evidence:
     """The run's evidence; never raises, and lists in ``unreadable`` what the judgement needs and cannot read.
 
     The copies at the kills are read up to the first one missing: the runner
     makes one at every kill (empty when there was no journal yet), so a missing
     one was lost, and the checker, finding fewer copies than kills, judges no kill.
-    The catalogues read are those the incarnations were handed.
+    The catalogues read are those the incarnations were handed. With ``store``
+    (a ``[journal]`` scenario) the store's copies are read too.
     """
     paths = run_paths(run_dir)
     incarnations, incarnations_unreadable = read_incarnations(paths["incarnations"])
@@ -258,6 +359,7 @@ def read_evidence(run_dir: Path) -> Evidence:
             catalogues[name] = catalogue
         else:
             unreadable[name] = why or name
+    stores = _read_stores(run_dir, kills, store, unreadable) if store is not None else {}
     return Evidence(
         journal=read_lines(paths["journal"], "journal.jsonl"),
         journals_at_kill=at_kill,
@@ -267,4 +369,5 @@ def read_evidence(run_dir: Path) -> Evidence:
         incarnations=incarnations,
         catalogues=catalogues,
         unreadable=unreadable,
+        **stores,
     )

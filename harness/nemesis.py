@@ -4,16 +4,18 @@ A strike is one sequence, in one place: SIGKILL the whole incarnation (the
 backend's ``kill``: its cgroup, its container, else its group and tree),
 confirm every process dead, sweep what it left elsewhere, and only then write
 about it: the kill marker into the ledger (so no record of the dead process can
-land after the marker), the journal copied as the kill left it, and the fault's
-own damage (a torn tail) done to the journal with the torn copy kept. It
-returns a ``Strike``, the record of what it did.
+land after the marker), the journal copied as the kill left it, a runtime's own
+store (a ``[journal]`` scenario's) copied likewise, and the fault's own damage
+(a torn tail) done to the journal with the torn copies kept. It returns a
+``Strike``, the record of what it did.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from killpoint import protocol
 from killpoint.client import encode_record
@@ -23,8 +25,10 @@ from killpoint.harness._safe_files import (
     copy_evidence,
     open_regular,
     read_bounded,
+    remove_tree,
 )
 from killpoint.harness.backends import Launched
+from killpoint.harness.evidence import refusal_path
 from killpoint.harness.model import TIMEOUT, AfterDelay, Fault, Kill, PlainKill, TornTail
 
 
@@ -40,6 +44,7 @@ class Strike:
     journal_copy: Path | None        # the journal as the kill left it; None when it could not be copied
     torn_copy: Path | None           # the journal after the fault cut its tail; None when nothing was cut
     problems: tuple[str, ...]        # why evidence is missing (a journal that is not a regular file)
+    store_copy: Path | None = None   # the runtime's own store as the kill left it; None: none, or refused
 
     def __repr__(self) -> str:
         fault = f", tail torn to {self.fault.permille}/1000" if isinstance(self.fault, TornTail) else ""
@@ -47,14 +52,24 @@ class Strike:
         return f"<incarnation {self.incarnation}, killed by SIGKILL {where}{fault}, {len(self.leftovers)} leftover(s)>"
 
 
+@dataclass(frozen=True)
+class StoreCopies:
+    """A runtime's own store (a ``[journal]`` scenario's) and where one strike copies it."""
+
+    workload: Path                   # the workload folder the store's files are relative to
+    files: tuple[str, ...]           # the reader's files(plan)
+    copy: Path                       # the store as the kill left it
+    torn_copy: Path                  # the store as the next incarnation finds it, when a torn tail cut a file of it
+
+
 def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: Path, journal: Path,
-           journal_copy: Path, torn_copy: Path) -> Strike:
+           journal_copy: Path, torn_copy: Path, store: StoreCopies | None = None) -> Strike:
     """Kill ``launched`` at ``kill`` (None: at its timeout), confirm it dead, and write the evidence of it.
 
     Raises KillFailed, having written nothing, when a process survives the
-    kill. A journal the workload replaced by something that is not a regular
-    file is not copied (the run is then judged unknown); the reason is a problem
-    in the record.
+    kill. A journal or store file the workload replaced by something that is
+    not a regular file is not copied (the run is then judged unknown); the
+    reason is a problem in the record.
     """
     kill_confirmed(launched)
     leftovers = tuple(launched.sweep())
@@ -67,14 +82,65 @@ def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: P
     fault = kill.fault if kill is not None else PlainKill()  # the timeout's strike is a plain kill
     copied: Path | None = None
     torn: Path | None = None
+    store_copied: Path | None = None
+    if store is not None:
+        store_problems = copy_store(store.workload, store.files, store.copy)
+        problems += [f"at the kill, {problem}" for problem in store_problems]
+        store_copied = None if store_problems else store.copy
     try:
         copy_evidence(journal, journal_copy)
         copied = journal_copy
         torn = _inflict(fault, journal, torn_copy)
     except UntrustedFile as refusal:
         problems.append(f"at the kill, {refusal}")
+    if store is not None and torn is not None and any(store.workload / name == journal for name in store.files):
+        problems += [f"after the torn tail, {problem}" for problem in copy_store(store.workload, store.files,
+                                                                                 store.torn_copy)]
     return Strike(incarnation, TIMEOUT if kill is None else str(kill), fault, leftovers, ledger_line_closed,
-                  copied, torn, tuple(problems))
+                  copied, torn, tuple(problems), store_copied)
+
+
+def copy_store(workload: Path, files: tuple[str, ...], copy: Path) -> list[str]:
+    """Copy a store's ``files`` (paths relative to ``workload``) into the new folder ``copy``; the refusals.
+
+    Run only with the workload dead, so nothing moves under the copy. A file
+    that is absent is not copied (nothing was durable yet: a fact the reader
+    reads). A file, or a folder on its way, that is a symlink, a FIFO or too
+    big is never followed nor read: the copy is then incomplete, so it is
+    removed and the refusals are written to ``refusal_path(copy)`` instead,
+    and the rules that need it are unknown, never judged on what is left.
+    """
+    copy.mkdir()
+    problems = []
+    for name in files:
+        source = workload / name
+        try:
+            _refuse_linked_folders(workload, name)
+            if not os.path.lexists(source):
+                continue
+            target = copy / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            copy_evidence(source, target)
+        except UntrustedFile as refusal:
+            problems.append(f"the store file {name}: {refusal}")
+    if problems:
+        remove_tree(copy)
+        refusal_path(copy).write_text("".join(f"{problem}\n" for problem in problems))
+    return problems
+
+
+def _refuse_linked_folders(workload: Path, name: str) -> None:
+    """UntrustedFile if a folder on the way from ``workload`` to ``name`` is not a real folder (a symlink, say)."""
+    folder = workload
+    for part in PurePosixPath(name).parts[:-1]:
+        folder = folder / part
+        try:
+            mode = os.lstat(folder).st_mode
+        except FileNotFoundError:
+            return  # the file is absent too
+        if not stat.S_ISDIR(mode):
+            raise UntrustedFile(f"{part} on its path is {'a symlink' if stat.S_ISLNK(mode) else 'not a folder'}; "
+                                f"it was not followed")
 
 
 def kill_confirmed(launched: Launched) -> None:

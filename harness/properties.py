@@ -10,6 +10,7 @@ called, and what the runtime announces (its crash points) never exempts it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -91,18 +92,25 @@ def fold_journal(lines: tuple[Line, ...]) -> dict[str, OpState]:
 
 
 @dataclass(frozen=True)
-class StruckKill:
-    """One kill the harness made, with the journal and ledger around it (a scheduled one is a ``model.Kill``)."""
+class LedgerAroundKill:
+    """One kill the harness made, with the ledger around it (a scheduled one is a ``model.Kill``)."""
 
     number: int  # 0 for the first kill of the run
     incarnation: Incarnation  # the one killed
     point: str
-    written: dict[str, OpState]  # the journal's operations when the kill was confirmed
-    found_lines: tuple[Line, ...]  # the journal the next incarnation started from (torn, if the nemesis tore it)
+    segment_before: list[Line]  # ledger lines of the tools between the previous kill (or the start) and this one
     before: list[Line]  # ledger lines of the tools before this kill
     segment_after: list[Line]  # ledger lines of the tools between this kill and the next
     after: list[Line]  # ledger lines of the tools after this kill
     following: Incarnation | None
+
+
+@dataclass(frozen=True)
+class StruckKill(LedgerAroundKill):
+    """One kill with the journal as it was written at the kill and as the next incarnation found it."""
+
+    written: dict[str, OpState] = field(default_factory=dict)  # the journal's operations when the kill was confirmed
+    found_lines: tuple[Line, ...] = ()  # the journal the next incarnation started from (torn, if the nemesis tore it)
 
     @cached_property
     def found(self) -> dict[str, OpState]:
@@ -129,16 +137,24 @@ class Facts:
         return [incarnation for incarnation in self.evidence.incarnations if incarnation.killed_at is not None]
 
     @cached_property
-    def kills(self) -> list[StruckKill]:
+    def ledger_around_kills(self) -> list[LedgerAroundKill]:
+        """Each kill with the ledger split at its marker; needs only the ledger's kill markers (``kill_markers``)."""
         segments = self.evidence.ledger_segments()
         by_number = {incarnation.number: incarnation for incarnation in self.evidence.incarnations}
-        return [StruckKill(number, incarnation, incarnation.killed_at or "",
-                           fold_journal(self.evidence.journals_at_kill[number].lines),
-                           self.evidence.journal_found(number).lines,
-                           [line for segment in segments[: number + 1] for line in segment], segments[number + 1],
-                           [line for segment in segments[number + 1:] for line in segment],
-                           by_number.get(incarnation.number + 1))
+        return [LedgerAroundKill(number, incarnation, incarnation.killed_at or "", segments[number],
+                                 [line for segment in segments[: number + 1] for line in segment], segments[number + 1],
+                                 [line for segment in segments[number + 1:] for line in segment],
+                                 by_number.get(incarnation.number + 1))
                 for number, incarnation in enumerate(self.killed)]
+
+    @cached_property
+    def kills(self) -> list[StruckKill]:
+        """Each kill with the journal around it too; needs the journal copies (``kill_copies``)."""
+        return [StruckKill(around.number, around.incarnation, around.point, around.segment_before, around.before,
+                           around.segment_after, around.after, around.following,
+                           fold_journal(self.evidence.journals_at_kill[around.number].lines),
+                           self.evidence.journal_found(around.number).lines)
+                for around in self.ledger_around_kills]
 
     @cached_property
     def _last_line_by_kill(self) -> tuple[tuple[int, int], ...]:
@@ -170,10 +186,14 @@ class Facts:
         return tool_class, interactive, writer, expected_action(state.found, tool_class, interactive)
 
     def completed(self) -> bool:
+        """The task completed: journaled COMPLETED, or, judged black-box, the last incarnation exited 0 on its own."""
+        if self.scenario.journal is not None:
+            last = self.evidence.incarnations[-1] if self.evidence.incarnations else None
+            return last is not None and last.killed_at is None and not last.timed_out and last.exit_code == 0
         return any(line.get("status") == p.COMPLETED for line in self.evidence.journal_records(p.TASK))
 
 
-def _of_kind(lines: list[Line], kind: str, call: str | None = None) -> list[Line]:
+def of_kind(lines: Iterable[Line], kind: str, call: str | None = None) -> list[Line]:
     return [line for line in lines if kind in line.record and (call is None or line.get("call") == call)]
 
 
@@ -248,7 +268,7 @@ def write_ahead(facts: Facts) -> list[Finding]:
     """At each kill, no tool ran more often than its started records say, and no finished came before its tool."""
     findings = []
     for kill in facts.kills:
-        invoked = Counter(line.get("call") for line in _of_kind(kill.before, p.LEDGER_INVOKED))
+        invoked = Counter(line.get("call") for line in of_kind(kill.before, p.LEDGER_INVOKED))
         for call, count in invoked.items():
             state = kill.written.get(call)
             starts = state.starts if state else 0
@@ -257,7 +277,7 @@ def write_ahead(facts: Facts) -> list[Finding]:
                     "write-ahead",
                     f"{call} was invoked {count} time(s) before the kill but the journal at the kill holds {starts} "
                     f"started record(s): the tool ran before its started record was durable",
-                    call, kill.point, (_of_kind(kill.before, p.LEDGER_INVOKED, call)[-1].quote(),)))
+                    call, kill.point, (of_kind(kill.before, p.LEDGER_INVOKED, call)[-1].quote(),)))
         for call, state in kill.written.items():
             if state.status in (p.SUCCEEDED, p.FAILED) and not state.closed_by_verify and invoked[call] == 0:
                 findings.append(Finding(
@@ -275,7 +295,7 @@ def closed_not_replayed(facts: Facts) -> list[Finding]:
         for call, state in kill.found.items():
             if state.status not in (p.SUCCEEDED, p.FAILED):
                 continue
-            if replays := _of_kind(kill.after, p.LEDGER_INVOKED, call):
+            if replays := of_kind(kill.after, p.LEDGER_INVOKED, call):
                 findings.append(Finding(
                     PROPERTY_BY_STATUS[state.status],
                     f"{call} was {state.status} in the journal at the kill, yet its tool {state.started.get('tool')} "
@@ -324,7 +344,7 @@ def _must_decide_all(kill: StruckKill, written: tuple[Line, ...]) -> bool:
     """
     following = kill.following
     assert following is not None
-    acted = (bool(_of_kind(kill.segment_after, p.LEDGER_INVOKED) or _of_kind(kill.segment_after, p.LEDGER_PROBE))
+    acted = (bool(of_kind(kill.segment_after, p.LEDGER_INVOKED) or of_kind(kill.segment_after, p.LEDGER_PROBE))
              or any(line.get("kind") != p.DECISION for line in written[len(kill.found_lines):]))
     exited_done = following.killed_at is None and following.exit_code == 0
     return acted or exited_done or p.AFTER_DECISIONS in following.points
@@ -401,16 +421,22 @@ def verify_before_replay(facts: Facts) -> list[Finding]:
             findings.append(Finding("verify-before-replay",
                                     f"{call} was interrupted and must be VERIFIED, but recovery re-ran its tool with no "
                                     f"read-only check before it", call, kill.point, (first.quote(),)))
-        had = _of_kind(kill.before, p.LEDGER_EFFECT, call)
-        added = _of_kind(kill.segment_after, p.LEDGER_EFFECT, call)
-        want = facts.golden.effects_per_call.get(call, 0)
-        if len(added) > max(0, want - len(had)):
-            findings.append(Finding(
-                "verify-before-replay",
-                f"{call} had {len(had)} effect record(s) at the kill, where the crash-free run leaves {want}, "
-                f"and the recovery added {len(added)} more: an effect that had already happened was repeated",
-                call, kill.point, evidence=tuple(line.quote() for line in (*had, *added))))
+        if repeated := repeated_effect(facts, call, kill):
+            findings.append(repeated)
     return findings
+
+
+def repeated_effect(facts: Facts, call: str, kill: LedgerAroundKill) -> Finding | None:
+    """A VERIFY of ``call`` after ``kill`` added more effects than the crash-free run leaves, counting those before."""
+    had = of_kind(kill.before, p.LEDGER_EFFECT, call)
+    added = of_kind(kill.segment_after, p.LEDGER_EFFECT, call)
+    want = facts.golden.effects_per_call.get(call, 0)
+    if len(added) <= max(0, want - len(had)):
+        return None
+    return Finding("verify-before-replay",
+                   f"{call} had {len(had)} effect record(s) at the kill, where the crash-free run leaves {want}, "
+                   f"and the recovery added {len(added)} more: an effect that had already happened was repeated",
+                   call, kill.point, evidence=tuple(line.quote() for line in (*had, *added)))
 
 
 # -- liveness and the world ----------------------------------------------------
@@ -418,6 +444,14 @@ def verify_before_replay(facts: Facts) -> list[Finding]:
 
 def liveness(facts: Facts) -> list[Finding]:
     """No incarnation hangs or exits non-zero on its own, and the task completes."""
+    findings = incarnations_failed(facts)
+    if not facts.completed():
+        findings.append(Finding("liveness", f"the task did not complete within {len(facts.evidence.incarnations)} incarnations"))
+    return findings
+
+
+def incarnations_failed(facts: Facts) -> list[Finding]:
+    """Each incarnation that hung until its timeout or exited non-zero on its own."""
     findings = []
     for incarnation in facts.evidence.incarnations:
         tail = f"; stderr ends: {incarnation.stderr_tail[-300:]}" if incarnation.stderr_tail else ""
@@ -426,8 +460,6 @@ def liveness(facts: Facts) -> list[Finding]:
         elif incarnation.killed_at is None and incarnation.exit_code != 0:
             findings.append(Finding("liveness", f"incarnation {incarnation.number} exited with code "
                                                 f"{incarnation.exit_code} on its own{tail}"))
-    if not facts.completed():
-        findings.append(Finding("liveness", f"the task did not complete within {len(facts.evidence.incarnations)} incarnations"))
     return findings
 
 
@@ -450,18 +482,31 @@ def retries_made_unsafe_by_drift(facts: Facts) -> list[str]:
     world; every other property still judges the run.
     """
     excuses = []
-    truth = facts.scenario.catalogue
-    drifted = {incarnation.number for incarnation in facts.evidence.incarnations if incarnation.catalogue_drift}
     for kill in facts.kills:
-        effects_before = _of_kind(kill.before, p.LEDGER_EFFECT)
+        effects_before = of_kind(kill.before, p.LEDGER_EFFECT)
         for call, state in kill.found.items():
             if state.found != p.OUTCOME_UNKNOWN or not any(line.get("call") == call for line in effects_before):
                 continue
             tool_class, _, writer, expected = facts.judged_class(state)
-            tool = state.started.get("tool")
-            truly = expected_action(state.found, truth.class_of(tool), truth.is_interactive(tool))
-            if writer in drifted and expected == p.RETRY and truly == p.VERIFY:
-                excuses.append(f"{call}'s tool {tool} is {truth.class_of(tool)} in the scenario's catalogue, but "
-                               f"the drifted one given to incarnation {writer} called it {tool_class}: the RETRY the "
-                               f"rules require after kill {kill.point} repeated its effect")
+            if excuse := drift_excuse(facts, kill.point, call, state.started.get("tool"), writer, tool_class, expected):
+                excuses.append(excuse)
     return excuses
+
+
+def drift_excuse(facts: Facts, point: str, call: str, tool: str, writer: int, tool_class: str,
+                 expected: str) -> str | None:
+    """Why a repeated effect of ``call``, interrupted at the kill at ``point``, is no fault of the runtime, or None.
+
+    It is none when ``writer``, the incarnation that started the call, was handed
+    a drifted catalogue that calls ``tool`` ``tool_class``, so that the rules
+    required the RETRY (``expected``) that the scenario's own catalogue forbids.
+    """
+    truth = facts.scenario.catalogue
+    truly = expected_action(p.OUTCOME_UNKNOWN, truth.class_of(tool), truth.is_interactive(tool))
+    drifted = any(incarnation.number == writer and incarnation.catalogue_drift
+                  for incarnation in facts.evidence.incarnations)
+    if not (drifted and expected == p.RETRY and truly == p.VERIFY):
+        return None
+    return (f"{call}'s tool {tool} is {truth.class_of(tool)} in the scenario's catalogue, but the drifted one given "
+            f"to incarnation {writer} called it {tool_class}: the RETRY the rules require after kill {point} "
+            f"repeated its effect")

@@ -4,8 +4,13 @@
 its evidence there; it judges nothing. The backend starts; the rendezvous
 server decides the moment; the nemesis strikes (kills through the backend,
 confirms, and writes down what it did: kill markers, journal copies, torn
-tails). ``incarnations.json`` is rewritten as each incarnation ends, so a
-harness killed mid-run leaves a readable list of those it finished.
+tails, copies of a runtime's own store). ``incarnations.json`` is rewritten as
+each incarnation ends, so a harness killed mid-run leaves a readable list of
+those it finished.
+
+A ``[journal]`` scenario's runtime writes no killpoint journal: an incarnation
+of it that exits 0 has completed the task, and its store is copied once more
+when the run ends (``store-final``).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import psutil
@@ -27,7 +32,16 @@ from killpoint.errors import WorkloadError
 from killpoint.fake_tools.world import World, seed_world
 from killpoint.harness import nemesis
 from killpoint.harness.backends import Backend, Launched
-from killpoint.harness.evidence import journal_at_kill_path, read_lines, run_paths, torn_journal_path
+from killpoint.harness.evidence import (
+    STORE_FINAL,
+    journal_at_kill_path,
+    read_lines,
+    run_paths,
+    store_at_kill_path,
+    store_found_path,
+    torn_journal_path,
+)
+from killpoint.harness.frameworks import reader_for
 from killpoint.harness.model import Drift, GoldenRun, Incarnation, Kill, OnEvent, Scenario
 from killpoint.harness.rendezvous import RendezvousServer, Served
 from killpoint.harness.run_record import write_json_atomically
@@ -68,6 +82,19 @@ def task_completed(journal_path: Path) -> bool:
         line.get("kind") == protocol.TASK and line.get("status") == protocol.COMPLETED
         for line in read_lines(journal_path).lines
     )
+
+
+def completed_task(scenario: Scenario, incarnation: Incarnation, journal_path: Path) -> bool:
+    """``incarnation``, which ended on its own, completed the task: it exited 0, if the runtime keeps its own
+    store (``[journal]``, whose word on completion is the checker's to weigh), else it journaled task COMPLETED."""
+    if scenario.journal is not None:
+        return incarnation.exit_code == 0 and not incarnation.timed_out
+    return task_completed(journal_path)
+
+
+def store_files(scenario: Scenario) -> tuple[str, ...] | None:
+    """The files of the runtime's own store to copy at each kill and at the end; None without ``[journal]``."""
+    return reader_for(scenario.journal).files(scenario.plan) if scenario.journal is not None else None
 
 
 def _stderr_tail(path: Path) -> str:
@@ -140,6 +167,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     server = RendezvousServer(control_dir / "control.sock")
     incarnations: list[Incarnation] = []
     window = None
+    files = store_files(scenario)
     try:
         for number in range(bound):
             kill: Kill | None = schedule[number] if number < len(schedule) else None
@@ -163,7 +191,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                     exit_code = launched.wait()
                     leftovers = tuple(launched.sweep())
                 else:
-                    struck = _strike(launched, served, run_dir, number, kills=sum(
+                    struck = _strike(launched, served, run_dir, number, files, kills=sum(
                         1 for incarnation in incarnations if incarnation.killed_at is not None))
                     killed_at, leftovers, kill_problems = struck.point, struck.leftovers, struck.problems
                 latency = watcher.latency_s() if watcher is not None and event and served.hit is not None else None
@@ -187,20 +215,39 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 kill_latency_s=latency,
             ))
             save_incarnations(paths["incarnations"], incarnations)
-            if killed_at is None and task_completed(paths["journal"]):
+            if killed_at is None and completed_task(scenario, incarnations[-1], paths["journal"]):
                 break
+        if files is not None:
+            _copy_final_store(paths, files, run_dir, incarnations)
     finally:
         server.close()
         shutil.rmtree(control_dir, ignore_errors=True)
     return incarnations, window
 
 
-def _strike(launched: Launched, served: Served, run_dir: Path, number: int, *, kills: int) -> nemesis.Strike:
-    """The nemesis's strike at the moment ``served`` ended on (a kill point, or the timeout), with its evidence paths."""
+def _strike(launched: Launched, served: Served, run_dir: Path, number: int, files: tuple[str, ...] | None, *,
+            kills: int) -> nemesis.Strike:
+    """The nemesis's strike at the moment ``served`` ended on (a kill point, or the timeout), with its evidence paths.
+
+    ``files`` are the runtime's own store's (None: it keeps none), copied at the kill too.
+    """
     paths = run_paths(run_dir)
+    store = None if files is None else nemesis.StoreCopies(paths["workload"], files, store_at_kill_path(run_dir, kills),
+                                                           store_found_path(run_dir, kills))
     return nemesis.strike(launched, served.hit, incarnation=number, ledger=paths["ledger"], journal=paths["journal"],
                           journal_copy=journal_at_kill_path(run_dir, kills),
-                          torn_copy=torn_journal_path(run_dir, kills))
+                          torn_copy=torn_journal_path(run_dir, kills), store=store)
+
+
+def _copy_final_store(paths: dict[str, Path], files: tuple[str, ...], run_dir: Path,
+                      incarnations: list[Incarnation]) -> None:
+    """Copy the store as the run left it into ``store-final``; a refusal is a problem of the last incarnation."""
+    problems = nemesis.copy_store(paths["workload"], files, run_dir / STORE_FINAL)
+    if problems and incarnations:
+        last = incarnations[-1]
+        incarnations[-1] = replace(last, protocol_problems=(
+            *last.protocol_problems, *(f"at the end of the run, {problem}" for problem in problems)))
+        save_incarnations(paths["incarnations"], incarnations)
 
 
 def work_window(served: Served, watcher: EventWatcher | None, launched_at: float) -> tuple[float, float] | None:
@@ -223,7 +270,7 @@ def run_golden(scenario: Scenario, run_dir: Path, backend: Backend) -> GoldenRun
     incarnations, window = _carry_out(scenario, (), run_dir, backend, max_incarnations=1, watch_work=True)
     paths = run_paths(run_dir)
     only = incarnations[0]
-    if only.timed_out or only.exit_code != 0 or not task_completed(paths["journal"]):
+    if only.timed_out or only.exit_code != 0 or not completed_task(scenario, only, paths["journal"]):
         why = (f"hung past the timeout of {scenario.timeout_s:g}s" if only.timed_out
                else f"exited with code {only.exit_code}" if only.exit_code != 0
                else "exited 0 without journaling task COMPLETED")

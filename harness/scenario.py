@@ -23,6 +23,7 @@ from killpoint.catalogue import (
 )
 from killpoint.errors import ConfigError
 from killpoint.fake_tools.base import lookup
+from killpoint.harness.frameworks import journal_problems
 from killpoint.harness.model import DEFAULT_TIMEOUT_S, KillSyntaxError, Plan, PlannedCall, Scenario
 from killpoint.harness.scenario_fields import plan_problems, scenario_problems
 from killpoint.harness.schedule import planned_kill
@@ -76,8 +77,9 @@ def _collected(read: Callable[[], T]) -> tuple[T | None, list[str]]:
 def load_scenario(path: str | Path) -> Scenario:
     """Read ``scenarios/NAME.toml``; relative paths in it are relative to the file.
 
-    Every problem of the file, its plan, its catalogue and its schedule's kill
-    points is reported at once, in one ConfigError, before anything runs.
+    Every problem of the file, its plan, its catalogue, its schedule's kill
+    points and its ``[journal]`` table is reported at once, in one ConfigError,
+    before anything runs.
     """
     path = Path(path)
     try:
@@ -98,6 +100,9 @@ def load_scenario(path: str | Path) -> Scenario:
     catalogue, unreadable = _collected(lambda: resolve_catalogue(reference, base)) \
         if reference is None or isinstance(reference, str) else (None, [])
     problems += unreadable
+    journal = data.get("journal")
+    if isinstance(journal, dict):  # not a table at all is a problem of the file's own fields
+        problems += journal_problems(journal, str(path))
     if plan is not None:
         schedule = data.get("schedule")
         problems += kill_at_problems(str(path), schedule if isinstance(schedule, dict) else {}, plan)
@@ -121,6 +126,7 @@ def load_scenario(path: str | Path) -> Scenario:
         default_schedule=data.get("schedule", {}),
         backend=data.get("backend"),
         image=data.get("image"),
+        journal=journal,
     )
 
 

@@ -155,6 +155,9 @@ SCENARIO_FIELDS = (
     Field("schedule", _table, '[schedule] mode = "exhaustive" (depth = 1) or mode = "random" (runs = 50, seed = 0)'),
     Field("backend", _one_of(BACKENDS), 'backend = "forkserver", "subprocess" or "docker"'),
     Field("image", _text, 'image = "killpoint-host:1" (a local Docker image)'),
+    # Its keys are the store readers' (harness.frameworks.journal_problems checks them with the scenario).
+    Field("journal", _table, '[journal] format = "killpoint" (the runtime\'s own durable record: '
+                             'docs/journal-mapping.md)'),
 )
 
 SCHEDULE_FIELDS = (

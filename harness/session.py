@@ -27,7 +27,8 @@ from killpoint.harness._safe_files import remove_tree
 from killpoint.harness.backends import Backend, make_backend
 from killpoint.harness.backends._forkserver_main import die_with_parent
 from killpoint.harness.checker import check
-from killpoint.harness.evidence import read_evidence
+from killpoint.harness.evidence import Evidence, StoreReading, read_evidence
+from killpoint.harness.frameworks import reader_for
 from killpoint.harness.model import AfterDelay, AfterPoint, Drift, GoldenRun, Incarnation, Kill, Scenario, Verdict
 from killpoint.harness.repro_safety import recorded_origin
 from killpoint.harness.run_record import RUN_RECORD_NAME, new_run_record, write_json_atomically, write_run_record
@@ -165,13 +166,20 @@ def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, bac
         drift=str(job.drift) if job.drift else None, token=token_for(scenario, job, Verdict(None), backend),
         backend=backend.name, backend_options=backend.options))
     incarnations = tuple(execute_run(scenario, job.schedule, run_dir, backend, drift=job.drift))
-    verdict = check(scenario, read_evidence(run_dir), golden)
+    verdict = check(scenario, run_evidence(scenario, run_dir, golden), golden)
     token = token_for(scenario, job, verdict, backend, pinned_schedule(job, incarnations, golden))
     outcome = RunOutcome(job, run_dir, verdict, incarnations, token, round(time.monotonic() - started, 4))
     write_verdict(outcome)
     if verdict.valid and not keep_all:
         reduce_to_verdict(run_dir)
     return outcome
+
+
+def run_evidence(scenario: Scenario, run_dir: Path, golden: GoldenRun) -> Evidence:
+    """A run's evidence as the checker judges it: with a ``[journal]`` scenario, its store's copies too."""
+    if scenario.journal is None:
+        return read_evidence(run_dir)
+    return read_evidence(run_dir, StoreReading(reader_for(scenario.journal), scenario.plan, golden.run_dir))
 
 
 def write_verdict(outcome: RunOutcome) -> None:

@@ -1,0 +1,241 @@
+"""The black-box rules: a runtime that keeps its own durable record (a ``[journal]`` scenario), judged from it.
+
+Such a runtime writes no decisions and no class snapshots. What the rules
+expect of each planned call after a kill comes from the runtime's store, copied
+at the kill and read by its reader (``harness.frameworks``), and from the
+catalogue the harness handed the incarnation that ran the call; what the
+runtime did comes from the ledger (the fake tools' invoked, probe and effect
+lines, split at the harness's kill markers). The state of a call at kill k is
+the store's record at kill k (SUCCEEDED or FAILED); else it was interrupted
+(outcome UNKNOWN) if the store holds it RUNNING or the ledger shows its tool
+invoked before the kill; else it had not started. Every finding quotes the
+ledger lines and the store's rows it rests on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from killpoint import protocol as p
+from killpoint.harness.evidence import (
+    STORE_FINAL,
+    Line,
+    handed_catalogue_file,
+    store_at_kill_name,
+    store_found_name,
+)
+from killpoint.harness.model import Finding
+from killpoint.harness.properties import (
+    PROPERTY_BY_STATUS,
+    Facts,
+    LedgerAroundKill,
+    drift_excuse,
+    expected_action,
+    incarnations_failed,
+    of_kind,
+    repeated_effect,
+)
+
+if TYPE_CHECKING:
+    from killpoint.harness.frameworks import DurableState, StepRecord
+
+NO_PROBE_HINT = "no read-only probe was run (supply one: killpoint.frameworks.step(..., probe=...))"
+_RECORDED = (p.SUCCEEDED, p.FAILED)
+
+
+@dataclass(frozen=True)
+class CallAtKill:
+    """One planned call at one kill, as the store and the ledger before the kill's marker show it."""
+
+    call: str
+    tool: str
+    found: str  # SUCCEEDED, FAILED, OUTCOME_UNKNOWN (interrupted) or NOT_STARTED
+    record: StepRecord | None  # the store's record of it, if any
+    invoked: Line | None  # the last ledger line of its tool invoked before the kill
+    writer: int  # the incarnation that ran it (its last invoke), else the one killed: its catalogue judges the call
+    copy: str  # the store copy it was read from, as quotes name it
+
+    @property
+    def quoted_record(self) -> tuple[str, ...]:
+        """The store's row for the call, as a finding quotes it (none when the store holds none)."""
+        return () if self.record is None else (f"{self.copy}: {self.record.quote}",)
+
+
+@dataclass(frozen=True)
+class StoreKill:
+    """One kill with the store as the kill left it (``written``) and as the next incarnation found it."""
+
+    around: LedgerAroundKill
+    written: dict[str, CallAtKill]
+    found: dict[str, CallAtKill]
+    records_start: bool  # the store at the kill records a step when it begins
+
+
+def store_kills(facts: Facts) -> list[StoreKill]:
+    """Every kill with its store copies read as call states; needs the store copies and the kill markers."""
+    evidence = facts.evidence
+    kills = facts.ledger_around_kills
+    result = []
+    for around in kills:
+        written = evidence.stores_at_kill[around.number]
+        torn = around.number < len(evidence.stores_found) and evidence.stores_found[around.number] is not None
+        found_copy = store_found_name(around.number) if torn else store_at_kill_name(around.number)
+        result.append(StoreKill(
+            around, call_states(facts, kills, around, written, store_at_kill_name(around.number)),
+            call_states(facts, kills, around, evidence.store_found(around.number), found_copy),
+            written.records_start))
+    return result
+
+
+def call_states(facts: Facts, kills: list[LedgerAroundKill], kill: LedgerAroundKill, store: DurableState,
+                copy: str) -> dict[str, CallAtKill]:
+    """Each planned call's state at ``kill``, from ``store`` (a copy at the kill) and the ledger before its marker."""
+    states = {}
+    for planned in facts.scenario.plan.calls:
+        call = planned.call_id
+        record = store.records.get(call)
+        invokes = of_kind(kill.before, p.LEDGER_INVOKED, call)
+        if record is not None and record.status in _RECORDED:
+            found = record.status
+        elif record is not None or invokes:
+            found = p.OUTCOME_UNKNOWN
+        else:
+            found = p.NOT_STARTED
+        ran_in = next((earlier for earlier in reversed(kills[: kill.number + 1])
+                       if of_kind(earlier.segment_before, p.LEDGER_INVOKED, call)), kill)
+        states[call] = CallAtKill(call, planned.tool, found, record, invokes[-1] if invokes else None,
+                                  ran_in.incarnation.number, copy)
+    return states
+
+
+def judged_class(facts: Facts, state: CallAtKill) -> tuple[str, bool]:
+    """(class, interactive) of the call's tool by the catalogue handed to the incarnation that ran it."""
+    incarnation = next(each for each in facts.evidence.incarnations if each.number == state.writer)
+    catalogue = facts.evidence.catalogues[handed_catalogue_file(incarnation)]
+    return catalogue.class_of(state.tool), catalogue.is_interactive(state.tool)
+
+
+# -- the rules -------------------------------------------------------------------------------------
+
+
+def recorded_not_replayed(facts: Facts) -> list[Finding]:
+    """A call the store recorded SUCCEEDED or FAILED at a kill never has its tool run again after it (SKIP)."""
+    findings = []
+    for kill in store_kills(facts):
+        for call, state in kill.found.items():
+            if state.found not in _RECORDED:
+                continue
+            if replays := of_kind(kill.around.after, p.LEDGER_INVOKED, call):
+                findings.append(Finding(
+                    PROPERTY_BY_STATUS[state.found],
+                    f"{call} was recorded {state.found} in the store at the kill, yet its tool {state.tool} ran "
+                    f"again {len(replays)} time(s) after the kill",
+                    call, kill.around.point, (*state.quoted_record, replays[0].quote())))
+    return findings
+
+
+def verify_before_replay(facts: Facts) -> list[Finding]:
+    """An interrupted call the rules make VERIFY is re-run only after a read-only probe, its effect never repeated.
+
+    A re-run with no probe before it is at-least-once execution, said in those
+    words with the effect's count; with a probe, effects beyond what the
+    crash-free run leaves are still a repeat.
+    """
+    findings = []
+    for kill in store_kills(facts):
+        if kill.around.following is None:
+            continue
+        for call, state in kill.found.items():
+            if state.found != p.OUTCOME_UNKNOWN:
+                continue
+            tool_class, interactive = judged_class(facts, state)
+            if expected_action(state.found, tool_class, interactive) != p.VERIFY:
+                continue
+            first = next((line for line in kill.around.segment_after if line.get("call") == call
+                          and (p.LEDGER_PROBE in line.record or p.LEDGER_INVOKED in line.record)), None)
+            if first is not None and p.LEDGER_INVOKED in first.record:
+                findings.append(_at_least_once(facts, kill, state, tool_class, first))
+            elif repeated := repeated_effect(facts, call, kill.around):
+                findings.append(repeated)
+    return findings
+
+
+def _at_least_once(facts: Facts, kill: StoreKill, state: CallAtKill, tool_class: str, rerun: Line) -> Finding:
+    call = state.call
+    effects = of_kind(facts.evidence.ledger.lines, p.LEDGER_EFFECT, call)
+    want = facts.golden.effects_per_call.get(call, 0)
+    probed = of_kind(facts.evidence.ledger.lines, p.LEDGER_PROBE, call)
+    hint = "" if probed else f"; {NO_PROBE_HINT}"
+    quoted = (*state.quoted_record, *((state.invoked.quote(),) if state.invoked else ()), rerun.quote(),
+              *(line.quote() for line in effects))
+    return Finding("verify-before-replay",
+                   f"at-least-once: {call} ({state.tool}, {tool_class}) was re-executed after the kill without a "
+                   f"read-only check; its effect happened {len(effects)} time(s) (the crash-free run: {want}){hint}",
+                   call, kill.around.point, tuple(dict.fromkeys(quoted)))
+
+
+def write_ahead(facts: Facts) -> list[Finding]:
+    """Where the store records a step when it begins, no tool ran before its call's record was durable."""
+    findings = []
+    kills = store_kills(facts)
+    for kill in kills:
+        if not kill.records_start:
+            continue
+        for call, state in kill.written.items():
+            if state.record is None and state.invoked is not None:
+                findings.append(Finding(
+                    "write-ahead",
+                    f"{call}'s tool {state.tool} was invoked before the kill, but the store at the kill holds no "
+                    f"record of {call}, though it records a step when it begins: the tool ran before its start "
+                    f"was durable", call, kill.around.point, (state.invoked.quote(),)))
+    if kills and not any(kill.records_start for kill in kills):
+        facts.notes.append(f"write-ahead's started half is not judged: the store ({_format(facts)}) records a step "
+                           f"only once it returns, so a tool run before its start was durable leaves no trace there")
+    return findings
+
+
+def liveness(facts: Facts) -> list[Finding]:
+    """No incarnation hangs or fails on its own, the last exits 0, and every call the crash-free run's store
+    recorded is recorded in this run's final store (else its run was lost after the crash)."""
+    evidence = facts.evidence
+    findings = incarnations_failed(facts)
+    if not facts.completed():
+        findings.append(Finding("liveness", f"the task did not complete within {len(evidence.incarnations)} "
+                                            f"incarnations: the last did not exit 0"))
+    final, golden = evidence.store_final, evidence.golden_store_final
+    assert final is not None and golden is not None  # the rule's guard
+    for call, recorded in golden.records.items():
+        if recorded.status not in _RECORDED or (final.records.get(call) and final.records[call].status in _RECORDED):
+            continue
+        now = final.records.get(call)
+        last = next((line for line in reversed(evidence.ledger.lines) if line.get("call") == call), None)
+        findings.append(Finding(
+            "liveness",
+            f"{call}'s run was lost after the crash: the crash-free run's store records it {recorded.status}, "
+            f"this run's final store {'holds it ' + now.status if now else 'holds no record of it'}",
+            call, evidence=(f"golden {STORE_FINAL}: {recorded.quote}",
+                            *((f"{STORE_FINAL}: {now.quote}",) if now else ()), *((last.quote(),) if last else ()))))
+    if golden.completed and final.completed is False:
+        findings.append(Finding("liveness", "the store does not say the task finished, as the crash-free run's does"))
+    return findings
+
+
+def retries_made_unsafe_by_drift(facts: Facts) -> list[str]:
+    """The RETRYs the rules required only because a drifted catalogue called a tool safer than it is
+    (``properties.drift_excuse``), for calls interrupted after their effect."""
+    excuses = []
+    for kill in store_kills(facts):
+        effects_before = of_kind(kill.around.before, p.LEDGER_EFFECT)
+        for call, state in kill.found.items():
+            if state.found != p.OUTCOME_UNKNOWN or not any(line.get("call") == call for line in effects_before):
+                continue
+            tool_class, interactive = judged_class(facts, state)
+            expected = expected_action(state.found, tool_class, interactive)
+            if excuse := drift_excuse(facts, kill.around.point, call, state.tool, state.writer, tool_class, expected):
+                excuses.append(excuse)
+    return excuses
+
+
+def _format(facts: Facts) -> str:
+    return str((facts.scenario.journal or {}).get("format"))
