@@ -83,7 +83,8 @@ class LangGraphSqlite:
             if call is None:
                 continue
             shown = quote_columns({"thread_id": thread, "task_path": task_path, "idx": idx, "channel": channel})
-            quote = f"{path}: writes(rowid={rowid}, {shown})"
+            quote = f"{path}: writes(rowid={rowid}, {shown})" + (
+                f" (task call {plan.call_ids.index(call)} from 0 = {call})" if self.steps == "order" else "")
             if isinstance(idx, int) and idx >= 0:  # the step returned; it outranks an earlier error of the step
                 if call not in records or records[call].status != protocol.SUCCEEDED:
                     records[call] = StepRecord(call, protocol.SUCCEEDED, quote)
