@@ -72,11 +72,12 @@ def run(graph: StateGraph[Any] | Pregel[Any, Any], inputs: Any, *, thread_id: st
         durability: Durability = "sync") -> Any:
     """Run ``graph`` (a StateGraph builder, or a compiled graph or entrypoint) to its end, or resume it.
 
-    On a thread with a checkpoint whose graph has more to do, the run resumes
-    (``invoke(None, ...)``): LangGraph re-runs the steps with no saved writes.
-    On one that finished, it returns the final values without running. A
-    thread with no checkpoint, or only the input's (an ``async`` kill can lose
-    every later one), starts from ``inputs``.
+    A thread with a checkpoint resumes (``invoke(None, ...)``): LangGraph applies
+    the saved writes, re-runs the steps that have none and goes on; on a thread
+    that finished it runs nothing and returns the final values. Whether the
+    graph finished cannot be read off ``get_state().next``: it is empty too
+    when the last step's writes are saved but the next step not yet scheduled
+    (a kill at c1's step_recorded). A thread with no checkpoint starts from ``inputs``.
     """
     connection = sqlite3.connect(checkpoints_path(), check_same_thread=False)
     try:
@@ -84,11 +85,7 @@ def run(graph: StateGraph[Any] | Pregel[Any, Any], inputs: Any, *, thread_id: st
         app = graph.compile(checkpointer=saver) if isinstance(graph, StateGraph) else graph.copy(
             {"checkpointer": saver})
         config: Any = {"configurable": {"thread_id": thread_id}}
-        snapshot = app.get_state(config)
-        if snapshot.next:
-            return app.invoke(None, config, durability=durability)
-        if snapshot.metadata is not None and snapshot.metadata.get("source") == "loop":
-            return snapshot.values
-        return app.invoke(inputs, config, durability=durability)
+        resuming = app.get_state(config).metadata is not None
+        return app.invoke(None if resuming else inputs, config, durability=durability)
     finally:
         connection.close()
