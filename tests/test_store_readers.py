@@ -227,6 +227,8 @@ def test_the_reference_table_and_the_killpoint_table_have_no_problem():
      ["s.toml: journal.stepz: unknown key 'stepz' for format 'killpoint'; it takes path",
       "s.toml: journal.path: {run} is not a placeholder; only {task_id} (the plan's task_id) is"]),
     ({"format": "langgraph-sqlite", "steps": "index"}, ["s.toml: journal.steps: 'index' is not one of 'name', 'order'"]),
+    ({"format": "dbos-sqlite", "workflow": "{plan}-1"},
+     ["s.toml: journal.workflow: {plan} is not a placeholder; only {task_id} (the plan's task_id) is"]),
     ({"format": "sqlite", "path": "j.db", "query": "DELETE FROM ops", "fields": {"op": "id"},
       "status": {"DONE": ["x"], "SUCCEEDED": ["x"]}},
      ["s.toml: journal.fields: missing 'call'; name the record's key (or column) holding the call",

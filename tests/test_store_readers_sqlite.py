@@ -101,16 +101,21 @@ def test_a_column_the_fields_name_but_the_query_does_not_return(tmp_path):
     ("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT x, x, x, x FROM n WHERE x < 0",
      "the query ran past"),
     (("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT x AS op_id, x AS call_id, x AS state, "
-     "x AS tool_class FROM n"), "over 100000 rows"),
+     "x AS tool_class FROM n"), "over 1000 rows"),
     ("SELECT * FROM ops; DROP TABLE ops", "one statement"),
     ("ATTACH DATABASE '/tmp/killpoint-attached.db' AS evil", "not authorized"),
     ("WITH x AS (SELECT 1) DELETE FROM ops", "not authorized"),
     ("SELECT load_extension('/tmp/evil.so') AS op_id", "not authorized"),
     ("PRAGMA writable_schema = ON", "not authorized"),
-    ("SELECT zeroblob(100000000) AS op_id", "too big"),
+    ("SELECT zeroblob(1000000) AS op_id", "too big"),
+    (("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT zeroblob(10000) AS op_id, "
+     "x AS call_id, x AS state, x AS tool_class FROM n"), "or 100000 bytes"),
 ])
 def test_hostile_queries_are_stopped_and_change_nothing(tmp_path, monkeypatch, query, why):
     monkeypatch.setattr(_sqlite_copy, "QUERY_SECONDS", 1.0)
+    # limits small enough to be reached long before the clock, on a loaded machine too
+    monkeypatch.setattr(_sqlite_copy, "ROW_LIMIT", 1000)
+    monkeypatch.setattr(_sqlite_copy, "VALUE_LIMIT_BYTES", 100_000)
     make_journal(tmp_path / "journal.db").close()
     before = (tmp_path / "journal.db").read_bytes()
     started = time.monotonic()

@@ -57,18 +57,23 @@ def opened_copy(folder: Path, path: str) -> Iterator[sqlite3.Connection | None]:
     if main is None:
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="killpoint-store-") as private:
-        total = len(main)
+    try:
+        private_folder = tempfile.TemporaryDirectory(prefix="killpoint-store-")
+    except OSError as error:
+        raise StoreUnreadable(f"{path}: no private folder to copy it into ({error})") from None
+    with private_folder as private:
         copy = Path(private) / "store.sqlite"
-        copy.write_bytes(main)
-        for suffix in COPIED_SIDE_FILES:
-            side = read_store(folder, path + suffix)
-            total += len(side or b"")
-            if total > _store_file.STORE_LIMIT_BYTES:
-                raise StoreUnreadable(f"{path} and its side files hold over {_store_file.STORE_LIMIT_BYTES} "
-                                      "bytes; they were not read")
-            if side is not None:
-                Path(str(copy) + suffix).write_bytes(side)
+        sides = {suffix: read_store(folder, path + suffix) for suffix in COPIED_SIDE_FILES}
+        if len(main) + sum(len(side or b"") for side in sides.values()) > _store_file.STORE_LIMIT_BYTES:
+            raise StoreUnreadable(f"{path} and its side files hold over {_store_file.STORE_LIMIT_BYTES} "
+                                  "bytes; they were not read")
+        try:
+            copy.write_bytes(main)
+            for suffix, side in sides.items():
+                if side is not None:
+                    Path(f"{copy}{suffix}").write_bytes(side)
+        except OSError as error:
+            raise StoreUnreadable(f"{path}: its private copy could not be written ({error})") from None
         try:
             connection = sqlite3.connect(f"file:{copy}?mode=rw", uri=True, isolation_level=None)
         except sqlite3.Error as error:
@@ -92,20 +97,25 @@ def _guard(connection: sqlite3.Connection) -> None:
 
 def run_query(connection: sqlite3.Connection, sql: str, parameters: tuple[Any, ...] = ()) -> tuple[
         tuple[str, ...], list[tuple[Any, ...]]]:
-    """The query's column names and rows; sqlite3.Error when it fails, is cut off, or returns too many rows."""
+    """The query's column names and rows; sqlite3.Error when it fails, is cut off, or returns too much."""
     deadline = time.monotonic() + QUERY_SECONDS
     connection.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_EVERY)
+    rows: list[tuple[Any, ...]] = []
+    size = 0
     try:
         cursor = connection.execute(sql, parameters)
-        rows = cursor.fetchmany(ROW_LIMIT + 1)
+        while batch := cursor.fetchmany(1000):
+            rows += batch
+            size += sum(len(value) for row in batch for value in row if isinstance(value, str | bytes))
+            if len(rows) > ROW_LIMIT or size > VALUE_LIMIT_BYTES:
+                raise sqlite3.OperationalError(f"the query returned over {ROW_LIMIT} rows or "
+                                               f"{VALUE_LIMIT_BYTES} bytes; no honest plan records that much")
     except sqlite3.OperationalError:
         if time.monotonic() > deadline:
             raise sqlite3.OperationalError(f"the query ran past {QUERY_SECONDS:g} s and was stopped") from None
         raise
     finally:
         connection.set_progress_handler(None, 0)
-    if len(rows) > ROW_LIMIT:
-        raise sqlite3.OperationalError(f"the query returned over {ROW_LIMIT} rows; no honest plan records that many")
     return tuple(column[0] for column in cursor.description or ()), rows
 
 

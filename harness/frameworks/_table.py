@@ -68,8 +68,7 @@ def _unknown(value: object, known: Any, what: str = "format") -> str:
 def _path_problems(path: object) -> list[str]:
     if not isinstance(path, str) or not path.strip():
         return ["must be a non-empty string: a file under the workload folder ($KILLPOINT_RUN_DIR)"]
-    problems = [f"{placeholder} is not a placeholder; only {TASK_ID} (the plan's task_id) is"
-                for placeholder in _PLACEHOLDER.findall(path) if placeholder != TASK_ID]
+    problems = _name_problems(path)
     if escape := path_escape(path):
         problems.append(f"{path!r} {escape}; give a path relative to the workload folder, inside it")
     return problems
@@ -144,7 +143,8 @@ def _one_of(choices: tuple[str, ...]) -> Any:
 def _name_problems(value: object) -> list[str]:
     if not isinstance(value, str) or not value:
         return [f"must be a non-empty string ({TASK_ID} is the plan's task_id), not {value!r}"]
-    return []
+    return [f"{placeholder} is not a placeholder; only {TASK_ID} (the plan's task_id) is"
+            for placeholder in _PLACEHOLDER.findall(value) if placeholder != TASK_ID]
 
 
 _CHECKS = {"path": _path_problems, "fields": _fields_problems, "status": _status_problems,
