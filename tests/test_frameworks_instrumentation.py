@@ -182,13 +182,15 @@ def test_outside_killpoint_the_step_only_calls_the_function(monkeypatch, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_step_that_raises_returns_its_failure_as_a_value(incarnation):
+def test_a_step_that_raises_returns_its_failure_as_a_value(incarnation, capsys):
     harness = incarnation(0)
 
     def declined() -> str:
         raise RuntimeError("card declined")
 
     assert step("c3", declined)() == {"error": "c3 (charge_card): RuntimeError: card declined"}
+    # Said on stderr too: a StateGraph whose state has no "error" key drops the value silently.
+    assert "step c3 (charge_card): RuntimeError: card declined" in capsys.readouterr().err
     # No effect is claimed; the step still passes its points and returns to the framework, which records it.
     assert harness.sequence() == ["c3:ledger invoked", "c3:step_entered", "c3:after_effect", "c3:step_returned"]
 

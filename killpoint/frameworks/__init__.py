@@ -19,9 +19,11 @@ this step was entered in an earlier incarnation and never recorded, and a
 ``probe`` is given, the probe (read-only) runs first and, if it finds the
 effect, its answer is the step's result and the effect is not repeated.
 
-A step that raises returns ``{"error": "..."}`` instead: a raising step aborts
-the graph or fails the workflow, where an agent's tool error is a result the
-run goes on from (and the framework then records, so it is not re-run).
+A step that raises returns ``{"error": "..."}`` instead (and says so on
+stderr): a raising step aborts the graph or fails the workflow, where an
+agent's tool error is a result the run goes on from (and the framework then
+records, so it is not re-run). A StateGraph drops an update key its state
+does not declare: give the state an ``error`` key to keep the failure in it.
 
 Outside killpoint (no ``KILLPOINT_RUN_DIR``) the wrapper only calls the function.
 """
@@ -29,6 +31,7 @@ Outside killpoint (no ``KILLPOINT_RUN_DIR``) the wrapper only calls the function
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -77,6 +80,7 @@ def step(call_id: str, fn: Callable[..., Any] | None = None, *, probe: Probe | N
                 result = user_fn(*args, **kwargs)
             except Exception as failure:  # noqa: BLE001 - any tool error is the step's result
                 result = {"error": f"{call_id} ({tool}): {type(failure).__name__}: {failure}"}
+                print(f"killpoint.frameworks: step {result['error']}", file=sys.stderr, flush=True)
             else:
                 if session.class_of(tool) != protocol.READ_ONLY:
                     session.ledger.effect(tool, tool=tool, call=call_id)
