@@ -15,6 +15,7 @@ from typing import TextIO
 
 from killpoint import protocol as p
 from killpoint.harness._command import killpoint_command  # noqa: F401  (re-exported: the CLI and tests print with it)
+from killpoint.harness.checker import judged_black_box
 from killpoint.harness.evidence import read_evidence
 from killpoint.harness.explore import BEFORE_FIRST_POINT, coverage
 from killpoint.harness.model import AFTER_SUFFIX, GoldenRun, Scenario, Verdict
@@ -124,12 +125,18 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     ]
 
 
+def judged_from(scenario: Scenario) -> str:
+    """What a session's verdicts were judged from: killpoint's journal, or black-box from the runtime's own store."""
+    return judged_black_box(scenario.journal) if scenario.journal is not None else "judged from killpoint's journal"
+
+
 def write_json_report(path: Path, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome],
                       summary: Summary) -> None:
     report = {
         "scenario": scenario.name,
         "origin": scenario.origin,
         "plan_digest": scenario.plan.digest,
+        "judged": judged_from(scenario),
         "golden": {"run_dir": str(golden.run_dir), "seconds": golden.seconds, "points": list(golden.points)},
         "summary": summary.to_json(),
         "runs": [outcome_to_json(outcome) for outcome in outcomes],
@@ -146,7 +153,8 @@ def failure_message(scenario: Scenario, described: str, outcomes: list[RunOutcom
     """
     attention = [outcome for outcome in outcomes if not outcome.verdict.valid]
     text = io.StringIO()
-    text.write(f"killpoint: {scenario.name} ({described}): {verdict_headline(summary)}\n")
+    judged = f", {judged_from(scenario)}" if scenario.journal is not None else ""
+    text.write(f"killpoint: {scenario.name} ({described}{judged}): {verdict_headline(summary)}\n")
     for outcome in attention[:MAX_DESCRIBED]:
         describe_failure(outcome, text)
     for outcome in attention[MAX_DESCRIBED:]:
