@@ -156,6 +156,17 @@ def test_the_intent_marker_is_durable_before_the_invocation_record(incarnation, 
     worker.join(10)
 
 
+def test_step_is_also_a_decorator(incarnation):
+    harness = incarnation(0)
+
+    @step("c3", probe=lambda amount: None)
+    def charge_card(amount: int) -> int:
+        return amount
+
+    assert charge_card.__name__ == "c3" and charge_card(2) == 2
+    assert "c3:ledger invoked" in harness.sequence()
+
+
 def test_a_read_only_step_records_no_effect(incarnation):
     harness = incarnation(0)
     step("c1", lambda: "tea")()
