@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from killpoint import protocol
 from killpoint._json import strict_json
@@ -53,7 +53,7 @@ Run = Callable[[Path, dict[str, Any], Path], tuple[bool, str | None]]
 Arguments = Callable[[], "SearchStrategy[dict[str, Any]]"]
 SUPPORTED_KEYWORDS = frozenset({
     "type", "properties", "required", "additionalProperties", "enum",
-    "minimum", "maximum", "minLength", "maxLength", "items",
+    "minimum", "maximum", "minLength", "maxLength", "items", "minItems", "maxItems", "anyOf", "oneOf",
 })
 # Keywords that only describe: harmless to ignore when drawing.
 DESCRIPTIVE_KEYWORDS = frozenset({"title", "description", "default", "examples", "$schema", "$id", "$comment"})
@@ -89,8 +89,20 @@ class PythonTarget:
     identity: dict[str, str]
     notes: tuple[str, ...] = ()
 
+    timed_kills = False  # its points are exact (Instrumented); a delay would only be less reproducible
+
     def fresh_world(self, folder: Path) -> Path:
         return self.seed(folder)
+
+    def release(self) -> None:
+        """Nothing outlives a call of a Python tool."""
+
+    def close(self) -> None:
+        """Nothing is kept between trials (the fork server is ``run.certify``'s)."""
+
+    def smaller(self, args: dict[str, Any]) -> list[dict[str, Any]]:
+        """Hypothesis's shrink is the smallest there is."""
+        return []
 
     def call_with_points(self, world: Path, args: dict[str, Any], scratch: Path, on_point: OnPoint) -> CallResult:
         started = time.monotonic()
@@ -129,8 +141,20 @@ class CommandTarget:
     identity: dict[str, str]
     notes: tuple[str, ...] = ()
 
+    timed_kills = False  # a delay only when the command declares no points (trials.search)
+
     def fresh_world(self, folder: Path) -> Path:
         return copy_world(self.template_world, folder)
+
+    def release(self) -> None:
+        """Nothing outlives a call of a command (``drive`` kills what it leaves)."""
+
+    def close(self) -> None:
+        """Nothing is kept between trials."""
+
+    def smaller(self, args: dict[str, Any]) -> list[dict[str, Any]]:
+        """Hypothesis's shrink is the smallest there is."""
+        return []
 
     def _invocation(self, world: Path, args: dict[str, Any]) -> tuple[list[str], str, dict[str, str]]:
         text = json.dumps(args, sort_keys=True, ensure_ascii=False)
@@ -167,7 +191,27 @@ class CommandTarget:
         return canonical_snapshot(done.stdout)
 
 
-Target = PythonTarget | CommandTarget
+class Target(Protocol):
+    """What the trials need of a tool (``PythonTarget``, ``CommandTarget``, ``mcp.McpTarget``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def spec(self) -> dict[str, Any]: ...
+    @property
+    def identity(self) -> dict[str, str]: ...
+    @property
+    def timed_kills(self) -> bool: ...  # draw seeded delays as well as points (a tool with no exact points)
+
+    def arguments(self) -> SearchStrategy[dict[str, Any]]: ...
+    def fresh_world(self, folder: Path) -> Path: ...
+    def snapshot(self, world: Path) -> dict[str, str]: ...
+    def call(self, world: Path, args: dict[str, Any], scratch: Path) -> CallResult: ...
+    def kill(self, world: Path, args: dict[str, Any], scratch: Path, *, at_point: int | None = None,
+             after_s: float | None = None) -> ChildRun: ...
+    def release(self) -> None: ...  # end whatever a trial left running (an MCP server)
+    def close(self) -> None: ...  # end whatever the target keeps between trials (a spare MCP server)
+    def smaller(self, args: dict[str, Any]) -> list[dict[str, Any]]: ...  # simpler arguments to try a failure with
 
 
 def _drawn_from(schema: dict[str, Any]) -> Arguments:
@@ -289,7 +333,9 @@ def schema_problems(schema: Any, where: str = "schema") -> list[str]:
 
 DEEPEST_SCHEMA = 32  # levels of properties/items: tool arguments are never nested this deep
 LONGEST_MIN_LENGTH = 1000  # drawn strings are at least minLength long, and a person reads a counterexample
-SCHEMA_TYPES = TYPES  # the tools' own validator's table (killpoint.fake_tools.schema), so the two never disagree on a type
+# The tools' own validator's table (killpoint.fake_tools.schema), so the two never disagree on a type, and the
+# null that MCP servers' nullable arguments ({"anyOf": [{"type": "string"}, {"type": "null"}]}) are written with.
+SCHEMA_TYPES: dict[str, tuple[type, ...]] = {**TYPES, "null": (type(None),)}
 
 
 def _schema_walk(schema: Any, where: str, depth: int) -> Iterator[tuple[str, str | None]]:
@@ -312,14 +358,25 @@ def _schema_walk(schema: Any, where: str, depth: int) -> Iterator[tuple[str, str
         yield from _schema_walk(schema["items"], _path(where, "items"), depth + 1)
     if isinstance(schema.get("additionalProperties"), dict):
         yield from _schema_walk(schema["additionalProperties"], _path(where, "additionalProperties"), depth + 1)
+    for keyword in ("anyOf", "oneOf"):
+        branches = schema.get(keyword)
+        if keyword in schema and (not isinstance(branches, list) or not branches):
+            yield _path(where, keyword), f"must be a non-empty list of schemas, got {_json_type(branches)}"
+        elif isinstance(branches, list):
+            for index, branch in enumerate(branches):
+                yield from _schema_walk(branch, f"{_path(where, keyword)}[{index}]", depth + 1)
 
 
 def _keyword_problems(schema: dict[str, Any], where: str) -> Iterator[tuple[str, str]]:
     """The supported keywords of one schema level that are ill-typed or contradict each other."""
     kind = schema.get("type")
-    if "type" in schema and (not isinstance(kind, str) or kind not in SCHEMA_TYPES):
-        yield _path(where, "type"), f"must be one of {', '.join(SCHEMA_TYPES)}, got {_json_type(kind)}"
+    kinds = kind if isinstance(kind, list) and kind else [kind]
+    if "type" in schema and not all(isinstance(one, str) and one in SCHEMA_TYPES for one in kinds):
+        yield _path(where, "type"), (f"must be one of {', '.join(SCHEMA_TYPES)} (or a list of them), "
+                                     f"got {_json_type(kind)}")
         kind = None
+    elif isinstance(kind, list):
+        kind = None  # a list of types: the bounds are checked against none of them
     if "properties" in schema and not isinstance(schema["properties"], dict):
         yield _path(where, "properties"), f"must be an object NAME -> schema, got {_json_type(schema['properties'])}"
     if "required" in schema:
@@ -340,6 +397,7 @@ def _keyword_problems(schema: dict[str, Any], where: str) -> Iterator[tuple[str,
             yield _path(where, "enum"), f"lists {wrong[0]!r:.40}, which is not of type {kind}"
     yield from _bound_problems(schema, where, kind, ("minimum", "maximum"), "number", ("integer", "number"))
     yield from _bound_problems(schema, where, kind, ("minLength", "maxLength"), "length", ("string",))
+    yield from _bound_problems(schema, where, kind, ("minItems", "maxItems"), "length", ("array",))
 
 
 def _bound_problems(schema: dict[str, Any], where: str, kind: str | None, keywords: tuple[str, str], what: str,
@@ -428,25 +486,30 @@ class ExternalSpec:
     snapshot_command: str | None = None
     world: str | None = None
     schema: str | None = None
+    mcp: str | None = None                # a stdio MCP server's command (killpoint.harness.certify.mcp)
+    mcp_env: tuple[str, ...] = ()         # NAME=VALUE for the server, {world} filled
+    world_preset: str | None = None       # an MCP world made by a recipe (mcp_worlds.PRESETS)
+    allow_network: bool = False           # run MCP tools that may reach the network
+    call_timeout: float | None = None     # seconds per MCP call (mcp.DEFAULT_CALL_TIMEOUT_S)
     cwd: str = field(default_factory=os.getcwd)
 
     @property
     def given(self) -> bool:
-        return self.python is not None or self.command is not None
+        return self.python is not None or self.command is not None or self.mcp is not None
 
 
-def external_target(tool: str, spec: ExternalSpec) -> Target:
-    """A Python callable or a command, acting on a copy of ``spec.world`` (empty by default)."""
+def external_target(tool: str, spec: ExternalSpec) -> PythonTarget | CommandTarget:
+    """A Python callable or a command, acting on a copy of ``spec.world`` (empty by default); MCP is ``mcp.mcp_target``."""
     if spec.python and spec.command:
         raise ConfigError("--python and --command are exclusive: a tool is one or the other")
     world = _template_world(spec.world, spec.cwd)
     schemas = load_schemas(spec.schema and str(Path(spec.cwd, spec.schema)))
-    as_json = {"tool": tool, **{key: value for key, value in spec.__dict__.items() if value is not None}}
+    as_json = {"tool": tool, **{key: value for key, value in spec.__dict__.items() if value not in (None, (), False)}}
     as_json.update({key: str(Path(spec.cwd, value).resolve())
                     for key, value in (("world", spec.world), ("schema", spec.schema)) if value is not None})
     if spec.command is not None:
-        argv = _split(spec.command, "--command", spec.cwd)
-        snapshot_argv = _split(spec.snapshot_command, "--snapshot-command", spec.cwd) if spec.snapshot_command else None
+        argv = split_command(spec.command, "--command", spec.cwd)
+        snapshot_argv = split_command(spec.snapshot_command, "--snapshot-command", spec.cwd) if spec.snapshot_command else None
         schema = schema_for(tool, schemas, None, f"--schema {spec.schema}" if schemas else "--command")
         return CommandTarget(tool, {"adapter": "command", **as_json}, tuple(argv), _drawn_from(schema), world,
                              tuple(snapshot_argv) if snapshot_argv else None, command_identity(argv, snapshot_argv))
@@ -480,7 +543,7 @@ def _template_world(path: str | None, cwd: str) -> Path | None:
     return world
 
 
-def _split(template: str, flag: str, cwd: str) -> list[str]:
+def split_command(template: str, flag: str, cwd: str) -> list[str]:
     """The argv of a template; words naming a file (relative to ``cwd``) become absolute, as the tool runs in its world."""
     try:
         words = shlex.split(template)
@@ -488,15 +551,17 @@ def _split(template: str, flag: str, cwd: str) -> list[str]:
         raise ConfigError(f"{flag} {template!r}: cannot split it into words ({error})") from None
     if not words:
         raise ConfigError(f"{flag}: empty command; e.g. {flag} 'sh tools/mytool.sh {{args}}'")
-    return [str(Path(cwd, word).resolve()) if "{" not in word and Path(cwd, word).is_file() else word
+    # abspath, not resolve: a venv's bin/python is a symlink, and resolving it would leave the venv
+    return [os.path.abspath(os.path.join(cwd, word)) if "{" not in word and Path(cwd, word).is_file() else word
             for word in words]
 
 
-def target_from_spec(spec: dict[str, Any]) -> Target:
-    """Rebuild a target from the JSON ``spec`` a certificate (or a child's job) carries."""
+def target_from_spec(spec: dict[str, Any]) -> PythonTarget | CommandTarget:
+    """Rebuild a target from the JSON ``spec`` a certificate (or a child's job) carries (MCP: ``mcp.mcp_target``)."""
     if spec.get("adapter") == "fake":
         return fake_target(spec["tool"])
     if spec.get("adapter") not in ("python", "command"):
         raise ConfigError(f"{spec.get('tool')!r} was certified with no way to run it (adapter {spec.get('adapter')!r})")
-    fields = {key: spec.get(key) for key in ExternalSpec.__dataclass_fields__ if key != "cwd"}
+    fields: dict[str, Any] = {key: spec.get(key) for key in ExternalSpec.__dataclass_fields__ if key != "cwd"}
+    fields.update(mcp_env=tuple(spec.get("mcp_env") or ()), allow_network=bool(spec.get("allow_network")))
     return external_target(spec["tool"], ExternalSpec(**fields, cwd=spec.get("cwd") or os.getcwd()))

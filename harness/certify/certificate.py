@@ -29,6 +29,10 @@ from killpoint.harness.certify.trials import (
 )
 
 CONFIRMED, REFUTED, INCONCLUSIVE = "CONFIRMED", "REFUTED", "INCONCLUSIVE"
+# The tool is safer than the MCP hints that made its class say: a NON_IDEMPOTENT claim from hints whose replays
+# never repeated an effect. Not a pass for a class a person wrote (that stays INCONCLUSIVE, "looks over-cautious").
+CONSERVATIVE = "CONSERVATIVE"
+VERDICTS = (CONFIRMED, REFUTED, CONSERVATIVE, INCONCLUSIVE)
 FORMAT = 1
 HINT = re.compile(r"\b(readOnlyHint|destructiveHint|idempotentHint|openWorldHint)\b")
 
@@ -49,9 +53,16 @@ def strongest_supported(observations: tuple[Observation, ...]) -> str | None:
     return protocol.READ_ONLY if any(observation.ok for observation in observations) else None
 
 
-def judge(claim: str, *, interactive: bool, result: SearchResult) -> Judgement:
-    """The verdict on ``claim`` from the trials (pure: literal observations in, a value out)."""
+def judge(claim: str, *, interactive: bool, result: SearchResult, why: str = "") -> Judgement:
+    """The verdict on ``claim`` from the trials (pure: literal observations in, a value out).
+
+    ``why`` is the catalogue's reason for the claim: when it names MCP hints, a
+    claim the evidence shows over-cautious is CONSERVATIVE (the hints promise less
+    than the tool does), not INCONCLUSIVE.
+    """
     observations, found = result.observations, result.found
+    if result.skipped:
+        return Judgement(INCONCLUSIVE, None, f"skipped: {result.error}")
     strongest = strongest_supported(observations)
     replays = [observation for observation in observations if observation.kind != KILL]
     kills = len(observations) - len(replays)
@@ -78,6 +89,10 @@ def judge(claim: str, *, interactive: bool, result: SearchResult) -> Judgement:
     if claim == protocol.NON_IDEMPOTENT:
         if found is not None:
             return Judgement(CONFIRMED, strongest, f"{_what_differed(found)} ({seen})")
+        if hints_in(why):
+            return Judgement(CONSERVATIVE, strongest,
+                             f"safer than its hints: no replay repeated an effect ({seen}); the evidence supports "
+                             f"{strongest}, so VERIFY could become RETRY")
         return Judgement(INCONCLUSIVE, strongest,
                          f"looks over-cautious: no replay repeated an effect ({seen}); safe, but VERIFY could "
                          f"become RETRY if it were {strongest}")
@@ -95,10 +110,18 @@ def _what_differed(found: Evidence | None, claim: str = "") -> str:
     if claim == protocol.READ_ONLY and observation.changed:
         return "one call changed the world" + (", and its replay changed it again" if observation.differs else "")
     if observation.kind == KILL:
-        where = (f"point {observation.kill_at} of the call (before {observation.kill_label})" if observation.kill_at
+        where = (f"point {observation.kill_at} of the call ({point_text(observation.kill_label)})" if observation.kill_at
                  else f"{observation.kill_after_ms} ms")
         return f"killed at {where} and replayed, the world did not end as one uninterrupted call leaves it"
     return "a replay changed the world again" if observation.changed else "the replay changed the world"
+
+
+AFTER = "just after "  # a point a tool reached by doing it (an MCP server's change in the world), not one announced
+
+
+def point_text(label: str | None) -> str:
+    """A kill point as a sentence reads it: ``before write a.txt`` (announced) or ``just after create a.txt``."""
+    return str(label) if str(label).startswith(AFTER) else f"before {label}"
 
 
 def hints_in(why: str) -> list[str]:
@@ -112,7 +135,7 @@ def hint_contradiction(claim: str, judgement: Judgement, why: str) -> str | None
         return None
     if judgement.verdict == REFUTED:
         return f"the evidence contradicts the MCP hints ({why}) that made it {claim}: {judgement.reason}"
-    if judgement.verdict == INCONCLUSIVE and judgement.reason.startswith("looks over-cautious"):
+    if judgement.verdict == CONSERVATIVE:
         return (f"the MCP hints ({why}) made it {claim}, but no trial showed a replay repeating an effect "
                 f"(the evidence supports {judgement.strongest})")
     return None
@@ -190,7 +213,9 @@ def make_certificate(*, tool: str, claim: str, interactive: bool, result: Search
                    "refused": sum(not observation.ok for observation in replays),
                    "changed_world": sum(observation.changed for observation in replays),
                    "replay_differed": sum(observation.differs for observation in replays),
-                   "kill_diverged": sum(observation.differs for observation in kills)},
+                   "kill_diverged": sum(observation.differs for observation in kills),
+                   "out_of_budget": result.out_of_budget},
+        "kill_left": kills_left(tuple(kills)),
         "seed": seed, "evidence_digest": evidence_digest(observations, result.found),
         "identity": identity, "adapter": adapter, "killpoint_version": killpoint_version(),
         "reproduce": reproduce, "seconds": round(result.seconds, 3),
@@ -203,6 +228,22 @@ def make_certificate(*, tool: str, claim: str, interactive: bool, result: Search
         data[role] = evidence_json(result.found)
     data["observations"] = [observation.to_json() for observation in observations]
     return Certificate(data)
+
+
+def kills_left(kills: tuple[Observation, ...]) -> dict[str, Any]:
+    """What the kills part-way left, before the replay: how many as never called, as called once, and each torn state."""
+    lefts = [observation.left for observation in kills if observation.left]
+    torn = sorted({left.removeprefix("torn: ") for left in lefts if left.startswith("torn")})
+    return {"never": lefts.count("never"), "once": lefts.count("once"), "torn": torn,
+            "not_killed": sum(not observation.killed for observation in kills)}
+
+
+def kills_left_text(summary: dict[str, Any]) -> str:
+    """``kills_left`` in a few words: ``3 never, 2 once, torn: +a.txt.<hex>.tmp``; "-" when nothing was killed."""
+    parts = [f"{summary[key]} {key}" for key in ("never", "once") if summary.get(key)]
+    if summary.get("torn"):
+        parts.append("torn: " + " | ".join(summary["torn"]))
+    return ", ".join(parts) or "-"
 
 
 def certificate_path(folder: Path, tool: str) -> Path:

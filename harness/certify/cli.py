@@ -22,6 +22,7 @@ from killpoint.errors import ConfigError
 from killpoint.harness._ci import CI_SEED, ci_profile
 
 DEFAULT_TRIALS = 25
+DEFAULT_MCP_BUDGET_S = 600.0  # a server start costs ~1-2.5 s, so 25 draws with their kills fit; a hung tool does not
 EXIT_OK, EXIT_REFUTED, EXIT_INCONCLUSIVE = 0, 1, 3
 HOW_TO_RUN_THEM = ("give certify a way to run them: --python MODULE:FUNCTION (called as FUNCTION(world_dir, args, "
                    "tool=NAME)) or --command 'ARGV {tool} {args}' (the arguments as JSON; on stdin without {args}); "
@@ -56,12 +57,33 @@ def add_certify_parser(commands: Any) -> None:
                        help="prints the world's canonical state on stdout (default: every file under it)")
     tools.add_argument("--world", metavar="DIR", help="each trial's world starts as a copy of DIR (default: empty)")
     tools.add_argument("--schema", metavar="FILE.json", help="the arguments' JSON Schema (or TOOL -> schema)")
+    mcp = certify.add_argument_group("a live MCP server (stdio)")
+    mcp.add_argument("--mcp", metavar="'CMD {world}'", help="the server's command; {world} is each trial's world "
+                                                             "folder; certifies every tool it lists, or --tool NAME")
+    mcp.add_argument("--tool", dest="tool_name", metavar="NAME", help="only this tool of the --mcp server")
+    mcp.add_argument("--mcp-env", action="append", default=[], metavar="NAME=VALUE",
+                     help="an environment variable for the server ({world} filled); repeat it")
+    mcp.add_argument("--world-preset", choices=("files", "git"),
+                     help="the world each trial makes: a few files (default) or a small git repository")
+    mcp.add_argument("--allow-network", action="store_true",
+                     help="run the tools that may reach the network (openWorldHint true, a URL argument)")
+    mcp.add_argument("--call-timeout", type=float, metavar="S", help="seconds a call (or initialize) may take "
+                                                                      "(default 30); past it the server is killed")
+    certify.add_argument("--budget", type=float, metavar="S", help="seconds per tool; past them no new draw runs "
+                                                                   "(default: 600 for --mcp, else none)")
+    certify.add_argument("--write-catalogue", type=Path, metavar="FILE",
+                         help="write a catalogue (TOML) of the classes the evidence supports")
 
 
 def command_certify(args: argparse.Namespace, out: TextIO) -> int:
     """Run ``killpoint certify`` as parsed; ConfigError for bad input (the caller prints it and exits 2)."""
-    modes = [flag for flag, used in (("TOOL", args.tool and not args.catalogue), ("--catalogue", args.catalogue),
-                                     ("--check", args.check)) if used]
+    if args.tool_name:
+        if args.tool and args.tool != args.tool_name:
+            raise ConfigError(f"TOOL {args.tool!r} and --tool {args.tool_name!r}: name the tool once")
+        args.tool = args.tool_name
+    modes = [flag for flag, used in (("TOOL", args.tool and not args.catalogue and not args.mcp),
+                                     ("--catalogue", args.catalogue), ("--check", args.check),
+                                     ("--mcp", args.mcp and not args.catalogue)) if used]
     if len(modes) != 1:
         raise ConfigError("certify what? give TOOL --claim CLASS, --catalogue FILE, or --check DIR (one of them)"
                           if not modes else f"{' and '.join(modes)} are exclusive")
@@ -69,38 +91,68 @@ def command_certify(args: argparse.Namespace, out: TextIO) -> int:
         return _check(args.check, out)
     from killpoint.harness.certify.adapters import ExternalSpec
     from killpoint.harness.certify.run import (
+        catalogue_of,
         certify,
         claims_from_catalogue,
+        claims_from_mcp,
         single_claim,
     )
 
     _check_flags(args)
     external = ExternalSpec(args.python, args.python_snapshot, args.command_line, args.snapshot_command, args.world,
-                            args.schema)
-    claims = claims_from_catalogue(args.catalogue, args.tool) if args.catalogue else [single_claim(args.tool, args.claim)]
+                            args.schema, args.mcp, tuple(args.mcp_env), args.world_preset, args.allow_network,
+                            args.call_timeout)
+    if args.catalogue:
+        claims = claims_from_catalogue(args.catalogue, args.tool)
+    elif args.mcp:
+        claims = claims_from_mcp(external, args.tool, args.claim)
+    else:
+        claims = [single_claim(args.tool, args.claim)]
+    budget = args.budget if args.budget is not None else DEFAULT_MCP_BUDGET_S if args.mcp else None
     seed = args.seed if args.seed is not None else CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32)
     started = time.monotonic()
 
     def header() -> None:
         out.write(f"killpoint certify: {len(claims)} tool(s), {args.trials} draws each, seed {seed}"
                   f"{', no kills' if args.no_kill else ''}; certificates in {args.out}\n")
-        out.write(f"{'TOOL':<24} {'CLAIM':<17} {'VERDICT':<13} {'SUPPORTED':<17} {'TRIALS':>6}  NOTE\n")
+        if args.mcp:
+            out.write(f"{'TOOL':<26} {'HINTS':<21} {'CLAIM':<17} {'VERDICT':<13} {'SUPPORTED':<17} {'TRIALS':>6} "
+                      f"{'SECS':>5}  KILL LEFT / NOTE\n")
+        else:
+            out.write(f"{'TOOL':<24} {'CLAIM':<17} {'VERDICT':<13} {'SUPPORTED':<17} {'TRIALS':>6}  NOTE\n")
 
     def row(certified: Any) -> None:
         data = certified.certificate.data
         trials = f"{data['trials']['replay']}+{data['trials']['kill']}"
-        out.write(f"{data['tool']:<24} {data['claim']:<17} {data['verdict']:<13} "
-                  f"{data['strongest_supported'] or '-':<17} {trials:>6}  {_note(data)}\n")
+        if args.mcp:
+            from killpoint.harness.certify.certificate import kills_left_text
+            from killpoint.harness.certify.mcp import hints_text
+
+            left = kills_left_text(data["kill_left"])
+            note = _note(data)
+            out.write(f"{data['tool']:<26} {hints_text(data['adapter'].get('annotations')):<21} {data['claim']:<17} "
+                      f"{data['verdict']:<13} {data['strongest_supported'] or '-':<17} {trials:>6} "
+                      f"{data['seconds']:>5.1f}  {left if left != '-' or not note else ''}"
+                      f"{'; ' if left != '-' and note else ''}{note}\n")
+        else:
+            out.write(f"{data['tool']:<24} {data['claim']:<17} {data['verdict']:<13} "
+                      f"{data['strongest_supported'] or '-':<17} {trials:>6}  {_note(data)}\n")
         out.flush()
 
     done = certify(claims, external, trials=args.trials, seed=seed, out=args.out, kill=not args.no_kill,
-                   strict=not args.catalogue, on_start=header, on_done=row)
+                   strict=not args.catalogue, budget_s=budget, on_start=header, on_done=row)
     for certified in done:
         _details(certified, out)
     counts = {verdict: sum(c.certificate.verdict == verdict for c in done)
               for verdict in ("CONFIRMED", "REFUTED", "INCONCLUSIVE")}
+    conservative = sum(c.certificate.verdict == "CONSERVATIVE" for c in done)
     out.write(f"certify: {len(done)} tool(s): " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+              + (f", {conservative} CONSERVATIVE" if conservative else "")
               + f" in {time.monotonic() - started:.1f}s; seed {seed}; certificates in {args.out}\n")
+    if args.write_catalogue:
+        args.write_catalogue.parent.mkdir(parents=True, exist_ok=True)
+        args.write_catalogue.write_text(catalogue_of(done, args.mcp or args.catalogue or "the tools"))
+        out.write(f"certify: wrote the evidenced classes of {len(done)} tool(s) to {args.write_catalogue}\n")
     unrunnable = sum(c.certificate.data["adapter"].get("adapter") == "none" for c in done)
     if unrunnable:
         out.write(f"certify: {unrunnable} tool(s) could not be run (none of the fake tools, no adapter given); "
@@ -123,8 +175,19 @@ def _check_flags(args: argparse.Namespace) -> None:
         problems.append("--python-snapshot goes with --python")
     if args.snapshot_command and not args.command_line:
         problems.append("--snapshot-command goes with --command")
-    if (args.world or args.schema) and not (args.python or args.command_line):
-        problems.append("--world and --schema describe a tool run by --python or --command")
+    if args.world and not (args.python or args.command_line or args.mcp):
+        problems.append("--world describes a tool run by --python, --command or --mcp")
+    if args.schema and not (args.python or args.command_line):
+        problems.append("--schema describes a tool run by --python or --command (an MCP tool has its inputSchema)")
+    mcp_only = [flag for flag, used in (("--mcp-env", args.mcp_env), ("--world-preset", args.world_preset),
+                                        ("--allow-network", args.allow_network), ("--call-timeout", args.call_timeout))
+                if used]
+    if mcp_only and not args.mcp:
+        problems.append(f"{', '.join(mcp_only)} go(es) with --mcp")
+    if args.mcp and args.claim and not args.tool:
+        problems.append("--claim with --mcp needs the tool (--tool NAME); without it each tool's hints give its claim")
+    if args.budget is not None and args.budget <= 0:
+        problems.append(f"--budget {args.budget:g}: give a positive number of seconds")
     if len(problems) == 1:
         raise ConfigError(problems[0])
     if problems:
@@ -134,7 +197,10 @@ def _check_flags(args: argparse.Namespace) -> None:
 def _note(data: dict[str, Any]) -> str:
     hint = data.get("hint") or {}
     if hint.get("contradiction"):
-        return "contradicts MCP hint " + ", ".join(hint.get("hints", []))
+        verb = "safer than MCP hint " if data["verdict"] == "CONSERVATIVE" else "contradicts MCP hint "
+        return verb + ", ".join(hint.get("hints", []))
+    if data["reason"].startswith("skipped: "):
+        return data["reason"]
     if data["verdict"] == "CONFIRMED" and data["interactive"]:
         return "interactive: RETRY"
     if data["reason"].startswith("looks over-cautious"):
@@ -159,7 +225,9 @@ def _details(certified: Any, out: TextIO) -> None:
         out.write(f"  check: {example['check']}\n  args: {json.dumps(example['args'], ensure_ascii=False)}\n")
         kill = example.get("kill")
         if kill:
-            where = f"point {kill['point']}, before {kill['label']}" if kill.get("point") else f"{kill['after_ms']} ms"
+            from killpoint.harness.certify.certificate import point_text
+
+            where = f"point {kill['point']}, {point_text(kill['label'])}" if kill.get("point") else f"{kill['after_ms']} ms"
             out.write(f"  killed at {where}\n")
         out.writelines(f"  {title}:\n" + "".join(f"    {line}\n" for line in lines or ["(no difference)"]) for title, lines in example["diffs"].items())
     hint = data.get("hint") or {}

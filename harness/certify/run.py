@@ -10,6 +10,7 @@ import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from killpoint import protocol
 from killpoint.catalogue import (
@@ -27,15 +28,19 @@ from killpoint.harness.certify.adapters import (
     fake_target,
     target_from_spec,
 )
+from killpoint.harness.catalogue_cli import catalogue_toml
 from killpoint.harness.certify.certificate import (
+    INCONCLUSIVE,
     Certificate,
     certificate_path,
     judge,
+    hints_in,
     make_certificate,
     read_certificate,
     staleness,
     write_certificate,
 )
+from killpoint.harness.certify.mcp import external_from_json, listed_tools, mcp_target
 from killpoint.harness.certify.trials import SearchResult, search
 
 DEFAULT_TRIALS = 25
@@ -47,6 +52,7 @@ class Claim:
     tool_class: str
     interactive: bool = False
     why: str = ""
+    skip: str = ""  # why it is not run at all (an MCP tool that may reach the network); INCONCLUSIVE, saying so
 
 
 @dataclass(frozen=True)
@@ -87,8 +93,24 @@ def single_claim(tool: str, claim: str | None) -> Claim:
     return Claim(tool, check_class(claim, "--claim"), reference.is_interactive(tool), reference.reasons.get(tool, ""))
 
 
+def claims_from_mcp(external: ExternalSpec, only: str | None, claim: str | None) -> list[Claim]:
+    """Every tool the ``--mcp`` server lists (or just ``only``), with the class its hints map to (or ``claim``)."""
+    _, tools = listed_tools(external, only)
+    return [Claim(tool.name, check_class(claim, "--claim") if claim else tool.tool_class, False,
+                  "" if claim else tool.why, tool.skip) for tool in tools]
+
+
 def target_for(tool: str, external: ExternalSpec) -> Target:
+    if external.mcp is not None:
+        return mcp_target(tool, external)
     return external_target(tool, external) if external.given else fake_target(tool)
+
+
+def rebuilt_target(spec: dict[str, Any]) -> Target:
+    """The target a certificate's ``adapter`` describes, as the tool is now."""
+    if spec.get("adapter") == "mcp":
+        return mcp_target(spec["tool"], external_from_json(spec))
+    return target_from_spec(spec)
 
 
 def reproduce_line(claim: Claim, external: ExternalSpec, *, seed: int, trials: int) -> str:
@@ -97,18 +119,29 @@ def reproduce_line(claim: Claim, external: ExternalSpec, *, seed: int, trials: i
     The adapter flags are written as they were given, so a path stays relative
     (a line from a CI log still works in another checkout).
     """
-    words = [*shlex.split(killpoint_command()), "certify", claim.tool, "--claim", claim.tool_class, "--seed", str(seed),
-             "--trials", str(trials)]
+    words = [*shlex.split(killpoint_command()), "certify"]
+    if external.mcp is not None and hints_in(claim.why):  # the claim comes from the server's hints again
+        words += ["--tool", claim.tool]
+    else:
+        words += [claim.tool, "--claim", claim.tool_class]
+    words += ["--seed", str(seed), "--trials", str(trials)]
     for value, flag in ((external.python, "--python"), (external.python_snapshot, "--python-snapshot"),
                         (external.command, "--command"), (external.snapshot_command, "--snapshot-command"),
-                        (external.world, "--world"), (external.schema, "--schema")):
+                        (external.mcp, "--mcp"), (external.world, "--world"), (external.schema, "--schema"),
+                        (external.world_preset, "--world-preset"),
+                        (None if external.call_timeout is None else f"{external.call_timeout:g}", "--call-timeout")):
         if value:
             words += [flag, value]
+    for item in external.mcp_env:
+        words += ["--mcp-env", item]
+    if external.allow_network:
+        words.append("--allow-network")
     return shlex.join(words)
 
 
 def certify(claims: list[Claim], external: ExternalSpec, *, trials: int, seed: int, out: Path,
-            kill: bool = True, strict: bool = True, on_start: Callable[[], None] = lambda: None,
+            kill: bool = True, strict: bool = True, budget_s: float | None = None,
+            on_start: Callable[[], None] = lambda: None,
             on_done: Callable[[Certified], None] = lambda _: None) -> list[Certified]:
     """Certify every claim in order, writing one certificate each into ``out``.
 
@@ -122,7 +155,8 @@ def certify(claims: list[Claim], external: ExternalSpec, *, trials: int, seed: i
         targets = [_target_or_why(claim, external, strict=strict) for claim in claims]
         on_start()
         for claim, (target, why) in zip(claims, targets):
-            certified = _certify_one(claim, target, why, external, trials=trials, seed=seed, out=out, kill=kill)
+            certified = _certify_one(claim, target, why, external, trials=trials, seed=seed, out=out, kill=kill,
+                                     budget_s=budget_s)
             on_done(certified)
             done.append(certified)
     finally:
@@ -142,14 +176,18 @@ def _target_or_why(claim: Claim, external: ExternalSpec, *, strict: bool) -> tup
 
 
 def _certify_one(claim: Claim, target: Target | None, cannot: str, external: ExternalSpec, *, trials: int, seed: int,
-                 out: Path, kill: bool) -> Certified:
-    if target is not None:
-        result = search(target, claim.tool_class, interactive=claim.interactive, trials=trials, seed=seed, kill=kill)
+                 out: Path, kill: bool, budget_s: float | None) -> Certified:
+    if target is not None and claim.skip:
+        result = SearchResult((), None, claim.skip, 0.0, skipped=True)
+        adapter, identity = target.spec, target.identity
+    elif target is not None:
+        result = search(target, claim.tool_class, interactive=claim.interactive, trials=trials, seed=seed, kill=kill,
+                        budget_s=budget_s)
         adapter, identity = target.spec, target.identity
     else:
         result = SearchResult((), None, f"no way to run it: {cannot}", 0.0)
         adapter, identity = {"adapter": "none", "tool": claim.tool}, {"kind": "none", "digest": ""}
-    judgement = judge(claim.tool_class, interactive=claim.interactive, result=result)
+    judgement = judge(claim.tool_class, interactive=claim.interactive, result=result, why=claim.why)
     certificate = make_certificate(
         tool=claim.tool, claim=claim.tool_class, interactive=claim.interactive, result=result, judgement=judgement,
         seed=seed, trials=trials, adapter=adapter, identity=identity, why=claim.why,
@@ -186,7 +224,7 @@ def _check_rows(paths: list[Path]) -> Iterator[CheckRow]:
                 yield CheckRow(path, path.stem, "?", "not a killpoint certificate", False)
                 continue
             try:
-                identity = target_from_spec(certificate.data["adapter"]).identity
+                identity = rebuilt_target(certificate.data["adapter"]).identity
             except (ConfigError, KeyError) as error:
                 yield CheckRow(path, certificate.tool, certificate.verdict, f"cannot check: {error}", False)
                 continue
@@ -195,3 +233,24 @@ def _check_rows(paths: list[Path]) -> Iterator[CheckRow]:
                            stale is None and certificate.verdict != "REFUTED")
     finally:
         close_fork_server()
+
+
+def catalogue_of(done: list[Certified], source: str) -> str:
+    """A catalogue (TOML, ``catalogue_toml``'s format) of what the evidence supports, each ``why`` citing its certificate.
+
+    A tool with nothing established (INCONCLUSIVE, or no supported class) is
+    UNKNOWN, the class whose recovery trusts nothing (VERIFY).
+    """
+    classified = {}
+    for certified in done:
+        data = certified.certificate.data
+        supported = data["strongest_supported"] if data["verdict"] != INCONCLUSIVE else None
+        classified[data["tool"]] = (supported or protocol.UNKNOWN,
+                                    f"certified by running it: {data['verdict']} (claim {data['claim']}), seed "
+                                    f"{data['seed']}, {data['evidence_digest'][:19]}, {certified.path.name}")
+    body = catalogue_toml(classified, source=Path(source)).splitlines(keepends=True)
+    while body and body[0].startswith("#"):  # its header speaks of hints; this one is of evidence
+        body.pop(0)
+    return ("# Generated by `killpoint certify --mcp` by running the tools of " + source + ".\n"
+            "# Each class is the strongest the evidence supports (UNKNOWN where none was established), not a hint.\n"
+            "# Check it with `killpoint catalogue check FILE`.\n" + "".join(body))

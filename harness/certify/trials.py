@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import shutil
 import tempfile
 import time
@@ -37,6 +38,7 @@ from killpoint import protocol
 from killpoint.harness.certify.adapters import Target, TrialError
 
 REPLAY, KILL = "replay", "kill"
+TEMPORARY_NAME = re.compile(r"[0-9a-f]{16,}")  # the random part of a temporary file's name (a.txt.<hex>.tmp)
 Snapshot = dict[str, str]
 
 
@@ -53,8 +55,9 @@ class Observation:
     points: int = 0                   # kill points the call passed (uninterrupted) or reached (killed)
     kill_at: int | None = None        # the point where the SIGKILL landed
     kill_label: str | None = None     # what the tool was about to do there
-    kill_after_ms: int | None = None  # a timed kill (a command that declares no points)
+    kill_after_ms: int | None = None  # a timed kill (a command that declares no points, an MCP server)
     killed: bool = True               # False: the call ended before the kill came
+    left: str | None = None           # kill: what the kill left, against never and once (``kill_left``)
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
@@ -72,8 +75,27 @@ class Evidence:
 class SearchResult:
     observations: tuple[Observation, ...]
     found: Evidence | None   # the shrunk trial that broke the searched property
-    error: str | None        # why the trials could not go on
+    error: str | None        # why the trials could not go on (or, ``skipped``, why none ran)
     seconds: float
+    skipped: bool = False    # not run on purpose (an MCP tool that may reach the network)
+    out_of_budget: bool = False  # the per-tool budget ended the draws before ``trials`` of them
+
+
+def kill_left(before: Snapshot, at_kill: Snapshot, once: Snapshot) -> str:
+    """What a kill left in the world: ``never`` (as before the call), ``once`` (as one whole call), or what differs.
+
+    The rest is "torn": each key that is neither as before nor as after one call,
+    ``+`` extra, ``-`` missing, ``~`` changed (a stray temp file, a partial write,
+    a lock left behind).
+    """
+    if at_kill == before:
+        return "never"
+    if at_kill == once:
+        return "once"
+    keys = sorted(key for key in at_kill.keys() | once.keys() | before.keys()
+                  if at_kill.get(key) != once.get(key) and at_kill.get(key) != before.get(key))
+    marks = [("+" if key not in once else "-" if key not in at_kill else "~") + key for key in keys]
+    return "torn: " + TEMPORARY_NAME.sub("<hex>", " ".join(marks))
 
 
 class _Found(Exception):
@@ -129,15 +151,20 @@ def kill_trial(target: Target, args: dict[str, Any], folder: Path, expected: Sna
     observation = Observation(
         KILL, args, replay.ok, replay.error, at_kill != before, recovered != expected, points=len(run.labels),
         kill_at=run.killed_at, kill_label=run.labels[-1] if run.killed_at else None, kill_after_ms=after_ms,
-        killed=killed)
+        killed=killed, left=kill_left(before, at_kill, expected))
     return observation, {"before": before, "after the kill": at_kill, "after the replay": recovered,
                          "after one uninterrupted call": expected}
 
 
 def search(target: Target, claim: str, *, interactive: bool, trials: int, seed: int,
-           kill: bool = True) -> SearchResult:
-    """Run up to ``trials`` drawn examples of the claim's property; shrink the first failure."""
+           kill: bool = True, budget_s: float | None = None) -> SearchResult:
+    """Run up to ``trials`` drawn examples of the claim's property; shrink the first failure.
+
+    ``budget_s`` bounds the tool's time: past it, a draw not seen before runs no
+    trial (a shrink still replays known ones), and the result says so.
+    """
     started = time.monotonic()
+    over_budget: list[bool] = []
     observations: list[Observation] = []
     found: list[Evidence] = []
     memo: dict[str, Any] = {}
@@ -153,6 +180,7 @@ def search(target: Target, claim: str, *, interactive: bool, trials: int, seed: 
             try:
                 memo[key] = run(folder)
             finally:
+                target.release()
                 shutil.rmtree(folder, ignore_errors=True)
             observations.append(memo[key][0])
         return memo[key]
@@ -165,17 +193,22 @@ def search(target: Target, claim: str, *, interactive: bool, trials: int, seed: 
     def attempt(data: st.DataObject) -> None:
         args = data.draw(strategy, label="args")
         key = json.dumps(args, sort_keys=True, default=str)
+        if budget_s is not None and key not in memo and time.monotonic() - started > budget_s:
+            over_budget.append(True)
+            return
         try:
             observation, snapshots, seconds = once(key, lambda folder: replay_trial(target, args, folder))
             judge(observation, snapshots)
             if not (kill and wants_kill(claim, interactive, observation)):
                 return
             expected = snapshots["after one call"]
-            if observation.points:
+            timed = not observation.points or (
+                target.timed_kills and data.draw(st.booleans(), label="kill after a delay, not at a point"))
+            if not timed:
                 point = data.draw(st.integers(1, observation.points), label="kill at point")
                 evidence = once(f"{key} @{point}", lambda folder: kill_trial(
                     target, args, folder, expected, at_point=point))
-            else:  # a command that declares no points: a seeded delay within one call's duration
+            else:  # a command that declares no points, or a server: a seeded delay within one call's duration
                 delay = data.draw(st.integers(0, max(1, math.ceil(seconds * 1000))), label="kill after ms")
                 evidence = once(f"{key} +{delay}ms", lambda folder: kill_trial(
                     target, args, folder, expected, after_ms=delay))
@@ -192,16 +225,43 @@ def search(target: Target, claim: str, *, interactive: bool, trials: int, seed: 
         suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink],
         verbosity=Verbosity.quiet, report_multiple_bugs=False,
     )(given(st.data())(attempt)))
+    def smallest(evidence: Evidence) -> Evidence:
+        """The shrunk example, or a simpler variant the target offers (``Target.smaller``) that fails the same way.
+
+        Hypothesis shrinks toward what is drawn first, and an MCP tool draws a
+        4 MiB write first (a small one is done before a kill lands); when the
+        same check fails with a short text, that is the counterexample to read.
+        """
+        broken = evidence.observation
+        for args in target.smaller(broken.args):
+            key = json.dumps(args, sort_keys=True, default=str)
+            try:
+                replay = once(key, lambda folder: replay_trial(target, args, folder))
+                candidate = Evidence(*replay[:2])
+                if broken.kind == KILL:
+                    expected = replay[1]["after one call"]
+                    candidate = Evidence(*once(f"{key} @{broken.kill_at} +{broken.kill_after_ms}ms",
+                                               lambda folder: kill_trial(target, args, folder, expected,
+                                                                         at_point=broken.kill_at,
+                                                                         after_ms=broken.kill_after_ms)))
+            except TrialError:
+                continue
+            if candidate.observation.kind == broken.kind and breaks_promise(claim, interactive, candidate.observation):
+                return candidate
+        return evidence
+
     error = None
     try:
         run()
     except _Found:
-        pass
+        if found:
+            found.append(smallest(found[-1]))
     except _Abort as abort:
         error = abort.message
     except Exception as unexpected:  # Hypothesis itself gave up (flaky, unsatisfiable): say so, judge nothing
         error = f"{type(unexpected).__name__}: {unexpected}"
     finally:
+        target.close()
         shutil.rmtree(work, ignore_errors=True)
     return SearchResult(tuple(observations), found[-1] if found and error is None else None, error,
-                        time.monotonic() - started)
+                        time.monotonic() - started, out_of_budget=bool(over_budget))

@@ -133,14 +133,14 @@ def test_a_catalogue_from_mcp_hints_is_certified_and_contradicted_hints_are_name
     assert result.exit_code == 1, result.out
     verdicts = {tool: read(tmp_path / "c", tool)["verdict"] for tool in ("read_file", "append", "get_set_settings",
                                                                           "notes_search")}
-    assert verdicts == {"read_file": "CONFIRMED", "append": "REFUTED", "get_set_settings": "INCONCLUSIVE",
+    assert verdicts == {"read_file": "CONFIRMED", "append": "REFUTED", "get_set_settings": "CONSERVATIVE",
                         "notes_search": "INCONCLUSIVE"}
     append = read(tmp_path / "c", "append")["hint"]
     assert append["hints"] == ["idempotentHint", "readOnlyHint"]
     assert append["contradiction"].startswith("the evidence contradicts the MCP hints (idempotentHint: true, "
                                               "readOnlyHint not true) that made it IDEMPOTENT_WRITE")
     settings = read(tmp_path / "c", "get_set_settings")
-    assert settings["reason"].startswith("looks over-cautious") and "VERIFY could become RETRY" in settings["reason"]
+    assert settings["reason"].startswith("safer than its hints") and "VERIFY could become RETRY" in settings["reason"]
     assert "no trial showed a replay repeating an effect" in settings["hint"]["contradiction"]
     assert read(tmp_path / "c", "read_file")["hint"]["contradiction"] is None
     assert "no way to run it" in read(tmp_path / "c", "notes_search")["reason"]

@@ -9,6 +9,7 @@ import pytest
 from killpoint import protocol as p
 from killpoint.harness.certify.certificate import (
     CONFIRMED,
+    CONSERVATIVE,
     INCONCLUSIVE,
     REFUTED,
     evidence_digest,
@@ -109,7 +110,11 @@ def test_a_certificate_says_where_the_evidence_contradicts_a_hint() -> None:
     assert hint_contradiction(p.IDEMPOTENT_WRITE, refuted, MCP_WHY) == (
         f"the evidence contradicts the MCP hints ({MCP_WHY}) that made it IDEMPOTENT_WRITE: "
         "a replay changed the world again")
-    cautious = judge(p.NON_IDEMPOTENT, interactive=False, result=result(PUT, KILL_OK))
+    cautious = judge(p.NON_IDEMPOTENT, interactive=False, result=result(PUT, KILL_OK), why="destructiveHint: true")
+    assert cautious.verdict == CONSERVATIVE and cautious.reason.startswith("safer than its hints")
+    written_by_hand = judge(p.NON_IDEMPOTENT, interactive=False, result=result(PUT, KILL_OK), why="it appends")
+    assert written_by_hand.verdict == INCONCLUSIVE and written_by_hand.reason.startswith("looks over-cautious")
+    assert hint_contradiction(p.NON_IDEMPOTENT, written_by_hand, "it appends") is None
     assert "no trial showed a replay repeating an effect (the evidence supports IDEMPOTENT_WRITE)" in str(
         hint_contradiction(p.NON_IDEMPOTENT, cautious, "destructiveHint: true"))
     confirmed = judge(p.READ_ONLY, interactive=False, result=result(READ))

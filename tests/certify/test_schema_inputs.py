@@ -43,9 +43,13 @@ def arguments(**properties: Any) -> dict[str, Any]:
     (arguments(n={"type": "integer", "minimum": 9, "maximum": 1}), "schema.properties.n.minimum: 9 is above maximum 1"),
     (arguments(n={"type": "integer", "maxLength": 3}),
      "schema.properties.n.maxLength: applies to string values, and this schema's type is integer"),
-    (arguments(k={"type": ["string", "null"]}), "schema.properties.k.type: must be one of object, array, string"),
-    (arguments(k={"type": "text"}),
-     'schema.properties.k.type: must be one of object, array, string, integer, number, boolean, got string "text"'),
+    (arguments(k={"type": ["string", "text"]}), "schema.properties.k.type: must be one of object, array, string"),
+    (arguments(k={"type": "text"}), 'schema.properties.k.type: must be one of object, array, string, integer, number, '
+                                    'boolean, null (or a list of them), got string "text"'),
+    (arguments(k={"anyOf": []}), "schema.properties.k.anyOf: must be a non-empty list of schemas"),
+    (arguments(k={"oneOf": [{"type": "string", "pattern": "a"}]}), "schema.properties.k.oneOf[0].pattern: killpoint "
+                                                                  "cannot draw"),
+    (arguments(k={"type": "array", "minItems": 3, "maxItems": 1}), "schema.properties.k.minItems: 3 is above maxItems 1"),
     (arguments(k={"enum": []}), "schema.properties.k.enum: must be a non-empty list of the allowed values"),
     (arguments(k={"enum": "ab"}), "schema.properties.k.enum: must be a non-empty list"),
     (arguments(k={"type": "integer", "enum": ["x"]}), "schema.properties.k.enum: lists 'x', which is not of type integer"),

@@ -1,0 +1,469 @@
+"""Certify a live MCP server's tools: one ``McpTarget`` per tool, each trial on a fresh world and server.
+
+``killpoint certify --mcp 'CMD {world}'`` starts the server once to list its
+tools (``initialize``, ``tools/list``: name, ``inputSchema``, annotations), then
+certifies each tool like any other target: the trials in ``trials`` run
+unchanged. What is particular to MCP:
+
+- The server is the unit that runs and dies. ``call`` reuses the world's live
+  server (a replay trial costs one start); ``kill`` starts a fresh one, SIGKILLs
+  its whole tree part-way through the call, and the replay that follows starts
+  another: the restart. ``release`` ends the live one (``trials.search`` calls
+  it when a trial is done), so no server outlives its trial.
+- Kill points are the changes the call makes in the world (``world_events``),
+  plus seeded delays within one call's duration (``timed_kills``; 0 ms is "the
+  request written, nothing done").
+- The claim is what the hints map to (``catalogue_cli.classify``), and its
+  ``why`` names them, so the verdict says which hint the evidence contradicts.
+- Arguments are drawn from the tool's ``inputSchema`` with the world's names for
+  path-, ref- and text-like properties (``world_hook``). ``{world}`` in an
+  argument is the trial's world (``repo_path`` draws it); ``{4MiB}`` is 4 MiB of
+  text, so a write takes long enough for a kill to land part-way (a small one is
+  done before the signal arrives), while the counterexample stays readable.
+- Network: a tool whose ``openWorldHint`` is true, or that takes a URL, is skipped
+  unless ``--allow-network``, with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from killpoint.errors import ConfigError
+from killpoint.harness.catalogue_cli import classify
+from killpoint.harness.certify.adapters import CallResult, ExternalSpec, TrialError, schema_problems, split_command
+from killpoint.harness.certify.certificate import AFTER
+from killpoint.harness.certify.identity import command_identity
+from killpoint.harness.certify.mcp_client import McpCall, McpServer, ServerError, ServerInfo
+from killpoint.harness.certify.mcp_worlds import GIT_ENV, PRESETS, Vocabulary, make_world, snapshot, vocabulary
+from killpoint.harness.certify.points import ChildRun
+from killpoint.harness.certify.trials import TEMPORARY_NAME
+from killpoint.harness.certify.world_events import WorldEvents
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+DEFAULT_CALL_TIMEOUT_S = 30.0
+WORLD = "{world}"
+LARGE = "{4MiB}"
+LARGE_TEXT = ("killpoint certify: 4 MiB to write, in parts a kill can land between\n" * (1 << 16))[:1 << 22]
+_URL_NAMES = re.compile(r"(url|uri|href|endpoint|link)s?$", re.IGNORECASE)
+_URL_FORMATS = {"uri", "url", "iri", "uri-reference", "iri-reference"}
+_REPO_NAMES = re.compile(r"repo", re.IGNORECASE)
+_PATH_NAMES = re.compile(r"path|file|source|destination|dir|folder", re.IGNORECASE)
+_REF_NAMES = re.compile(r"branch|revision|target|^ref|commit|contains", re.IGNORECASE)
+_PATTERN_NAMES = re.compile(r"pattern|glob", re.IGNORECASE)
+_OLD_TEXT_NAMES = re.compile(r"^old|search|find", re.IGNORECASE)
+_NEW_TEXT_NAMES = re.compile(r"^new|replace", re.IGNORECASE)
+_DESTINATION_NAMES = re.compile(r"dest|^to$|^new", re.IGNORECASE)
+_CONTENT_NAMES = re.compile(r"content|text|data|body", re.IGNORECASE)
+PATTERNS = ("*.txt", "a", "**/*", "")
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    """How to start the server on a world: the argv and env templates (``{world}`` filled), the world's recipe."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    preset: str
+    template: Path | None
+    call_timeout_s: float
+
+    def fresh_world(self, folder: Path) -> Path:
+        return make_world(folder, self.preset, self.template)
+
+    def start(self, world: Path, scratch: Path) -> McpServer:
+        """A server on ``world``, initialized; ServerError (it is then dead and reaped) if it would not start."""
+        server = self.spawn(world, scratch)
+        try:
+            server.initialize()
+        except BaseException:
+            server.close()
+            raise
+        return server
+
+    def spawn(self, world: Path, scratch: Path) -> McpServer:
+        """A server on ``world``, asked to initialize but not waited for (``McpServer.initialize`` finishes it)."""
+        argv = [word.replace(WORLD, str(world)) for word in self.argv]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(scratch), "LANG": "C.UTF-8",
+               **(GIT_ENV if (world / ".git").is_dir() else {}),
+               **{name: value.replace(WORLD, str(world)) for name, value in self.env}}
+        stderr = scratch / f"server-{len(list(scratch.glob('server-*.stderr')))}.stderr"
+        server = McpServer(argv, cwd=world, env=env, stderr_path=stderr, call_timeout_s=self.call_timeout_s)
+        try:
+            server.send_initialize()
+        except BaseException:
+            server.close()
+            raise
+        return server
+
+
+@dataclass(frozen=True)
+class Listing:
+    info: ServerInfo
+    tools: tuple[dict[str, Any], ...]
+    vocabulary: Vocabulary
+
+
+_LISTINGS: dict[ServerCommand, Listing] = {}
+
+
+def listing(command: ServerCommand, shown: str) -> Listing:
+    """The server's tools (one start on a fresh world), once per command; ConfigError if it cannot say."""
+    if command not in _LISTINGS:
+        folder = Path(tempfile.mkdtemp(prefix="killpoint-mcp-list-"))
+        try:
+            world = command.fresh_world(folder)
+            names = vocabulary(world)
+            server = command.start(world, folder)
+            try:
+                info, tools = server.initialize(), tuple(server.list_tools())
+            finally:
+                server.close()
+        except ServerError as error:
+            raise ConfigError(f"--mcp {shown!r}: {error}") from None
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        if not tools:
+            raise ConfigError(f"--mcp {shown!r}: the server ({info.name} {info.version}) lists no tools to certify")
+        _LISTINGS[command] = Listing(info, tools, names)
+    return _LISTINGS[command]
+
+
+@dataclass(frozen=True)
+class McpTarget:
+    """One tool of a live MCP server.
+
+    Its worlds live in a folder of its own, each beside the scratch folder of
+    its servers (stderr, HOME). A server starts (1 to 2.5 s, most of a trial)
+    for the next world while the current trial runs: ``spare`` holds that world
+    and its server, which nothing has called. ``live`` is the current world's
+    server, reused between a call and its replay; ``release`` ends it and drops
+    its world after each trial, ``close`` ends the spare too, after the last.
+    """
+
+    name: str
+    spec: dict[str, Any]
+    command: ServerCommand
+    schema: dict[str, Any]
+    vocabulary: Vocabulary
+    identity: dict[str, str]
+    notes: tuple[str, ...] = ()
+    timed_kills = True  # no instrumented points inside a server: seeded delays too (trials.search)
+    live: dict[Path, McpServer] = field(default_factory=dict, compare=False)
+    spare: list[tuple[Path, McpServer]] = field(default_factory=list, compare=False)
+    folders: list[Path] = field(default_factory=list, compare=False)  # [the folder of its worlds], once made
+
+    def arguments(self) -> SearchStrategy[dict[str, Any]]:
+        from killpoint.harness.certify.strategies import args_for
+
+        return args_for(self.schema, world_hook(self.vocabulary, self.name))
+
+    def fresh_world(self, folder: Path) -> Path:
+        """A fresh world with a server starting on it (``folder``, the trial's, is not used: worlds live apart)."""
+        self.release()
+        world, server = self.spare.pop() if self.spare else self._spawned_world()
+        self.live[world] = server
+        self.spare.append(self._spawned_world())
+        return world
+
+    def _spawned_world(self) -> tuple[Path, McpServer]:
+        if not self.folders:
+            self.folders.append(Path(tempfile.mkdtemp(prefix="killpoint-mcp-")))
+        folder = Path(tempfile.mkdtemp(prefix="trial-", dir=self.folders[0]))
+        world = self.command.fresh_world(folder)
+        try:
+            return world, self.command.spawn(world, folder)
+        except ServerError as error:
+            raise TrialError(f"{self.name}: {_scrubbed(str(error), world)}") from None
+
+    def snapshot(self, world: Path) -> dict[str, str]:
+        return snapshot(world)
+
+    def smaller(self, args: dict[str, Any]) -> list[dict[str, Any]]:
+        """The arguments with each ``{4MiB}`` as a short word, if there is one (drawn first, it shrinks no further)."""
+        if LARGE not in json.dumps(args):
+            return []
+        text = json.dumps(args).replace(json.dumps(LARGE), json.dumps(self.vocabulary.texts[0]))
+        return [json.loads(text)]
+
+    def call(self, world: Path, args: dict[str, Any], scratch: Path) -> CallResult:
+        server = self.live.get(world)
+        if server is not None and server.used and not server.alive:
+            raise TrialError(f"{self.name}: the server died between calls ({server.stderr_tail() or 'no stderr'})")
+        if server is None:  # after a kill: the restart
+            server = self.live[world] = self._started(world)
+        outcome = self._call(server, world, args)
+        if outcome.timed_out:
+            self.release()
+            raise TrialError(f"{self.name}: the call did not answer within {self.command.call_timeout_s:g}s "
+                             f"(per-call timeout; the server was killed)")
+        return CallResult(outcome.ok, _scrubbed(outcome.error, world), outcome.labels, outcome.seconds)
+
+    def kill(self, world: Path, args: dict[str, Any], scratch: Path, *, at_point: int | None = None,
+             after_s: float | None = None) -> ChildRun:
+        """The call on a server nothing has called yet (the world's own, else a new one), SIGKILLed part-way."""
+        server = self.live.pop(world, None)
+        if server is None or server.used:
+            if server is not None:
+                server.close()
+            server = self._started(world)
+        try:
+            outcome = self._call(server, world, args, kill_at=at_point, kill_after_s=after_s)
+        finally:
+            server.close()
+        return ChildRun(outcome.labels, outcome.killed_at, outcome.killed_after_s, server.returncode,
+                        outcome.seconds, timed_out=outcome.timed_out)
+
+    def release(self) -> None:
+        """End the current world's server (killed with its whole tree, reaped) and drop that world."""
+        while self.live:
+            world, server = self.live.popitem()
+            server.close()
+            shutil.rmtree(world.parent, ignore_errors=True)
+
+    def close(self) -> None:
+        """End every server of this target, the spare too, and remove its worlds."""
+        self.release()
+        while self.spare:
+            self.spare.pop()[1].close()
+        while self.folders:
+            shutil.rmtree(self.folders.pop(), ignore_errors=True)
+
+    def _started(self, world: Path) -> McpServer:
+        try:
+            return self.command.start(world, world.parent)
+        except ServerError as error:
+            raise TrialError(f"{self.name}: {_scrubbed(str(error), world)}") from None
+
+    def _call(self, server: McpServer, world: Path, args: dict[str, Any], **kill: Any) -> McpCall:
+        events = WorldEvents(world)
+        try:
+            server.initialize()
+            outcome = server.call_tool(self.name, filled(args, world), events=events, **kill)
+        except ServerError as error:
+            server.close()
+            raise TrialError(f"{self.name}: {_scrubbed(str(error), world)}") from None
+        finally:
+            events.close()
+        return McpCall(tuple(AFTER + TEMPORARY_NAME.sub("<hex>", label) for label in outcome.labels), outcome.ok,
+                       outcome.error, outcome.seconds, outcome.killed_at, outcome.killed_after_s, outcome.timed_out,
+                       outcome.returncode)
+
+
+def filled(args: dict[str, Any], world: Path) -> dict[str, Any]:
+    """The arguments as the server gets them: ``{world}`` is the world's path, ``{4MiB}`` 4 MiB of text."""
+    def fill(value: Any) -> Any:
+        if isinstance(value, str):
+            return LARGE_TEXT if value == LARGE else value.replace(WORLD, str(world))
+        if isinstance(value, list):
+            return [fill(item) for item in value]
+        if isinstance(value, dict):
+            return {key: fill(item) for key, item in value.items()}
+        return value
+
+    return {key: fill(value) for key, value in args.items()}
+
+
+def _scrubbed(error: str | None, world: Path) -> str | None:
+    """The error with the world's path as ``<world>`` and temporary hex names as ``<hex>``: equal seeds, equal evidence."""
+    if error is None:
+        return None
+    return TEMPORARY_NAME.sub("<hex>", error.replace(str(world.resolve()), "<world>").replace(str(world), "<world>"))
+
+
+def world_hook(names: Vocabulary, tool: str) -> Any:
+    """The ``strategies`` hook: path-, ref-, pattern- and text-like string properties draw from the world's names.
+
+    Each list is ordered so the first draw (the one Hypothesis tries first, and
+    shrinks toward) is a call likely to do something: a fresh name for a
+    destination or for a tool that creates, a folder for one that lists, else
+    a file; ``oldText`` draws a word the files hold, ``newText`` one that
+    contains it (the edit a replay repeats); a description that quotes two or
+    more words (``'local'``, ``'remote'``) draws one of them.
+    """
+    from hypothesis import strategies as st
+
+    from killpoint.harness.certify.strategies import array_of, from_schema
+
+    creates = re.search(r"create|make|mkdir|new|init", tool, re.IGNORECASE)
+    lists = re.search(r"dir|list|tree|search|find", tool, re.IGNORECASE)
+
+    def strings(name: str, description: str) -> SearchStrategy[str] | None:
+        fresh_first = creates or _DESTINATION_NAMES.search(name)
+        quoted = list(dict.fromkeys(re.findall(r"'([\w-]+)'", description)))
+        if len(quoted) >= 2:  # "Whether to list local branches ('local'), remote branches ('remote') or ..."
+            return st.sampled_from(quoted)
+        if _REPO_NAMES.search(name):
+            return st.just(WORLD)
+        if _REF_NAMES.search(name) and names.refs:
+            return st.sampled_from((*names.fresh_refs, *names.refs) if fresh_first and not re.search(
+                "base", name, re.IGNORECASE) else (*names.refs, *names.fresh_refs))
+        if _PATTERN_NAMES.search(name):
+            return st.sampled_from(PATTERNS)
+        if _PATH_NAMES.search(name):
+            order = ((names.fresh, names.files, names.folders) if fresh_first else
+                     (names.folders, names.files, names.fresh) if lists else (names.files, names.folders, names.fresh))
+            return st.sampled_from([path for group in order for path in group])
+        if _NEW_TEXT_NAMES.search(name):
+            return st.sampled_from(sorted(names.texts, key=lambda text: " " not in text))
+        if _OLD_TEXT_NAMES.search(name):
+            return st.sampled_from(names.texts)
+        if _CONTENT_NAMES.search(name):  # large first: only a write in parts can be torn (``smaller`` reads it)
+            return st.just(LARGE) | st.sampled_from(names.texts)
+        return None
+
+    def hook(name: str, spec: dict[str, Any]) -> SearchStrategy[Any] | None:
+        branches = spec.get("anyOf", spec.get("oneOf"))
+        description = str(spec.get("description", ""))
+        if isinstance(branches, list) and {"type": "null"} in branches:
+            kinds = [branch.get("type") for branch in branches if isinstance(branch, dict)]
+            drawn = strings(name, description) if "string" in kinds and "enum" not in spec else None
+            return None if drawn is None else st.none() | drawn
+        if spec.get("type") == "string" and "enum" not in spec:
+            return strings(name, description)
+        items = spec.get("items")
+        if spec.get("type") == "array" and isinstance(items, dict) and items.get("type") == "string":
+            item = strings(name, description)
+            return None if item is None else array_of(spec, item)
+        if spec.get("type") == "array" and isinstance(items, dict) and items.get("type") == "object":
+            # a list of edits: the empty one does nothing, so draw at least one
+            return array_of({**spec, "minItems": max(1, spec.get("minItems", 0))}, from_schema(items, hook))
+        return None
+
+    return hook
+
+
+def hints_text(annotations: dict[str, Any] | None) -> str:
+    """The behaviour hints in a table cell: ``ro idem destr open`` for each true one, ``!x`` for false, nothing absent."""
+    words = []
+    for hint, short in (("readOnlyHint", "ro"), ("idempotentHint", "idem"), ("destructiveHint", "destr"),
+                        ("openWorldHint", "open")):
+        value = (annotations or {}).get(hint)
+        if isinstance(value, bool):
+            words.append(short if value else "!" + short)
+    return " ".join(words) or "-"
+
+
+def network_reason(tool: dict[str, Any]) -> str | None:
+    """Why running this tool may reach the network (its openWorldHint, a URL argument); None if nothing says so."""
+    if (tool.get("annotations") or {}).get("openWorldHint") is True:
+        return "openWorldHint: true (it may reach the network)"
+    urls = sorted(_url_properties(tool.get("inputSchema") or {}))
+    return f"it takes a URL ({', '.join(urls)})" if urls else None
+
+
+def _url_properties(schema: Any, where: str = "") -> set[str]:
+    if not isinstance(schema, dict):
+        return set()
+    found = set()
+    for name, spec in (schema.get("properties") or {}).items():
+        path = f"{where}{name}"
+        if _URL_NAMES.search(name) or (isinstance(spec, dict) and spec.get("format") in _URL_FORMATS):
+            found.add(path)
+        found |= _url_properties(spec, path + ".")
+    for keyword in ("items", "anyOf", "oneOf"):
+        value = schema.get(keyword)
+        for branch in value if isinstance(value, list) else [value]:
+            found |= _url_properties(branch, where)
+    return found
+
+
+def external_from_json(spec: dict[str, Any]) -> ExternalSpec:
+    """The ``--mcp`` flags an ``mcp`` adapter spec (a certificate's ``adapter``) was made from."""
+    return ExternalSpec(mcp=spec["mcp"], mcp_env=tuple(spec.get("mcp_env") or ()), world_preset=spec.get("world_preset"),
+                        world=spec.get("world"), allow_network=bool(spec.get("allow_network")),
+                        call_timeout=spec.get("call_timeout"), cwd=spec.get("cwd") or os.getcwd())
+
+
+def server_command(spec: ExternalSpec) -> ServerCommand:
+    """The ``--mcp`` flags as a command to start; ConfigError naming the flag for anything wrong."""
+    assert spec.mcp is not None
+    if spec.python or spec.command:
+        raise ConfigError("--mcp, --python and --command are exclusive: a tool is run one way")
+    preset = spec.world_preset or "files"
+    if preset not in PRESETS:
+        raise ConfigError(f"--world-preset {preset!r}: unknown; use one of {', '.join(PRESETS)}")
+    if spec.world and spec.world_preset:
+        raise ConfigError("--world and --world-preset are exclusive: a world is copied from DIR or made by a preset")
+    template = None
+    if spec.world is not None:
+        template = Path(spec.cwd, spec.world).resolve()
+        if not template.is_dir():
+            raise ConfigError(f"--world {spec.world}: no such folder; give the folder each trial's world is copied from")
+    env = []
+    for item in spec.mcp_env:
+        name, equals, value = item.partition("=")
+        if not equals or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ConfigError(f"--mcp-env {item!r}: write NAME=VALUE, e.g. --mcp-env STATE_FILE={{world}}/state.json")
+        env.append((name, value))
+    timeout = spec.call_timeout if spec.call_timeout is not None else DEFAULT_CALL_TIMEOUT_S
+    if timeout <= 0:
+        raise ConfigError(f"--call-timeout {timeout:g}: give a positive number of seconds")
+    return ServerCommand(tuple(split_command(spec.mcp, "--mcp", spec.cwd)), tuple(env), preset, template, timeout)
+
+
+def tool_listing(spec: ExternalSpec) -> tuple[ServerCommand, Listing]:
+    assert spec.mcp is not None
+    command = server_command(spec)
+    return command, listing(command, spec.mcp)
+
+
+def mcp_target(tool: str, spec: ExternalSpec) -> McpTarget:
+    """The target of one tool of the ``--mcp`` server; ConfigError if the server does not list it."""
+    command, listed = tool_listing(spec)
+    found = next((entry for entry in listed.tools if entry.get("name") == tool), None)
+    if found is None:
+        raise ConfigError(f"--mcp {spec.mcp!r}: the server ({listed.info.name} {listed.info.version}) lists no tool "
+                          f"{tool!r}; it lists {', '.join(sorted(str(entry.get('name')) for entry in listed.tools))}")
+    as_json = {"adapter": "mcp", "tool": tool, "mcp": spec.mcp, "mcp_env": list(spec.mcp_env),
+               "world_preset": spec.world_preset, "world": str(command.template) if command.template else None,
+               "allow_network": spec.allow_network, "call_timeout": spec.call_timeout, "cwd": spec.cwd,
+               "annotations": found.get("annotations")}
+    described = {key: found.get(key) for key in ("name", "inputSchema", "annotations")}
+    base = command_identity(list(command.argv), None)
+    digest = hashlib.sha256(json.dumps([base["digest"], dict(command.env), command.preset, described,
+                                        listed.info.name, listed.info.version], sort_keys=True).encode())
+    identity = {"kind": "mcp server", "name": listed.info.name, "version": listed.info.version,
+                "protocol": listed.info.protocol, "digest": "sha256:" + digest.hexdigest()}
+    if "files" in base:
+        identity["files"] = base["files"]
+    schema = found.get("inputSchema") or {"type": "object", "properties": {}}
+    return McpTarget(tool, as_json, command, schema, listed.vocabulary, identity)
+
+
+@dataclass(frozen=True)
+class ListedTool:
+    name: str
+    tool_class: str
+    why: str
+    skip: str  # why it is not run ("" when it is)
+
+
+def listed_tools(spec: ExternalSpec, only: str | None) -> tuple[ServerInfo, list[ListedTool]]:
+    """Each tool of the server (or just ``only``) with the class its hints map to, and why it would be skipped."""
+    _, listed = tool_listing(spec)
+    tools = [entry for entry in listed.tools if only is None or entry.get("name") == only]
+    if only is not None and not tools:
+        mcp_target(only, spec)  # raises, naming the tools the server does list
+    out = []
+    for entry in sorted(tools, key=lambda entry: str(entry.get("name"))):
+        annotations = entry.get("annotations")
+        hints = {key: value for key, value in (annotations or {}).items() if isinstance(value, bool)}
+        tool_class, why = classify(hints if annotations is not None else None)
+        skip = "" if spec.allow_network else network_reason(entry) or ""
+        if skip:
+            skip += "; give --allow-network to run it"
+        problems = schema_problems(entry.get("inputSchema") or {"type": "object"}, "inputSchema")
+        if problems and not skip:
+            skip = f"its inputSchema has what killpoint cannot draw arguments for: {'; '.join(problems)[:300]}"
+        out.append(ListedTool(str(entry.get("name")), tool_class, why, skip))
+    return listed.info, out

@@ -1,0 +1,311 @@
+"""A stdio MCP server whose process we own: start it, speak JSON-RPC to it, SIGKILL its whole tree part-way.
+
+Why not the SDK's ``stdio_client``: it spawns the server itself and never gives
+out the pid, so nothing could SIGKILL the server part-way through a
+``tools/call``, nor prove its tree dead; and its shutdown is SIGTERM first.
+Why not bridge our pipes into the SDK's ``ClientSession``: it is anyio, and the
+trials are synchronous; a portal thread and its cancellation paths would stand
+between the moment a world file changes and the kill. The client side of MCP
+over stdio is small (newline-delimited JSON-RPC: ``initialize``, the
+``initialized`` notification, ``tools/list`` with its cursor, ``tools/call``),
+so it is spoken here in one ``select`` loop that also watches the world
+(``world_events``), and the kill lands microseconds after the event it waits
+for. The SDK's own types (``mcp_types``) still check what the server answers.
+
+Every path ends in ``close``: the server's process group and every descendant
+are SIGKILLed, reaped and confirmed dead (``_process_tree.kill_tree``, as for the
+certify children), so a ``git`` that GitPython spawned dies with its server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed, kill_stragglers, kill_tree
+from killpoint.harness.certify.world_events import WorldEvents
+
+PROTOCOL_VERSION = "2025-11-25"  # what we offer; the server answers with the version it speaks
+METHOD_NOT_FOUND = -32601
+
+
+class ServerError(Exception):
+    """The server did not start, did not answer, printed something that is not JSON-RPC, or died."""
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    name: str
+    version: str
+    protocol: str
+
+
+@dataclass(frozen=True)
+class McpCall:
+    """One ``tools/call``: how it ended, and the kill points it passed (each change it made in the world)."""
+
+    labels: tuple[str, ...]
+    ok: bool
+    error: str | None
+    seconds: float
+    killed_at: int | None = None        # 1-based point at which the server was SIGKILLed
+    killed_after_s: float | None = None  # a timed kill
+    timed_out: bool = False
+    returncode: int | None = None        # the server's, once it was killed
+
+
+class McpServer:
+    """One server process in its own session; its stderr goes to ``stderr_path`` (its tail explains a death)."""
+
+    def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], stderr_path: Path,
+                 call_timeout_s: float) -> None:
+        self.argv, self.stderr_path, self.call_timeout_s = argv, stderr_path, call_timeout_s
+        try:
+            with stderr_path.open("wb") as stderr:
+                self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                stderr=stderr, start_new_session=True)
+        except OSError as error:
+            raise ServerError(f"cannot start {argv[0]!r}: {error.strerror or error}") from None
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._stdin, self._stdout = self.process.stdin.fileno(), self.process.stdout.fileno()
+        self._pending = b""
+        self._next_id = 0
+        self.returncode: int | None = None
+        self.info: ServerInfo | None = None  # set by initialize
+        self._initialize_id: int | None = None
+        self.used = False  # a tool was called: it is no longer a fresh server for a kill trial
+
+    # ------------------------------------------------------------------ the protocol
+    def send_initialize(self) -> None:
+        """Ask the server to initialize, without waiting: a spare server starts while a trial runs."""
+        if self._initialize_id is None:
+            self._initialize_id = self._send_request("initialize", {
+                "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                "clientInfo": {"name": "killpoint-certify", "version": "1"}})
+
+    def initialize(self) -> ServerInfo:
+        """Finish the handshake (``initialize``, then ``notifications/initialized``); once."""
+        import mcp_types
+
+        if self.info is not None:
+            return self.info
+        self.send_initialize()
+        assert self._initialize_id is not None
+        result = self._await(self._initialize_id, self.call_timeout_s, "initialize")
+        try:
+            parsed = mcp_types.InitializeResult.model_validate(result)
+        except ValueError as error:
+            raise ServerError(f"its initialize result is not MCP's: {str(error)[:300]}") from None
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.info = ServerInfo(parsed.server_info.name, parsed.server_info.version, parsed.protocol_version)
+        return self.info
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        """Every tool of ``tools/list`` (following ``nextCursor``), as the server wrote it (camelCase JSON)."""
+        import mcp_types
+
+        tools: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            result = self._await(self._send_request("tools/list", {"cursor": cursor} if cursor else {}),
+                                 self.call_timeout_s, "tools/list")
+            try:
+                mcp_types.ListToolsResult.model_validate(result)
+            except ValueError as error:
+                raise ServerError(f"its tools/list result is not MCP's: {str(error)[:300]}") from None
+            tools += result.get("tools", [])
+            cursor = result.get("nextCursor")
+            if not cursor:
+                return tools
+
+    def call_tool(self, name: str, arguments: dict[str, Any], *, events: WorldEvents | None = None,
+                  kill_at: int | None = None, kill_after_s: float | None = None) -> McpCall:
+        """Call a tool; SIGKILL the tree at point ``kill_at`` or ``kill_after_s`` after dispatch, if it gets that far.
+
+        Points: each change ``events`` reports in the world, in order, a repeat of
+        the one before counting once (the kernel merges repeats it has not yet
+        handed out, so counting them would make the number depend on timing).
+        Changes queued when the answer comes still count (they happened before
+        it), so an uninterrupted call's labels are all its points. "During the
+        call, before any change" is a delay of 0 ms.
+        """
+        started = time.monotonic()
+        labels: list[str] = []
+        self.used = True
+        request_id = self._send_request("tools/call", {"name": name, "arguments": arguments})
+
+        def ended(**how: Any) -> McpCall:
+            fields: dict[str, Any] = {"ok": False, "error": None, **how}
+            return McpCall(tuple(labels), seconds=time.monotonic() - started, **fields)
+
+        def note(changes: list[str]) -> bool:
+            """Add the changes as points; True when point ``kill_at`` is reached."""
+            for label in changes:
+                if labels and labels[-1] == label:
+                    continue
+                labels.append(label)
+                if len(labels) == kill_at:
+                    return True
+            return False
+
+        if kill_after_s is not None and kill_after_s <= 0:
+            return ended(killed_after_s=0.0, returncode=self.kill())
+        deadline = started + self.call_timeout_s
+        with selectors.DefaultSelector() as selector:
+            if events is not None:
+                selector.register(events.fd, selectors.EVENT_READ, "events")
+            selector.register(self._stdout, selectors.EVENT_READ, "stdout")
+            while True:
+                now = time.monotonic()
+                if kill_after_s is not None and now - started >= kill_after_s:
+                    return ended(killed_after_s=now - started, returncode=self.kill())
+                if now >= deadline:
+                    return ended(timed_out=True, returncode=self.kill(),
+                                 error=f"no answer within {self.call_timeout_s:g}s")
+                wake = deadline if kill_after_s is None else min(deadline, started + kill_after_s)
+                ready = {key.data for key, _ in selector.select(timeout=max(0.0, wake - now))}
+                if "events" in ready and events is not None and note(events.read()):
+                    return ended(killed_at=kill_at, returncode=self.kill())
+                if "stdout" in ready:
+                    answer = self._read_answer(request_id, f"tools/call {name}")
+                    if answer is not None:
+                        if events is not None:
+                            note(events.read())
+                        ok, error = _outcome(answer)
+                        return ended(ok=ok, error=error)
+
+    # ------------------------------------------------------------------ JSON-RPC over the pipes
+    def _send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, ensure_ascii=False) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self._stdin, data):]
+        except (BrokenPipeError, OSError):
+            raise ServerError(self._death("before it read the request")) from None
+
+    def _send_request(self, method: str, params: dict[str, Any]) -> int:
+        self._next_id += 1
+        self._send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
+        return self._next_id
+
+    def _await(self, request_id: int, timeout_s: float, what: str) -> dict[str, Any]:
+        """The result of request ``request_id``; ServerError if it errs, dies or says nothing within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._stdout, selectors.EVENT_READ)
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ServerError(f"it did not answer {what} within {timeout_s:g}s")
+                if selector.select(timeout=left):
+                    answer = self._read_answer(request_id, what)
+                    if answer is not None:
+                        if "error" in answer:
+                            raise ServerError(f"it answered {what} with an error: {_error_text(answer['error'])}")
+                        result = answer.get("result")
+                        if not isinstance(result, dict):
+                            raise ServerError(f"its {what} result is not an object: {json.dumps(result)[:200]}")
+                        return result
+
+    def _read_answer(self, request_id: int, what: str) -> dict[str, Any] | None:
+        """Read what stdout holds; the answer to ``request_id`` if it came (requests to us are refused)."""
+        chunk = os.read(self._stdout, 1 << 20)
+        if not chunk:
+            raise ServerError(self._death(f"before it answered {what}"))
+        self._pending += chunk
+        *lines, self._pending = self._pending.split(b"\n")
+        answer = None
+        for line in filter(bytes.strip, lines):
+            try:
+                message = json.loads(line)
+            except ValueError:
+                raise ServerError(f"it printed a line that is not JSON-RPC on stdout (an MCP stdio server writes "
+                                  f"only messages there): {line[:200].decode(errors='replace')!r}") from None
+            if not isinstance(message, dict):
+                raise ServerError(f"it printed a JSON-RPC message that is not an object: {line[:200]!r}")
+            if "method" in message and "id" in message:  # a request to the client: we offer no capabilities
+                self._send({"jsonrpc": "2.0", "id": message["id"],
+                            "error": {"code": METHOD_NOT_FOUND, "message": "killpoint certify offers no client features"}})
+            elif message.get("id") == request_id:
+                answer = message
+        return answer
+
+    def _death(self, when: str) -> str:
+        try:
+            code = self.process.wait(timeout=2.0)
+            how = f"exited with code {code}" if code >= 0 else f"was killed by signal {-code}"
+        except subprocess.TimeoutExpired:
+            how = "closed its stdout"
+        tail = self.stderr_tail()
+        return f"the server {how} {when}" + (f"; its stderr ends: {tail}" if tail else "")
+
+    def stderr_tail(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace").strip()[-400:]
+        except OSError:
+            return ""
+
+    # ------------------------------------------------------------------ ending it
+    def kill(self) -> int:
+        """SIGKILL the whole tree now, reap the server, confirm the rest dead; its return code.
+
+        The group is stopped first (one signal, no ``/proc`` walk before it), so
+        the server writes nothing more while ``kill_tree`` finds every member.
+        """
+        if self.returncode is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.returncode = kill_tree(self.process.pid, self._reap)
+        return self.returncode
+
+    def _reap(self) -> int:
+        try:
+            return self.process.wait(timeout=CONFIRM_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise KillFailed(f"MCP server pid {self.process.pid} was not reaped {CONFIRM_TIMEOUT_S}s after SIGKILL") from None
+
+    def close(self) -> None:
+        """End the server on every path: killed with its tree if it runs, its group swept if it exited."""
+        try:
+            if self.process.poll() is None:
+                self.kill()
+            else:
+                kill_stragglers(self.process.pid)
+                self.returncode = self.process.returncode
+        finally:
+            for pipe in (self.process.stdin, self.process.stdout):
+                if pipe is not None:
+                    try:
+                        pipe.close()
+                    except OSError:
+                        pass
+
+    @property
+    def alive(self) -> bool:
+        return self.returncode is None and self.process.poll() is None
+
+
+def _outcome(answer: dict[str, Any]) -> tuple[bool, str | None]:
+    """(ok, error) of a ``tools/call`` answer: a JSON-RPC error or ``isError: true`` is a refused call."""
+    if "error" in answer:
+        return False, _error_text(answer["error"])
+    result = answer.get("result") or {}
+    if not result.get("isError"):
+        return True, None
+    texts = [item.get("text", "") for item in result.get("content", []) if isinstance(item, dict)]
+    return False, (" ".join(texts).strip() or "isError: true")[:300]
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return f"{error.get('code')}: {str(error.get('message'))[:300]}"
+    return json.dumps(error)[:300]

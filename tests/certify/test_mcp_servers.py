@@ -1,0 +1,241 @@
+"""``killpoint certify --mcp`` against real MCP servers: the npm filesystem server, mcp-server-git, and a liar.
+
+The servers run as real processes and are SIGKILLed part-way for real. The
+three certifications run at once (each a ``killpoint`` process) with few draws
+per tool, so the module stays within a few minutes on a busy machine; the
+verdicts asserted are the ones measured at seed 0 with those draws (docs/certify.md
+has the table, and the full-budget commands).
+
+The filesystem server is installed by ``ci/install-mcp-servers`` into
+build/npm; mcp-server-git comes with the dev extras. Missing one skips its test
+locally, saying how to install it; with ``CI`` set it fails instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from killpoint.harness._ci import ci_profile
+from killpoint.harness._command import killpoint_command
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.integration
+
+FILESYSTEM_JS = ROOT / "build/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+GIT_SERVER = Path(sys.executable).parent / "mcp-server-git"
+LIAR = Path(__file__).parent / "servers" / "liar.py"
+TRIALS = "2"  # per tool, in the tests; the CLI's default (25) is the full budget
+DEADLINE_S = 600.0
+
+
+def filesystem_command() -> str:
+    return f"node {shlex.quote(str(FILESYSTEM_JS))} {{world}}"
+
+
+def git_command() -> str:
+    return f"{shlex.quote(str(GIT_SERVER))} --repository {{world}}"
+
+
+def liar_command(*flags: str) -> str:
+    return shlex.join([sys.executable, str(LIAR), "{world}", *flags])
+
+
+def missing(what: str, how: str) -> None:
+    """Skip locally with the reason; in CI a missing server is a failure, never a skip."""
+    message = f"{what} is not installed: {how}"
+    if ci_profile():
+        pytest.fail(message + " (CI is set: the MCP server tests must run)")
+    pytest.skip(message)
+
+
+def need_filesystem_server() -> None:
+    if not FILESYSTEM_JS.is_file():
+        missing("@modelcontextprotocol/server-filesystem", "run ci/install-mcp-servers (needs node and npm)")
+
+
+def need_git_server() -> None:
+    if not GIT_SERVER.is_file():
+        missing("mcp-server-git", "pip install -e '.[dev]' (it pins mcp-server-git)")
+
+
+@dataclass
+class Certification:
+    exit_code: int
+    out: str
+    err: str
+    folder: Path
+    seconds: float
+
+    def certificate(self, tool: str) -> dict:
+        return json.loads((self.folder / f"{tool}.json").read_text())
+
+    def verdicts(self) -> dict[str, str]:
+        return {path.stem: json.loads(path.read_text())["verdict"] for path in sorted(self.folder.glob("*.json"))}
+
+
+def start_certify(folder: Path, *args: str) -> subprocess.Popen[str]:
+    argv = [*shlex.split(killpoint_command()), "certify", *args, "--seed", "0", "--out", str(folder)]
+    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def finish(process: subprocess.Popen[str], folder: Path, started: float) -> Certification:
+    try:
+        out, err = process.communicate(timeout=max(1.0, DEADLINE_S - (time.monotonic() - started)))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        pytest.fail(f"killpoint certify did not finish within {DEADLINE_S:.0f}s:\n{out[-3000:]}\n{err[-2000:]}")
+    return Certification(process.returncode, out, err, folder, time.monotonic() - started)
+
+
+@pytest.fixture(scope="module")
+def certified(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Certification]]:
+    """The three servers certified at once, seed 0, TRIALS draws per tool (the CLI runs what is installed)."""
+    root = tmp_path_factory.mktemp("mcp")
+    runs = {"liar": ["--mcp", liar_command(), "--trials", TRIALS, "--write-catalogue", str(root / "liar.toml")]}
+    if FILESYSTEM_JS.is_file():
+        runs["filesystem"] = ["--mcp", filesystem_command(), "--trials", TRIALS]
+    if GIT_SERVER.is_file():
+        runs["git"] = ["--mcp", git_command(), "--world-preset", "git", "--trials", TRIALS]
+    started = time.monotonic()
+    processes = {name: start_certify(root / name, *args) for name, args in runs.items()}
+    try:
+        yield {name: finish(process, root / name, started) for name, process in processes.items()}
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+# Measured at seed 0 with TRIALS draws (docs/certify.md, "Two real servers").
+FILESYSTEM_VERDICTS = {
+    "create_directory": "CONFIRMED", "directory_tree": "CONFIRMED", "edit_file": "CONFIRMED",
+    "get_file_info": "CONFIRMED", "list_allowed_directories": "CONFIRMED", "list_directory": "CONFIRMED",
+    "list_directory_with_sizes": "CONFIRMED", "move_file": "CONSERVATIVE", "read_file": "CONFIRMED",
+    "read_media_file": "CONFIRMED", "read_multiple_files": "CONFIRMED", "read_text_file": "CONFIRMED",
+    "search_files": "CONFIRMED", "write_file": "REFUTED",
+}
+GIT_VERDICTS = {
+    "git_branch": "CONFIRMED", "git_commit": "CONSERVATIVE", "git_create_branch": "CONSERVATIVE",
+    "git_diff": "CONFIRMED", "git_diff_staged": "CONFIRMED", "git_diff_unstaged": "CONFIRMED", "git_log": "CONFIRMED",
+    "git_show": "CONFIRMED", "git_status": "CONFIRMED",
+}
+# git writes index.lock, then renames it over the index, in well under a millisecond: whether a SIGKILL sent at
+# the lock's creation lands before the rename is a race with the scheduler, so with 2 draws these verdicts were
+# each of the two in repeated runs. When the kill lands first, what it leaves is always the lock (asserted below).
+GIT_RACES = {"git_add": {"REFUTED", "CONFIRMED"}, "git_reset": {"REFUTED", "CONFIRMED"},
+             "git_checkout": {"CONFIRMED", "CONSERVATIVE"}}
+
+
+def test_the_filesystem_server_write_file_is_refuted_by_a_kill_that_leaves_a_stray_temp_file(
+        certified: dict[str, Certification]) -> None:
+    need_filesystem_server()
+    run = certified["filesystem"]
+    assert run.exit_code == 1, run.out + run.err
+    assert run.verdicts() == FILESYSTEM_VERDICTS, run.out
+    write = run.certificate("write_file")
+    assert write["identity"]["name"] == "secure-filesystem-server" and write["identity"]["version"] == "0.2.0"
+    assert write["adapter"]["annotations"]["idempotentHint"] is True
+    example = write["counterexample"]
+    assert example["check"] == "killed part-way, then replayed" and example["args"]["path"] == "a.txt"
+    left = example["diffs"]["the replay left (against one uninterrupted call)"]
+    assert any(line.startswith("extra   a.txt.") and line.endswith(".tmp") for line in left), left
+    edit = run.certificate("edit_file")
+    assert edit["claim"] == "NON_IDEMPOTENT" and edit["witness"]["check"] == "one call, then the same call again"
+
+
+def test_mcp_server_git_verdicts_and_what_a_kill_of_an_index_writer_leaves(certified: dict[str, Certification]) -> None:
+    need_git_server()
+    run = certified["git"]
+    verdicts = run.verdicts()
+    assert run.exit_code == (1 if "REFUTED" in verdicts.values() else 0), run.out + run.err
+    assert {tool: verdict for tool, verdict in verdicts.items() if tool not in GIT_RACES} == GIT_VERDICTS, run.out
+    assert all(verdicts[tool] in allowed for tool, allowed in GIT_RACES.items()), run.out
+    for tool in GIT_RACES:
+        certificate = run.certificate(tool)
+        assert certificate["identity"]["name"] == "mcp-git" and certificate["identity"]["version"] == "2026.10.19"
+        evidence = certificate.get("counterexample") or certificate.get("witness")
+        if evidence is not None and evidence["check"] == "killed part-way, then replayed":
+            assert evidence["args"]["repo_path"] == "{world}"
+            assert "+.git/index.lock" in "\n".join(evidence["diffs"]["the kill left (against before)"]), evidence
+    assert run.certificate("git_commit")["hint"]["contradiction"].startswith("the MCP hints")
+
+
+def test_the_lying_server_is_refuted_with_the_replay_that_appends_again(certified: dict[str, Certification]) -> None:
+    run = certified["liar"]
+    assert run.exit_code == 1, run.out + run.err
+    assert run.verdicts() == {"append_note": "REFUTED", "delete_note": "CONSERVATIVE", "fetch_page": "INCONCLUSIVE",
+                              "set_value": "CONFIRMED"}, run.out
+    example = run.certificate("append_note")["counterexample"]
+    assert example["args"] == {"text": "alpha"}
+    assert example["diffs"]["the replay changed (against one call)"] == [
+        "changed notes.txt:", "    @@ -1 +1,2 @@", "     alpha", "    +alpha"]
+    assert "args: {\"text\": \"alpha\"}" in run.out and "contradicts MCP hint idempotentHint" in run.out
+    fetch = run.certificate("fetch_page")
+    assert fetch["reason"] == ("skipped: openWorldHint: true (it may reach the network); give --allow-network "
+                               "to run it") and fetch["observations"] == []
+    assert "skipped: openWorldHint: true" in run.out
+
+
+def test_the_catalogue_written_holds_the_evidenced_classes_and_checks(certified: dict[str, Certification],
+                                                                      tmp_path: Path) -> None:
+    catalogue = certified["liar"].folder.parent / "liar.toml"
+    text = catalogue.read_text()
+    assert 'append_note' in text and 'class = "NON_IDEMPOTENT"' in text and 'fetch_page' in text
+    checked = subprocess.run([*shlex.split(killpoint_command()), "catalogue", "check", str(catalogue)],
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_no_server_process_outlives_the_certifications(certified: dict[str, Certification]) -> None:
+    markers = ("killpoint-mcp-", str(LIAR))
+    deadline = time.monotonic() + 10.0
+    while True:
+        left = []
+        for process in psutil.process_iter(["cmdline"]):
+            command = " ".join(process.info["cmdline"] or [])
+            if any(marker in command for marker in markers) and "pytest" not in command:
+                left.append(f"{process.pid}: {command[:120]}")
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert left == []
+
+
+def test_with_allow_network_the_open_world_tool_runs_and_its_read_only_hint_is_refuted(tmp_path: Path) -> None:
+    run = finish(start_certify(tmp_path / "c", "--mcp", liar_command(), "--tool", "fetch_page", "--allow-network",
+                               "--trials", "1"), tmp_path / "c", time.monotonic())
+    assert run.exit_code == 1, run.out + run.err
+    assert run.certificate("fetch_page")["verdict"] == "REFUTED"
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (("--exit-at-once",), "the server exited with code 3 before it answered initialize"),
+    (("--silent",), "it did not answer initialize within 2s"),
+])
+def test_a_server_that_exits_or_never_answers_initialize_is_exit_2_with_the_reason(
+        tmp_path: Path, flags: tuple[str, ...], message: str) -> None:
+    run = finish(start_certify(tmp_path / "c", "--mcp", liar_command(*flags), "--call-timeout", "2"), tmp_path / "c",
+                 time.monotonic())
+    assert run.exit_code == 2, run.out + run.err
+    assert run.err.startswith("killpoint: --mcp ") and message in run.err, run.err
+    assert "Traceback" not in run.err and run.out == ""
+
+
+def test_a_tool_the_server_does_not_list_is_exit_2_naming_those_it_does(tmp_path: Path) -> None:
+    run = finish(start_certify(tmp_path / "c", "--mcp", liar_command(), "--tool", "nope"), tmp_path / "c",
+                 time.monotonic())
+    assert run.exit_code == 2 and "lists no tool 'nope'; it lists append_note, delete_note" in run.err, run.err
