@@ -42,6 +42,14 @@ def read(out: Path, tool: str) -> dict:
     (["t", "--claim", "READ_ONLY", "--snapshot-command", "cat x"], "--snapshot-command goes with --command"),
     (["--check", "no/such/folder"], "--check no/such/folder: no such folder of certificates"),
     (["--catalogue", "no/such.toml"], "no/such.toml: cannot read the catalogue"),
+    (["t", "--claim", "READ_ONLY", "--mcp-env", "A=1"], "--mcp-env go(es) with --mcp"),
+    (["--mcp", "srv {world}", "--mcp-env", "NOEQUALS"], "--mcp-env 'NOEQUALS': write NAME=VALUE"),
+    (["--mcp", "srv {world}", "--command", "true"], "--mcp, --python and --command are exclusive"),
+    (["--mcp", "srv {world}", "--world", "no/such/folder"], "--world no/such/folder: no such folder"),
+    (["--mcp", "srv {world}", "--call-timeout", "0"], "--call-timeout 0: give a positive number of seconds"),
+    (["--mcp", "srv {world}", "--claim", "READ_ONLY"], "--claim with --mcp needs the tool (--tool NAME)"),
+    (["--mcp", "srv {world}", "--schema", "s.json"], "--schema describes a tool run by --python or --command"),
+    (["a", "--tool", "b", "--mcp", "srv"], "TOOL 'a' and --tool 'b': name the tool once"),
 ])
 def test_bad_input_is_one_clear_message_and_exit_2(killpoint: Killpoint, tmp_path: Path, args: list[str],
                                                    message: str) -> None:

@@ -239,3 +239,15 @@ def test_a_tool_the_server_does_not_list_is_exit_2_naming_those_it_does(tmp_path
     run = finish(start_certify(tmp_path / "c", "--mcp", liar_command(), "--tool", "nope"), tmp_path / "c",
                  time.monotonic())
     assert run.exit_code == 2 and "lists no tool 'nope'; it lists append_note, delete_note" in run.err, run.err
+
+
+def test_a_git_world_snapshots_the_same_in_every_fresh_copy_and_the_snapshot_writes_nothing(tmp_path: Path) -> None:
+    from killpoint.harness.certify.mcp_worlds import make_world, snapshot
+
+    first, second = make_world(tmp_path / "1", "git", None), make_world(tmp_path / "2", "git", None)
+    index = first / ".git" / "index"
+    stat_before, bytes_before = index.stat().st_mtime_ns, index.read_bytes()
+    assert snapshot(first) == snapshot(second), "equal repositories, equal snapshots (no inode or time in them)"
+    assert (index.stat().st_mtime_ns, index.read_bytes()) == (stat_before, bytes_before), "read-only: no index refresh"
+    (first / ".git" / "index.lock").write_text("")
+    assert snapshot(first)["git: locks"] == ".git/index.lock"

@@ -1,0 +1,93 @@
+"""The pure parts of ``certify --mcp``: drawing from real servers' schemas, the world's names, kill leftovers, hints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from hypothesis import find, given, settings
+from hypothesis import strategies as st
+
+from killpoint.harness.certify.mcp import LARGE, LARGE_TEXT, WORLD, filled, hints_text, network_reason, world_hook
+from killpoint.harness.certify.mcp_worlds import Vocabulary
+from killpoint.harness.certify.strategies import args_for
+from killpoint.harness.certify.trials import kill_left
+
+# inputSchemas as the two real servers list them (pydantic's nullable anyOf, zod's minItems and $schema).
+GIT_LOG = {"properties": {"repo_path": {"title": "Repo Path", "type": "string"},
+                          "max_count": {"default": 10, "title": "Max Count", "type": "integer"},
+                          "start_timestamp": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}},
+           "required": ["repo_path"], "type": "object", "title": "logArguments"}
+READ_MULTIPLE = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                 "properties": {"paths": {"minItems": 1, "type": "array", "items": {"type": "string"}}},
+                 "required": ["paths"]}
+EDIT = {"type": "object", "required": ["path", "edits"], "properties": {
+    "path": {"type": "string"}, "dryRun": {"default": False, "type": "boolean"},
+    "edits": {"type": "array", "items": {"type": "object", "required": ["oldText", "newText"], "properties": {
+        "oldText": {"type": "string"}, "newText": {"type": "string"}}}}}}
+TYPE_LIST = {"type": "object", "properties": {"n": {"type": ["integer", "null"], "minimum": 0, "maximum": 3},
+                                              "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2}}}
+NAMES = Vocabulary(files=("a.txt", "sub/c.txt"), folders=(".", "sub"), fresh=("new.txt",), refs=("main", "HEAD"),
+                   fresh_refs=("topic",), texts=("alpha", "alpha beta"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_every_value_drawn_from_a_real_servers_schema_is_valid_under_it(data: st.DataObject) -> None:
+    for schema in (GIT_LOG, READ_MULTIPLE, EDIT, TYPE_LIST):
+        jsonschema.validate(data.draw(args_for(schema)), schema)
+        jsonschema.validate(data.draw(args_for(schema, world_hook(NAMES, "tool"))), schema)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_path_ref_and_text_arguments_draw_only_the_worlds_names(data: st.DataObject) -> None:
+    paths = {*NAMES.files, *NAMES.folders, *NAMES.fresh}
+    assert set(data.draw(args_for(READ_MULTIPLE, world_hook(NAMES, "read_multiple_files")))["paths"]) <= paths
+    edit = data.draw(args_for(EDIT, world_hook(NAMES, "edit_file")))
+    assert edit["path"] in paths and edit["edits"], "a list of edits is never empty: [] does nothing"
+    assert all({e["oldText"], e["newText"]} <= set(NAMES.texts) for e in edit["edits"])
+    log = data.draw(args_for(GIT_LOG, world_hook(NAMES, "git_log")))
+    assert log["repo_path"] == WORLD
+
+
+def test_the_first_draw_is_a_call_likely_to_act() -> None:
+    def first(schema: dict[str, Any], tool: str) -> dict[str, Any]:
+        """The simplest draw: the one Hypothesis starts from and shrinks toward."""
+        return find(args_for(schema, world_hook(NAMES, tool)), lambda _: True, settings=settings(database=None))
+
+    path = {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}}
+    assert first(path, "read_file") == {"path": "a.txt"}
+    assert first(path, "list_directory") == {"path": "."}
+    assert first(path, "create_directory") == {"path": "new.txt"}
+    edit = first(EDIT, "edit_file")
+    assert edit["edits"] == [{"oldText": "alpha", "newText": "alpha beta"}], "an edit its replay repeats"
+
+
+def test_placeholders_are_filled_at_call_time_and_the_large_text_is_four_mebibytes(tmp_path: Path) -> None:
+    args = {"repo_path": WORLD, "files": [f"{WORLD}/a.txt"], "content": LARGE, "n": 1}
+    assert filled(args, tmp_path) == {"repo_path": str(tmp_path), "files": [f"{tmp_path}/a.txt"],
+                                      "content": LARGE_TEXT, "n": 1}
+    assert len(LARGE_TEXT) == 4 << 20
+
+
+def test_what_a_kill_left_is_never_once_or_the_torn_entries() -> None:
+    before, once = {"a.txt": "alpha"}, {"a.txt": "beta"}
+    assert kill_left(before, dict(before), once) == "never"
+    assert kill_left(before, dict(once), once) == "once"
+    stray = {"a.txt": "alpha", "a.txt.0123456789abcdef0123456789abcdef.tmp": "be"}
+    assert kill_left(before, stray, once) == "torn: +a.txt.<hex>.tmp"
+    assert kill_left({"git: locks": ""}, {"git: locks": ".git/index.lock"}, {"git: locks": ""}) == "torn: ~git: locks"
+    assert kill_left({"i": "1", "l": ""}, {"i": "1", "l": "x"}, {"i": "2", "l": ""}) == "torn: ~l"
+
+
+def test_hints_read_in_a_cell_and_network_tools_are_named() -> None:
+    assert hints_text({"readOnlyHint": False, "idempotentHint": True, "openWorldHint": False}) == "!ro idem !open"
+    assert hints_text(None) == "-"
+    assert network_reason({"annotations": {"openWorldHint": True}}) == "openWorldHint: true (it may reach the network)"
+    assert network_reason({"inputSchema": {"properties": {"target_url": {"type": "string"}}}}) == (
+        "it takes a URL (target_url)")
+    assert network_reason({"inputSchema": {"properties": {"page": {"type": "string", "format": "uri"}}}}) == (
+        "it takes a URL (page)")
+    assert network_reason({"annotations": {"openWorldHint": False}, "inputSchema": GIT_LOG}) is None
