@@ -110,8 +110,7 @@ def test_incarnations_json_whose_killed_at_is_no_kill_is_unreadable(tmp_path: Pa
     path = tmp_path / "incarnations.json"
     path.write_text(json.dumps([entry]))
     assert read_incarnations(path) == ((), "incarnations.json: entry 0 has killed_at 'c3:after_lunch', which is no "
-                                           "kill (unknown point 'after_lunch'; points are before_started, after_started,"
-                                           " after_effect, before_finished, after_finished, after_decisions, "
-                                           "after_verify (or @SECONDS, or ledger:KIND:CALL / journal:KIND:CALL))")
+                                           f"kill (unknown point 'after_lunch'; points are {', '.join(protocol.ALL_POINTS)}"
+                                           " (or @SECONDS, or ledger:KIND:CALL / journal:KIND:CALL))")
     path.write_text(json.dumps([{**entry, "killed_at": TIMEOUT, "timed_out": True}]))
     assert read_incarnations(path)[0][0].kill is None
