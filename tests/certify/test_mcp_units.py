@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]  # no stubs; the mcp SDK installs it
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
