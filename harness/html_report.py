@@ -11,6 +11,7 @@ followed by the quoted evidence lines and the repro command.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
@@ -19,7 +20,15 @@ from killpoint.harness.checker import PROPERTIES
 from killpoint.harness.evidence import Evidence, Line, read_evidence
 from killpoint.harness.explore import coverage
 from killpoint.harness.model import AFTER_SUFFIX, AtPoint, GoldenRun, Incarnation, Scenario
-from killpoint.harness.report import repro_command, summary_rows, verdict_headline, verdict_label, verdict_reason
+from killpoint.harness.report import (
+    call_points,
+    coverage_points,
+    repro_command,
+    summary_rows,
+    verdict_headline,
+    verdict_label,
+    verdict_reason,
+)
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import RunOutcome
 from killpoint.harness.summary import Summary
@@ -30,8 +39,10 @@ LEFT, SLOT, TOP, LANE = 170, 26, 64, 78
 RECOVERY_SLOTS = len(p.RECOVERY_POINTS)
 DECISION_COLOURS = {p.SKIP: "#6b7280", p.RETRY: "#c2410c", p.VERIFY: "#1d4ed8"}
 _QUOTED = re.compile(r"^([\w.-]+\.jsonl):(\d+): ")
-# Where a ledger record is drawn: under the crash point its tool reaches as it writes it.
-LEDGER_POINTS = {p.LEDGER_INVOKED: p.AFTER_STARTED, p.LEDGER_EFFECT: p.AFTER_EFFECT, p.LEDGER_PROBE: p.BEFORE_STARTED}
+# Where a ledger record is drawn: under the first of these crash points the call's columns have, the one its
+# tool reaches as it writes it (a protocol call's, then a framework step's); a probe half a slot before it.
+LEDGER_POINTS = {p.LEDGER_INVOKED: (p.AFTER_STARTED, p.STEP_ENTERED), p.LEDGER_EFFECT: (p.AFTER_EFFECT,),
+                 p.LEDGER_PROBE: (p.BEFORE_STARTED, p.AFTER_EFFECT)}
 
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px 32px; color: #111827; }
@@ -66,10 +77,11 @@ def render_html(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome
     body = [f"<h1>killpoint report: {escape(scenario.name)}</h1>",
             f'<div class="muted">workload <code>{escape(" ".join(scenario.workload))}</code> · plan '
             f"{escape(scenario.plan.digest)} · {len(scenario.plan.calls)} calls</div>",
-            _summary(summary), _heat_map(scenario, outcomes)]
+            _summary(summary), _heat_map(scenario, golden, outcomes)]
     if failures:
         body.append(f"<h2>{_failures_heading(summary)}</h2>")
-        body += [_failing_run(scenario, outcome) for outcome in failures[:MAX_TIMELINES]]
+        slots = Slots(scenario.plan.call_ids, call_points(golden))
+        body += [_failing_run(scenario, outcome, slots) for outcome in failures[:MAX_TIMELINES]]
         if len(failures) > MAX_TIMELINES:
             body.append(f"<p>{len(failures) - MAX_TIMELINES} more failing runs, not drawn:</p>")
             body += [f"<pre>run {outcome.job.index}: {escape(format_schedule(outcome.job.schedule))}\n"
@@ -108,10 +120,10 @@ def _summary(summary: Summary) -> str:
     return f"<h2>Summary</h2>{banner}<table>{''.join(rows)}</table>"
 
 
-def _heat_map(scenario: Scenario, outcomes: list[RunOutcome]) -> str:
+def _heat_map(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome]) -> str:
     """Kills per call x point, per incarnation; red where a failing run was killed there."""
     kills, failing = coverage(outcomes), coverage([outcome for outcome in outcomes if outcome.verdict.valid is False])
-    columns = [*p.CALL_POINTS, *p.RECOVERY_POINTS]
+    columns = coverage_points(golden)
     parts = ["<h2>Coverage</h2><p class='muted'>Kills that really landed at each crash point, per incarnation "
              "(a timed or event kill counts at the last point announced before it). Red: a failing run was "
              "killed there.</p>"]
@@ -148,7 +160,7 @@ def _heat_cell(key: str, incarnation: int, count: int, failing: int, most: int) 
             f"{failing} in failing runs'>{text}</td>")
 
 
-def _failing_run(scenario: Scenario, outcome: RunOutcome) -> str:
+def _failing_run(scenario: Scenario, outcome: RunOutcome, slots: Slots) -> str:
     verdict = outcome.verdict
     findings = []
     for finding in verdict.findings:
@@ -161,59 +173,74 @@ def _failing_run(scenario: Scenario, outcome: RunOutcome) -> str:
     if reason := verdict_reason(verdict):
         extra += f"<pre>{escape(reason)}</pre>"
     return (f"<div class='run' id='run-{outcome.job.index}'><h3>{verdict_label(verdict)} run {outcome.job.index}: kill at "
-            f"{escape(format_schedule(outcome.job.schedule))}</h3>{timeline_svg(scenario, outcome)}"
+            f"{escape(format_schedule(outcome.job.schedule))}</h3>{timeline_svg(scenario, outcome, slots)}"
             "<div class='legend muted'><span>● crash point reached</span><span>✕ SIGKILL</span>"
             "<span>▲ tool invoked</span><span>◆ effect</span><span>○ probe</span><span>SKIP/RETRY/VERIFY: "
-            "recovery decision</span><span>red: the finding</span><br>a call's five columns: "
-            f"{', '.join(p.CALL_POINTS)}; recovery: {', '.join(p.RECOVERY_POINTS)}</div>"
+            "recovery decision</span><span>red: the finding</span><br>a call's columns: "
+            f"{', '.join(slots.points)}; recovery: {', '.join(p.RECOVERY_POINTS)}</div>"
             f"{''.join(findings)}{extra}<p class='muted'>evidence: {escape(str(outcome.run_dir))}</p>"
             f"<pre class='repro'>{escape(repro_command(outcome))}</pre></div>")
 
 
-def _slot(point: str, call_ids: tuple[str, ...]) -> float | None:
-    """The x slot of a crash point: recovery points first, then five per call."""
-    if point in p.RECOVERY_POINTS:
-        return p.RECOVERY_POINTS.index(point)
-    call, _, name = point.rpartition(":")
-    if call not in call_ids or name not in p.CALL_POINTS:
-        return None
-    return _call_slot(call, name, call_ids)
+@dataclass(frozen=True)
+class Slots:
+    """The timeline's x slots: the recovery points first, then a band per call of the plan, a slot per point."""
 
+    calls: tuple[str, ...]
+    points: tuple[str, ...]  # a call's crash points, as the coverage map shows them (report.call_points)
 
-def _call_slot(call: str, name: str, call_ids: tuple[str, ...]) -> int:
-    """The x slot of crash point ``name`` of a call of the plan."""
-    return RECOVERY_SLOTS + call_ids.index(call) * len(p.CALL_POINTS) + p.CALL_POINTS.index(name)
+    @property
+    def count(self) -> int:
+        return RECOVERY_SLOTS + len(self.calls) * len(self.points)
+
+    def band(self, call: str) -> int:
+        """The first slot of a call's band."""
+        return RECOVERY_SLOTS + self.calls.index(call) * len(self.points)
+
+    def of(self, point: str) -> int | None:
+        """The slot of a crash point announced, or None for one the timeline has no column for."""
+        if point in p.RECOVERY_POINTS:
+            return p.RECOVERY_POINTS.index(point)
+        call, _, name = point.rpartition(":")
+        if call not in self.calls or name not in self.points:
+            return None
+        return self.band(call) + self.points.index(name)
+
+    def ledger(self, call: str, kind: str) -> float:
+        """Where a ledger record of a call is drawn (see LEDGER_POINTS)."""
+        point = next((point for point in LEDGER_POINTS[kind] if point in self.points), None)
+        offset = self.points.index(point) if point else 0
+        return self.band(call) + offset - (0.5 if kind == p.LEDGER_PROBE else 0)
 
 
 def _x(slot: float) -> float:
     return LEFT + (slot + 0.5) * SLOT
 
 
-def timeline_svg(scenario: Scenario, outcome: RunOutcome) -> str:
+def timeline_svg(scenario: Scenario, outcome: RunOutcome, slots: Slots) -> str:
     """The run as an inline SVG: a lane per incarnation, a column per crash point."""
-    calls = scenario.plan.call_ids
     evidence = read_evidence(outcome.run_dir)
     quoted = {(match[1], int(match[2])) for finding in outcome.verdict.findings for text in finding.evidence
               if (match := _QUOTED.match(text))}
     blamed = {finding.call for finding in outcome.verdict.findings if finding.call}
     lanes = max(len(outcome.incarnations), 1)
-    width = LEFT + (RECOVERY_SLOTS + len(calls) * len(p.CALL_POINTS)) * SLOT + 12
+    width = LEFT + slots.count * SLOT + 12
     height = TOP + lanes * LANE + 8
     svg = [f'<svg viewBox="0 0 {width} {height}" width="{width}" '
            f'height="{height}" role="img" aria-label="timeline of run {outcome.job.index}">']
-    svg += _columns(scenario, blamed, outcome, height)
+    svg += _columns(scenario, slots, blamed, outcome, height)
     for number, incarnation in enumerate(outcome.incarnations):
-        svg += _lane(number, incarnation, calls, evidence, quoted, width)
+        svg += _lane(number, incarnation, slots, evidence, quoted, width)
     svg.append("</svg>")
     return "".join(svg)
 
 
-def _columns(scenario: Scenario, blamed: set[str], outcome: RunOutcome, height: int) -> list[str]:
+def _columns(scenario: Scenario, slots: Slots, blamed: set[str], outcome: RunOutcome, height: int) -> list[str]:
     """Column headers: the recovery block, then one band per call (red where a finding names the call)."""
     parts = [f'<text x="{_x(0) - SLOT / 2}" y="20" font-weight="600">recovery</text>']
     for index, call in enumerate(scenario.plan.calls):
-        left = LEFT + (RECOVERY_SLOTS + index * len(p.CALL_POINTS)) * SLOT
-        band = len(p.CALL_POINTS) * SLOT
+        left = LEFT + slots.band(call.call_id) * SLOT
+        band = len(slots.points) * SLOT
         fill = "#fee2e2" if call.call_id in blamed else ("#f9fafb" if index % 2 else "#f3f4f6")
         parts.append(f'<rect x="{left}" y="0" width="{band}" height="{height}" fill="{fill}"/>')
         parts.append(f'<text x="{left + 4}" y="20" font-weight="600">{escape(call.call_id)} {escape(call.tool)}</text>')
@@ -225,7 +252,7 @@ def _columns(scenario: Scenario, blamed: set[str], outcome: RunOutcome, height: 
     return parts
 
 
-def _lane(number: int, incarnation: Incarnation, calls: tuple[str, ...], evidence: Evidence, quoted: set[tuple[str, int]],
+def _lane(number: int, incarnation: Incarnation, slots: Slots, evidence: Evidence, quoted: set[tuple[str, int]],
           width: int) -> list[str]:
     top = TOP + number * LANE
     mid = top + LANE / 2
@@ -237,19 +264,19 @@ def _lane(number: int, incarnation: Incarnation, calls: tuple[str, ...], evidenc
              f'<text x="4" y="{top + 48}" class="mono" fill="#6b7280">pid {incarnation.pid}, {incarnation.seconds:.3f}s</text>']
     by_call: dict[str, list[float]] = {}
     for point in incarnation.points:
-        slot = _slot(point, calls)
+        slot = slots.of(point)
         if slot is not None:
             by_call.setdefault(point.rpartition(":")[0], []).append(slot)
-    for call, slots in by_call.items():
+    for call, reached in by_call.items():
         if call:
-            parts.append(f'<rect x="{_x(min(slots)) - 4}" y="{mid - 5}" width="{(max(slots) - min(slots)) * SLOT + 8}" '
+            parts.append(f'<rect x="{_x(min(reached)) - 4}" y="{mid - 5}" width="{(max(reached) - min(reached)) * SLOT + 8}" '
                          f'height="10" rx="5" fill="#93c5fd"/>')
     for point in incarnation.points:
-        slot = _slot(point, calls)
+        slot = slots.of(point)
         if slot is not None:
             parts.append(f'<circle cx="{_x(slot)}" cy="{mid}" r="3.5" fill="#1e3a8a"><title>{escape(point)}</title></circle>')
     if incarnation.killed_at and incarnation.points:
-        slot = _slot(incarnation.points[-1], calls)
+        slot = slots.of(incarnation.points[-1])
         if slot is not None:
             kill = incarnation.kill
             at_last_point = isinstance(kill, AtPoint) and kill.trigger == incarnation.points[-1]
@@ -259,29 +286,30 @@ def _lane(number: int, incarnation: Incarnation, calls: tuple[str, ...], evidenc
                          f'<line x1="{x - 6}" x2="{x + 6}" y1="{mid - 14}" y2="{mid - 2}"/>'
                          f'<line x1="{x - 6}" x2="{x + 6}" y1="{mid - 2}" y2="{mid - 14}"/></g>')
     for line in evidence.journal_records(p.DECISION):
-        if line.get("incarnation") == incarnation.number and line.get("call") in calls:
-            parts.append(_decision(line, calls, top, (line.source, line.number) in quoted))
+        if line.get("incarnation") == incarnation.number and line.get("call") in slots.calls:
+            parts.append(_decision(line, slots, top, (line.source, line.number) in quoted))
     marks: dict[tuple[str, str], int] = {}
     for line in evidence.ledger.lines:
-        if line.get("incarnation") == incarnation.number and line.get("call") in calls:
-            parts.append(_ledger_mark(line, calls, mid, marks, (line.source, line.number) in quoted))
+        if line.get("incarnation") == incarnation.number and line.get("call") in slots.calls:
+            parts.append(_ledger_mark(line, slots, mid, marks, (line.source, line.number) in quoted))
     return parts
 
 
-def _decision(line: Line, calls: tuple[str, ...], top: float, blamed: bool) -> str:
+def _decision(line: Line, slots: Slots, top: float, blamed: bool) -> str:
+    """A recovery decision, over the middle of its call's band."""
     action = line.get("action", "?")
-    x = LEFT + (RECOVERY_SLOTS + calls.index(line.get("call")) * len(p.CALL_POINTS) + 2.5) * SLOT
+    x = LEFT + (slots.band(line.get("call")) + len(slots.points) / 2) * SLOT
     colour = "#dc2626" if blamed else DECISION_COLOURS.get(action, "#111827")
     return (f'<text x="{x}" y="{top + 15}" text-anchor="middle" font-weight="700" fill="{colour}">'
             f"{escape(str(line.get('found')))}→{escape(str(action))}<title>{escape(line.quote())}</title></text>")
 
 
-def _ledger_mark(line: Line, calls: tuple[str, ...], mid: float, marks: dict[tuple[str, str], int], blamed: bool) -> str:
+def _ledger_mark(line: Line, slots: Slots, mid: float, marks: dict[tuple[str, str], int], blamed: bool) -> str:
     """▲ invoked, ◆ effect, ○ probe, below the call's bar; repeated marks step right."""
     kind = next((key for key in p.TOOL_LEDGER_KINDS if key in line.record), p.LEDGER_EFFECT)
     call = line.get("call")
     repeat = marks[(call, kind)] = marks.get((call, kind), -1) + 1
-    x = _x(_call_slot(call, LEDGER_POINTS[kind], calls)) + repeat * 9 - (SLOT / 2 if kind == p.LEDGER_PROBE else 0)
+    x = _x(slots.ledger(call, kind)) + repeat * 9
     y = mid + 20
     stroke = ' stroke="#dc2626" stroke-width="2.5"' if blamed else ""
     shape = {p.LEDGER_INVOKED: f'<polygon points="{x - 5},{y + 4} {x + 5},{y + 4} {x},{y - 5}" fill="#6b7280"{stroke}>',

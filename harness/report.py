@@ -166,30 +166,62 @@ def failure_message(scenario: Scenario, described: str, outcomes: list[RunOutcom
     return text.getvalue()
 
 
-COVERAGE_COLUMNS = (*p.CALL_POINTS, *p.RECOVERY_POINTS)
+# A call's crash points in the order a call reaches them. A runtime speaking the protocol announces
+# BEFORE_STARTED..AFTER_FINISHED; a framework step (killpoint.frameworks) announces STEP_POINTS instead, around
+# the after_effect both kinds share (the step, or the fake tool, sends it once the effect happened).
+CALL_ORDER = (p.BEFORE_STARTED, p.AFTER_STARTED, p.STEP_ENTERED, p.AFTER_EFFECT, p.STEP_RETURNED, p.STEP_RECORDED,
+              p.BEFORE_FINISHED, p.AFTER_FINISHED)
+POINT_KINDS = (p.CALL_POINTS, (*p.STEP_POINTS, p.AFTER_EFFECT))
 # Short headings keep calls x points within 100 columns; the map's first lines are their legend.
-COVERAGE_HEADINGS = {point: point.replace("before_", "b_").replace("after_", "a_") for point in COVERAGE_COLUMNS}
-COVERAGE_LEGEND = ("coverage: kills that landed at each crash point, per incarnation. b_ is before_, a_ is after_\n"
-                   "  (b_started: before_started); N+M: N kills at the point, M timed or event kills just after it\n")
+HEADING_PREFIXES = (("before_", "b_"), ("after_", "a_"), ("step_", "s_"))
+COVERAGE_HEADINGS = {point: next((short + point.removeprefix(long) for long, short in HEADING_PREFIXES
+                                  if point.startswith(long)), point) for point in p.ALL_POINTS}
+
+
+def call_points(golden: GoldenRun) -> tuple[str, ...]:
+    """A call's crash points as the reports show them: every point of each kind the crash-free run announced.
+
+    A kind counts as announced when the run reached a point of its own (not the shared after_effect); all
+    of its points are then shown, so one the runtime never reached is seen missing rather than left out.
+    A protocol runtime gets CALL_POINTS, a framework workload its step points, never the other kind's.
+    """
+    reached = {point.rpartition(":")[2] for point in golden.points}
+    shown = reached.union(*(kind for kind in POINT_KINDS if reached & (set(kind) - {p.AFTER_EFFECT})))
+    return tuple(point for point in CALL_ORDER if point in shown)
+
+
+def coverage_points(golden: GoldenRun) -> tuple[str, ...]:
+    """The coverage columns of both reports: a call's points (``call_points``), then the recovery points."""
+    return (*call_points(golden), *p.RECOVERY_POINTS)
+
+
+def coverage_legend(columns: tuple[str, ...]) -> str:
+    """What the map's short headings stand for, naming only the prefixes its columns use."""
+    prefixes = ", ".join(f"{short} is {long}" for long, short in HEADING_PREFIXES
+                         if any(point.startswith(long) for point in columns))
+    return (f"coverage: kills that landed at each crash point, per incarnation. {prefixes}\n"
+            f"  ({COVERAGE_HEADINGS[columns[0]]}: {columns[0]}); N+M: N kills at the point, M timed or event kills "
+            "just after it\n")
 
 
 def write_coverage(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], out: TextIO) -> None:
     """Calls x points, per incarnation: how many kills really landed there, under a legend of the headings."""
     covered = coverage(outcomes)
+    columns = coverage_points(golden)
     width = max(10, *(len(call) for call in scenario.plan.call_ids))
-    out.write(COVERAGE_LEGEND)
+    out.write(coverage_legend(columns))
     for incarnation, counts in sorted(covered.items()):
         started = f"after {incarnation} kill{'s' if incarnation > 1 else ''}" if incarnation else "before any kill"
         out.write(f"coverage, incarnation {incarnation} ({started}):\n")
-        out.write(f"  {'':<{width}}" + "".join(f"{COVERAGE_HEADINGS[point]:>12}" for point in COVERAGE_COLUMNS) + "\n")
+        out.write(f"  {'':<{width}}" + "".join(f"{COVERAGE_HEADINGS[point]:>12}" for point in columns) + "\n")
         for call in [*scenario.plan.call_ids, None]:
-            cells = [_coverage_cell(counts, point if call is None else f"{call}:{point}") for point in COVERAGE_COLUMNS]
+            cells = [_coverage_cell(counts, point if call is None else f"{call}:{point}") for point in columns]
             if any(cells):
                 out.write(f"  {call or '(recovery)':<{width}}" + "".join(f"{cell or '.':>12}" for cell in cells) + "\n")
         if counts.get(BEFORE_FIRST_POINT):
             out.write(f"  {counts[BEFORE_FIRST_POINT]} timed or event kill(s) before the first crash point\n")
     reached = set(golden.points)
-    never = [f"{call}:{point}" for call in scenario.plan.call_ids for point in p.CALL_POINTS
+    never = [f"{call}:{point}" for call in scenario.plan.call_ids for point in call_points(golden)
              if f"{call}:{point}" not in reached]
     if never:
         out.write(f"  never reached by the crash-free run (not counted): {', '.join(never)}\n")
