@@ -11,7 +11,10 @@ with one end of a socketpair on descriptor FD. Requests and answers are JSON lin
 
 Before the first fork of a workload the server imports its module and compiles
 its ``__main__`` (so every child starts warm); it runs the module's top level,
-never its ``__main__`` part. A child gets a clean state: its own session
+never its ``__main__`` part. Of what that import loaded, only the installed
+libraries and killpoint's own modules stay warm: the workload's own modules are
+forgotten again, because they may read the protocol environment when imported
+and the server has none (each child imports them anew, under its own). A child gets a clean state: its own session
 and process group, no descriptor but 0, 1 and 2 (stdin /dev/null, stdout and
 stderr into the run directory), the protocol environment, a reseeded ``random``,
 default signal handlers, and no threads (the server has none). It is born in
@@ -32,6 +35,7 @@ import random
 import selectors
 import signal
 import sys
+import sysconfig
 import traceback
 import types
 from dataclasses import dataclass
@@ -99,15 +103,44 @@ class Program:
 def program(module: str | None, script: str | None) -> Program:
     """The compiled ``__main__`` of ``module``, else of ``script`` (a request names one of them)."""
     if module is not None:
+        loaded_before = set(sys.modules)
         importlib.import_module(module)  # its imports, warm in every fork
         spec = importlib.util.find_spec(module)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "get_code"):
             raise ImportError(f"no module named {module!r} that can run as __main__")
-        return Program(spec.loader.get_code(module), spec.origin or module, spec)
+        code = spec.loader.get_code(module)
+        for name in set(sys.modules) - loaded_before:
+            if not _stays_warm(name, sys.modules[name]):
+                _forget(name)
+        return Program(code, spec.origin or module, spec)
     if script is None:
         raise ValueError("a fork request names neither a module nor a script")
     with open(script, "rb") as source:
         return Program(compile(source.read(), script, "exec"), script, None)
+
+
+_INSTALLED = tuple({os.path.realpath(sysconfig.get_path(kind)) + os.sep
+                    for kind in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def _stays_warm(name: str, module: types.ModuleType | None) -> bool:
+    """A module a child may inherit imported: an installed library's, or killpoint's (not its workloads').
+
+    A workload's own module (anything else, killpoint's scenarios included) may read
+    ``os.environ`` at import, which in the server is not the protocol environment.
+    """
+    if name == "killpoint" or (name.startswith("killpoint.") and not name.startswith("killpoint.scenarios")):
+        return True
+    where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", ())), None)
+    return where is None or os.path.realpath(where).startswith(_INSTALLED)  # None: built into the interpreter
+
+
+def _forget(name: str) -> None:
+    """Unimport ``name``: out of ``sys.modules``, and off its package, whose attribute ``from`` would find."""
+    del sys.modules[name]
+    package, _, leaf = name.rpartition(".")
+    if package in sys.modules and getattr(sys.modules[package], leaf, None) is not None:
+        delattr(sys.modules[package], leaf)
 
 
 def _run_as_main(target: Program) -> None:

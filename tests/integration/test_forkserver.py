@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 
 import pytest
 
@@ -36,6 +37,14 @@ def test_child_starts_with_only_standard_descriptors(killpoint, tmp_path):
     for number in (0, 1):
         stdout = (tmp_path / "runs" / "run-00000" / f"incarnation-{number}.stdout").read_text()
         assert stdout == "descriptors: [0, 1, 2]\n"
+
+
+def test_a_workload_module_that_reads_the_environment_at_import_sees_each_incarnation(killpoint, tmp_path):
+    # The fork server imports `-m MODULE` before any incarnation: the workload's own modules it pulled in
+    # must be imported again in each child, under that child's environment (installed libraries stay warm).
+    result = killpoint("run", DEMO, "--backend", "forkserver", "--kill-at", "c2:after_started",
+                       "--workload", f"{sys.executable} -m tests.workloads.env_at_import", "--runs-dir", tmp_path)
+    assert result.exit_code == 0, result.out + result.err
 
 
 def test_dead_server_is_restarted_and_said(tmp_path, capsys):
