@@ -15,7 +15,6 @@ ledger lines and the store's rows it rests on.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from killpoint import protocol as p
 from killpoint.harness.evidence import (
@@ -25,7 +24,7 @@ from killpoint.harness.evidence import (
     store_at_kill_name,
     store_found_name,
 )
-from killpoint.harness.model import Finding
+from killpoint.harness.model import DurableState, Finding, StepRecord
 from killpoint.harness.properties import (
     PROPERTY_BY_STATUS,
     Facts,
@@ -37,10 +36,8 @@ from killpoint.harness.properties import (
     repeated_effect,
 )
 
-if TYPE_CHECKING:
-    from killpoint.harness.frameworks import DurableState, StepRecord
-
-NO_PROBE_HINT = "no read-only probe was run (supply one: killpoint.frameworks.step(..., probe=...))"
+NO_PROBE_HINT = ("no read-only probe of it was run: check with one before re-running (a killpoint fake tool's is "
+                 "`python -m killpoint.fake_tools probe`; a framework step's, killpoint.frameworks.step(..., probe=...))")
 _RECORDED = (p.SUCCEEDED, p.FAILED)
 
 

@@ -16,17 +16,14 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from killpoint import protocol
 from killpoint.catalogue import Catalogue, catalogue_problems
 from killpoint.client import parse_json_lines
 from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import read_bounded
-from killpoint.harness.model import TIMEOUT, Incarnation, KillSyntaxError, Plan, parse_kill
-
-if TYPE_CHECKING:  # the readers read evidence files through this module: only their types are needed here
-    from killpoint.harness.frameworks import DurableState, StoreReader
+from killpoint.harness.model import TIMEOUT, DurableState, Incarnation, KillSyntaxError, Plan, StoreReader, parse_kill
 
 
 class MissingEvidence(Exception):

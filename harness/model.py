@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from killpoint import protocol
 
@@ -160,6 +160,53 @@ class Scenario:
     def catalogue_digest(self) -> str:
         text = json.dumps(self.catalogue.to_protocol(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# -- a runtime's own durable record, as a store reader (harness.frameworks) reads one copy of it --------------
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What the store durably holds for one planned call, with the row(s) that say so."""
+
+    call: str
+    status: str  # protocol.SUCCEEDED, protocol.FAILED or protocol.RUNNING
+    quote: str  # e.g. "checkpoints.sqlite: writes(task_path='~__pregel_pull, c2', channel='order')"
+
+
+@dataclass(frozen=True)
+class DurableState:
+    """A store copy read as per-call durable states.
+
+    ``records`` holds planned calls only: a call absent has no durable record.
+    A state with ``problems`` is incomplete (its records are then empty): the
+    rules that need it are unknown, never judged on what is left.
+    """
+
+    records: dict[str, StepRecord]
+    records_start: bool  # the store records a step when it begins (a RUNNING status exists)
+    completed: bool | None  # the store says the task/workflow finished (None: it cannot say)
+    problems: tuple[str, ...] = ()
+
+    @classmethod
+    def unreadable(cls, records_start: bool, *problems: str) -> DurableState:
+        """The state of a copy that could not be read: no records, the problems, no word on completion."""
+        return cls({}, records_start, None, problems)
+
+
+class StoreReader(Protocol):
+    @property
+    def name(self) -> str:
+        """The format, for reports."""
+        ...
+
+    def files(self, plan: Plan) -> tuple[str, ...]:
+        """Paths relative to the workload folder to copy at each kill (a SQLite database with its side files)."""
+        ...
+
+    def read(self, folder: Path, plan: Plan) -> DurableState:
+        """The durable state held by the copy of ``files()`` in ``folder``; never raises."""
+        ...
 
 
 @dataclass(frozen=True)

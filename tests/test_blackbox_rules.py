@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from killpoint import protocol as p
+from killpoint.harness.blackbox import NO_PROBE_HINT
 from killpoint.harness.checker import BLACK_BOX_RULES, check
 from killpoint.harness.evidence import CATALOGUE_FILE, DRIFTED_CATALOGUE_FILE, Evidence
 from killpoint.harness.frameworks import DurableState, StepRecord
@@ -72,8 +73,7 @@ def test_an_interrupted_non_idempotent_call_rerun_without_a_probe_is_at_least_on
     assert (finding.property, finding.call) == ("verify-before-replay", "c2")
     assert finding.message == (
         "at-least-once: c2 (append, NON_IDEMPOTENT) was re-executed after the kill without a read-only check; its "
-        "effect happened 2 time(s) (the crash-free run: 1); no read-only probe was run (supply one: "
-        "killpoint.frameworks.step(..., probe=...))")
+        "effect happened 2 time(s) (the crash-free run: 1); " + NO_PROBE_HINT)
     assert finding.evidence[0] == "store-at-kill-0: store row of c2 RUNNING"
     assert sum('"effect"' in quoted for quoted in finding.evidence) == 2
 

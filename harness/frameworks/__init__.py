@@ -20,8 +20,8 @@ from killpoint.harness.frameworks._killpoint import KillpointJournal
 from killpoint.harness.frameworks._langgraph import LangGraphSqlite
 from killpoint.harness.frameworks._mapping import FieldMapping
 from killpoint.harness.frameworks._sqlite_query import SqliteQuery
-from killpoint.harness.frameworks._state import DurableState, StepRecord, StoreReader
 from killpoint.harness.frameworks._table import DEFAULT_PATHS, journal_problems
+from killpoint.harness.model import DurableState, StepRecord, StoreReader
 
 __all__ = ["DurableState", "StepRecord", "StoreReader", "framework_versions", "journal_problems", "reader_for"]
 

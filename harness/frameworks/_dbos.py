@@ -17,10 +17,10 @@ from pathlib import Path
 
 from killpoint import protocol
 from killpoint.harness.frameworks._sqlite_copy import has_table, read_database, run_query
-from killpoint.harness.frameworks._state import DurableState, StepRecord, quote_columns
+from killpoint.harness.frameworks._state import quote_columns
 from killpoint.harness.frameworks._store_file import store_files
 from killpoint.harness.frameworks._table import TASK_ID
-from killpoint.harness.model import Plan
+from killpoint.harness.model import DurableState, Plan, StepRecord
 
 _ENDED = ("SUCCESS", "ERROR")
 _STEPS = ("SELECT workflow_uuid, function_id, function_name, error IS NULL FROM operation_outputs "

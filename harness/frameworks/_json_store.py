@@ -16,9 +16,8 @@ from typing import Any
 
 from killpoint.client import parse_json_lines
 from killpoint.harness.frameworks._mapping import FieldMapping, MappedRecord, fold_mapped
-from killpoint.harness.frameworks._state import DurableState
 from killpoint.harness.frameworks._store_file import StoreUnreadable, read_store, store_files, store_path
-from killpoint.harness.model import Plan
+from killpoint.harness.model import DurableState, Plan
 
 
 def lookup(value: Any, key: str) -> Any:

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from killpoint import protocol
 from killpoint.harness.evidence import read_lines
-from killpoint.harness.frameworks._state import DurableState, StepRecord
-from killpoint.harness.model import Plan
+from killpoint.harness.model import DurableState, Plan, StepRecord
 from killpoint.harness.properties import fold_journal
 
 # The keys fold_journal looks records up by (a list there would not even hash).

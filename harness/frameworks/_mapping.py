@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from killpoint import protocol
-from killpoint.harness.frameworks._state import DurableState, StepRecord, quote_columns
-from killpoint.harness.model import Plan
+from killpoint.harness.frameworks._state import quote_columns
+from killpoint.harness.model import DurableState, Plan, StepRecord
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from killpoint.harness.frameworks import _store_file
-from killpoint.harness.frameworks._state import DurableState
 from killpoint.harness.frameworks._store_file import StoreUnreadable, read_store, store_path
-from killpoint.harness.model import Plan
+from killpoint.harness.model import DurableState, Plan
 
 QUERY_SECONDS = 5.0
 ROW_LIMIT = 100_000

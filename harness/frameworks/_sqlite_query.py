@@ -13,9 +13,8 @@ from pathlib import Path
 
 from killpoint.harness.frameworks._mapping import FieldMapping, MappedRecord, fold_mapped
 from killpoint.harness.frameworks._sqlite_copy import read_database, run_query
-from killpoint.harness.frameworks._state import DurableState
 from killpoint.harness.frameworks._store_file import StoreUnreadable, store_files
-from killpoint.harness.model import Plan
+from killpoint.harness.model import DurableState, Plan
 
 
 @dataclass(frozen=True)
