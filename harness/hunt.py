@@ -271,5 +271,7 @@ def write_scenario(path: Path, scenario: Scenario, description: str) -> Path:
         "world": {"files": scenario.world_files, "state": scenario.world_state},
         "plan": json.loads(json.dumps(scenario.plan.to_json())),
     }
+    if scenario.journal is not None:  # judged black-box from the runtime's own store, as the hunted scenario was
+        document["journal"] = scenario.journal
     path.write_text(tomli_w.dumps(document))
     return path
