@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from killpoint.client import REPLY_KILL, REPLY_OK
+from killpoint.protocol import REPLY_KILL, REPLY_OK
 from killpoint.harness.model import RENDEZVOUS_KILLS, AfterDelay, AfterPoint, AtPoint, Kill
 from killpoint.harness.watch import EventWatcher
 

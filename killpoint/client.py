@@ -116,10 +116,6 @@ def read_json_lines(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]],
     return [record for _, record in parsed.records], parsed.torn_tail
 
 
-# The harness's replies to a crash point: go on, or kill yourself now (a non-pausing kill, ``c3:after_effect/now``).
-REPLY_OK, REPLY_KILL = b"ok\n", b"kill\n"
-
-
 class ControlReplyError(ConnectionError):
     """The harness replied to a crash point with a line that is neither ``ok`` nor ``kill``."""
 
@@ -156,13 +152,13 @@ class Rendezvous:
         message = {"point": point, "call": call, "op": op, "incarnation": self.incarnation}
         self._sock.sendall(encode_record(message))
         reply = self._reader.readline()
-        if reply == REPLY_KILL:
+        if reply == protocol.REPLY_KILL:
             die_now()
         if not reply:
             raise ConnectionError(f"harness closed the control socket at {point} {call}")
-        if reply != REPLY_OK:
+        if reply != protocol.REPLY_OK:
             raise ControlReplyError(f"the harness replied {reply[:80]!r} at {point} {call}; protocol v1 replies "
-                                    f"are {REPLY_OK!r} and {REPLY_KILL!r}")
+                                    f"are {protocol.REPLY_OK!r} and {protocol.REPLY_KILL!r}")
 
     def close(self) -> None:
         if self._sock is not None:

@@ -40,6 +40,11 @@ STEP_RECORDED = "step_recorded"
 STEP_POINTS = (STEP_ENTERED, STEP_RETURNED, STEP_RECORDED)
 ALL_POINTS = CALL_POINTS + RECOVERY_POINTS + STEP_POINTS
 
+# The harness's replies to a crash point: go on, or SIGKILL your own process group now (a non-pausing
+# kill, ``c3:after_effect/now``: no thread of the workload may run on, as none would in a real crash).
+REPLY_OK = b"ok\n"
+REPLY_KILL = b"kill\n"
+
 READ_ONLY = "READ_ONLY"
 IDEMPOTENT_WRITE = "IDEMPOTENT_WRITE"
 NON_IDEMPOTENT = "NON_IDEMPOTENT"

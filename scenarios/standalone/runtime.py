@@ -43,7 +43,8 @@ SKIP, RETRY, VERIFY = "SKIP", "RETRY", "VERIFY"
 READ_ONLY, IDEMPOTENT_WRITE = "READ_ONLY", "IDEMPOTENT_WRITE"
 
 RETRY_SAFE_CLASSES = (READ_ONLY, IDEMPOTENT_WRITE)
-REPLY_OK, REPLY_KILL = b"ok\n", b"kill\n"  # the harness's replies to a crash point: go on, or die at once
+REPLY_OK = b"ok\n"  # the harness's replies to a crash point: go on,
+REPLY_KILL = b"kill\n"  # or die at once
 
 
 class Journal:
