@@ -35,7 +35,7 @@ from killpoint.harness.explore import (
     sharded,
     without_pauses,
 )
-from killpoint.harness.model import Drift, GoldenRun, Scenario
+from killpoint.harness.model import Drift, GoldenRun, Scenario, TornTail
 from killpoint.harness.scenario_fields import EXHAUSTIVE, GIVEN, MAX_DEPTH, MAX_TIMEOUT_S, RANDOM, file_schedule_mode
 from killpoint.harness.schedule import RandomFaults, parse_kill_point
 from killpoint.harness.session import JobBatches, RunOutcome, default_runs_dir, run_session
@@ -158,11 +158,26 @@ def build_spec(
         schedule_mode = TimedMode(runs or defaults.TIMED_RUNS, seed, timed_window)
     else:
         schedule_mode = ExhaustiveMode(depth or int(default.get("depth", defaults.DEPTH)), torn=torn_tail)
+    _check_tears_apply(scenario, torn_tail, schedule_mode)
     backend_name, backend_options = resolve_backend(scenario, backend, image=image, restart=restart)
     return SessionSpec(scenario, schedule_mode, backend_name, runs_dir or default_runs_dir(scenario), backend_options,
                        drift=parsed_drift, jobs=jobs or defaults.JOBS, keep_all=keep_all,
                        stop_at_first_failure=exitfirst, shard=parse_shard(shard) if shard else None,
                        min_coverage=min_coverage, no_pause=no_pause)
+
+
+def _check_tears_apply(scenario: Scenario, torn_tail: bool, mode: ScheduleMode) -> None:
+    """A torn tail cuts killpoint's journal.jsonl; a runtime judged from a store of its own is not torn by it."""
+    if scenario.journal is None or (scenario.journal.get("format") == "killpoint"  # the [journal] format of it
+                                    and scenario.journal.get("path", protocol.JOURNAL_NAME) == protocol.JOURNAL_NAME):
+        return
+    given = mode.schedule if isinstance(mode, GivenMode) else ()
+    torn = ("--torn-tail" if torn_tail else
+            next((f"--kill-at {kill}" for kill in given if isinstance(kill.fault, TornTail)), None))
+    if torn is not None:
+        raise ConfigError(f"{torn}: a torn tail cuts the last record of killpoint's {protocol.JOURNAL_NAME}, but "
+                          f"{scenario.name} is judged from its runtime's own store (journal.format = "
+                          f"{scenario.journal.get('format')!r}), which killpoint does not tear; drop the tear")
 
 
 def spec_for_token(token: ReproToken, scenario: Scenario, *, backend: str | None = None, image: str | None = None,
