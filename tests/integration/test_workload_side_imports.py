@@ -23,6 +23,8 @@ WORKLOAD_SIDE = {
     "fake_tools_command": "import killpoint.fake_tools.__main__",
     "reference_runtime": "import killpoint.scenarios.reference_runtime",
     "every_mutant": "import killpoint.scenarios.mutants as mutants; mutants.zoo()",
+    "framework_instrumentation": "import killpoint.frameworks, killpoint.frameworks.langgraph, killpoint.frameworks.dbos",
+    "framework_workloads": "import killpoint.scenarios.frameworks.langgraph_graph, killpoint.scenarios.frameworks.dbos_workflow",
 }
 
 
