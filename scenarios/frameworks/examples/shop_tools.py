@@ -1,8 +1,7 @@
 """A shop's own tools, plain Python: read the cart, write the receipt, charge the card, email the customer.
 
 Their world is a folder: killpoint's fake world when killpoint runs them ($KILLPOINT_WORLD), whose
-``files/`` holds the files a scenario seeds. Nothing here knows about killpoint. The folder is read at each
-call, not at import: killpoint's fork server imports a workload before it is given its environment.
+``files/`` holds the files a scenario seeds. Nothing here knows about killpoint.
 """
 
 from __future__ import annotations
