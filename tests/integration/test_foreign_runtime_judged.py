@@ -3,15 +3,24 @@
 The agent writes no killpoint journal: each scenario's ``[journal]`` table maps
 its JSON store (tasks/<task_id>.json, an ``operations`` array), and the verdict
 rests on the copies of that store taken at every kill, the ledger and the world.
-The correct agent must pass every single kill, a second kill inside its
-recovery, a torn tail and the non-pausing kills (a false alarm here would be the
-worst defect); each mutant must fail with the property that names its bug,
-naming the call.
+The correct agent must pass every single kill, second kills inside its recovery
+and the non-pausing kills (a false alarm here would be the worst defect); each
+mutant must fail with the property that names its bug, naming the call.
+
+Each tool call of the agent starts a Python process, so a run costs seconds:
+the sweep of every single kill runs over short.toml (three calls, 15 points),
+and the order task's six classes are killed in one schedule of successive
+kills, one or two per call, each landing in the recovery of the one before.
+The order task's own sweep (`killpoint run scenarios/foreign/order.toml
+--exhaustive`, 30 runs) and short.toml's depth-2 set (136 runs) take minutes
+and are run by hand.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -22,10 +31,27 @@ ORDER, SHORT = FOREIGN / "order.toml", FOREIGN / "short.toml"
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="the foreign agent runs on Node.js")
 
+# One kill per call of the order task at the point where its recovery decides, and the pairs of
+# `--exhaustive --depth 2` whose second kill lands in the recovery itself: c2 asked again and
+# interrupted again, c5 killed again after the probe found the tap, c6 killed again in the redo
+# that follows an empty probe.
+EVERY_CLASS_AND_ITS_RECOVERY = (
+    "c1:after_effect",  # READ_ONLY: retried
+    "c2:after_effect", "c2:after_effect",  # interactive: asked again, twice
+    "c3:after_effect",  # IDEMPOTENT_WRITE: retried
+    "c4:before_finished",  # NON_IDEMPOTENT append, its effect done: verified, not redone
+    "c5:after_effect", "c5:after_verify",
+    "c6:after_started", "c6:after_effect",  # UNKNOWN: verified, then redone
+)
+
 
 def mutant(bug: str) -> str:
     # The scenario's workload runs in scenarios/foreign/, so agent.js is found beside the scenario.
     return f"node agent.js --python {{python}} --bug {bug}"
+
+
+def kill_args(kills: tuple[str, ...]) -> list[str]:
+    return [argument for kill in kills for argument in ("--kill-at", kill)]
 
 
 def findings(out: str, rule: str) -> list[str]:
@@ -33,42 +59,50 @@ def findings(out: str, rule: str) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip().startswith(f"[{rule}]")]
 
 
-def test_the_agent_passes_every_single_kill(killpoint):
-    result = killpoint("run", ORDER, "--exhaustive")
+def killed_at(report: Path) -> list[str | None]:
+    """Where each incarnation of the report's one run was killed (None: it ran to its end)."""
+    (run,) = json.loads(report.read_text())["runs"]
+    return [incarnation["killed_at"] for incarnation in run["incarnations"]]
+
+
+def test_the_agent_passes_every_single_kill_of_the_short_task(killpoint):
+    result = killpoint("run", SHORT, "--exhaustive")
     assert result.exit_code == 0, result.out + result.err
-    assert "30 runs: 30 passed, 0 failed" in result.out, result.out
+    assert "15 runs: 15 passed, 0 failed" in result.out, result.out
 
 
-@pytest.mark.parametrize("kills", [
-    pytest.param(["c5:after_effect", "c5:after_verify"], id="killed-again-after-the-probe-found-the-tap"),
-    pytest.param(["c6:after_started", "c6:after_effect"], id="killed-again-in-the-redo-after-an-empty-probe"),
-    pytest.param(["c2:after_effect", "c2:after_effect"], id="question-interrupted-twice"),
-])
-def test_the_agent_passes_a_second_kill_inside_its_recovery(killpoint, kills):
-    # The pairs of `--exhaustive --depth 2` where the second kill lands in the recovery itself; the whole
-    # depth-2 set of short.toml (136 runs) takes minutes and is run by hand (see the scenario's header).
-    result = killpoint("run", ORDER, *(argument for kill in kills for argument in ("--kill-at", kill)))
+def test_the_agent_passes_a_kill_in_each_class_and_second_kills_in_its_recovery(killpoint, tmp_path):
+    report = tmp_path / "report.json"
+    result = killpoint("run", ORDER, *kill_args(EVERY_CLASS_AND_ITS_RECOVERY), "--json", report)
     assert result.exit_code == 0, result.out + result.err
     assert "1 runs: 1 passed" in result.out, result.out
+    assert killed_at(report) == [*EVERY_CLASS_AND_ITS_RECOVERY, None]  # every kill landed
 
 
-@pytest.mark.parametrize("kill", [
-    pytest.param("c2:after_started/torn:500", id="torn-tail"),  # nothing to tear: the store is renamed whole
-    pytest.param("c3:after_started/now", id="the-agent-kills-itself-at-its-own-point"),
-    pytest.param("c5:after_effect/now", id="the-fake-tool-kills-the-group"),
-])
-def test_the_agent_passes_torn_and_non_pausing_kills(killpoint, kill):
-    result = killpoint("run", ORDER, "--kill-at", kill)
+def test_the_agent_passes_non_pausing_kills(killpoint, tmp_path):
+    # No torn tail: killpoint tears only its own journal.jsonl, and asking it to tear this store is bad input.
+    kills = ("c3:after_started/now",  # the agent kills itself at its own point
+             "c5:after_effect/now")  # the fake tool kills the group
+    report = tmp_path / "report.json"
+    result = killpoint("run", ORDER, *kill_args(kills), "--json", report)
     assert result.exit_code == 0, result.out + result.err
+    assert killed_at(report) == [*kills, None]
 
 
-@pytest.mark.parametrize(("bug", "kill", "rule", "call"), [
-    pytest.param("blind-retry", "c5:after_effect", "verify-before-replay", "c5", id="blind-retry-tap"),
-    pytest.param("blind-retry", "c6:after_effect", "verify-before-replay", "c6", id="blind-retry-unknown"),
-    pytest.param("started-after-tool", "c4:after_effect", "write-ahead", "c4", id="started-after-tool"),
+def test_a_torn_tail_asked_of_the_agent_store_is_bad_input(killpoint):
+    """killpoint tears only its own journal.jsonl: a tear here would be a plain kill passed off as torn."""
+    result = killpoint("run", ORDER, "--kill-at", "c2:after_started/torn:500")
+    assert result.exit_code == 2, result.out + result.err
+    assert "journal.format = 'json'" in result.err and "drop the tear" in result.err, result.err
+
+
+@pytest.mark.parametrize(("bug", "kills", "rule", "calls"), [
+    pytest.param("blind-retry", ("c5:after_effect", "c6:after_effect"), "verify-before-replay", {"c5", "c6"},
+                 id="blind-retry-tap-and-unknown"),
+    pytest.param("started-after-tool", ("c4:after_effect",), "write-ahead", {"c4"}, id="started-after-tool"),
 ])
-def test_each_mutant_fails_with_the_property_of_its_bug(killpoint, bug, kill, rule, call):
-    result = killpoint("run", ORDER, "--kill-at", kill, "--workload", mutant(bug))
+def test_each_mutant_fails_with_the_property_of_its_bug(killpoint, bug, kills, rule, calls):
+    result = killpoint("run", ORDER, *kill_args(kills), "--workload", mutant(bug))
     assert result.exit_code == 1, result.out + result.err
-    named = findings(result.out, rule)
-    assert named and all(call in line for line in named), result.out
+    named = findings(result.out, rule)  # "[rule] c5 (kill c5:after_effect): ..."
+    assert named and {line.split()[1] for line in named} == calls, result.out
