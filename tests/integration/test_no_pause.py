@@ -27,6 +27,7 @@ from killpoint.harness.runner import prepare_run_dir
 from killpoint.harness.scenario import load_scenario
 from tests.helpers import DEMO, ROOT, WORKLOADS, mutant_workload
 from tests.helpers import workload_command as workload
+from tests.integration.test_blackbox_runs import SHORT_PLAN
 
 STANDALONE = f"{{python}} {ROOT / 'scenarios' / 'standalone' / 'runtime.py'}"
 DEADLINE_S = 10.0
@@ -132,16 +133,25 @@ def test_the_reference_passes_every_non_pausing_kill_of_the_demo(killpoint, tmp_
         assert rest and rest[-1]["exit_code"] == 0
 
 
-def test_the_reference_passes_every_non_pausing_schedule_of_two_kills(killpoint, tmp_path):
-    result = killpoint("run", DEMO, "--exhaustive", "--depth", "2", "--no-pause", "-j", "2", "-q")
+@pytest.fixture
+def short_scenario(tmp_path: Path) -> Path:
+    """Three calls (READ_ONLY, NON_IDEMPOTENT, UNKNOWN): 150 schedules of up to two kills, the demo's 533."""
+    path = tmp_path / "short.toml"
+    path.write_text(SHORT_PLAN)
+    return path
+
+
+def test_the_reference_passes_every_non_pausing_schedule_of_two_kills(killpoint, short_scenario):
+    result = killpoint("run", short_scenario, "--exhaustive", "--depth", "2", "--no-pause", "-j", "2", "-q")
     assert result.exit_code == 0, result.out + result.err
-    assert "533 runs: 533 passed, 0 failed" in result.out
+    assert "150 runs: 150 passed, 0 failed" in result.out, result.out
 
 
 @pytest.mark.parametrize("args", [("--exhaustive",), ("--exhaustive", "--depth", "2", "--shard", "1/8")],
                          ids=["depth-1", "depth-2-shard"])
-def test_the_standalone_runtime_kills_itself_at_its_own_points_and_passes(killpoint, args):
-    result = killpoint("run", DEMO, *args, "--no-pause", "--workload", STANDALONE, "-j", "2", "-q")
+def test_the_standalone_runtime_kills_itself_at_its_own_points_and_passes(killpoint, short_scenario, args):
+    # The standalone runtime starts a process per tool call (seconds a run): a short plan, one shard at depth 2.
+    result = killpoint("run", short_scenario, *args, "--no-pause", "--workload", STANDALONE, "-j", "2", "-q")
     assert result.exit_code == 0, result.out + result.err
     assert " 0 failed" in result.out and "passed" in result.out
 
@@ -168,7 +178,7 @@ def test_a_non_pausing_kill_leaves_the_evidence_and_marker_of_a_pausing_one(kill
 
 
 def test_a_mutant_is_still_caught_and_its_token_reproduces_the_non_pausing_kill(killpoint, tmp_path):
-    exit_code, report, output = run_report(killpoint, tmp_path, "--exhaustive", "--no-pause",
+    exit_code, report, output = run_report(killpoint, tmp_path, "--kill-at", "c4:after_effect", "--no-pause",
                                            "--workload", mutant_workload("retry_non_idempotent"))
     assert exit_code == 1, output
     failed = [run for run in report["runs"] if run["findings"]]
