@@ -131,11 +131,17 @@ def test_the_store_at_a_kill_holds_the_steps_that_returned_and_after_recovery_al
     assert run(workload, script, "c3", "kill") == -signal.SIGKILL
     assert ran(workload) == ["c1", "c2"]
     at_kill = read_copy(workload, reader, tmp_path / "store-at-kill-0")
-    assert states(at_kill) == {"c1": p.SUCCEEDED, "c2": p.SUCCEEDED} and not at_kill.problems
+    saved = ["c1", "c2"]
+    if script is FUNCTIONAL:
+        # The functional API saves a task's writes from a background thread while the next task runs, so at c3's
+        # start c2's may not be saved yet (it happened under load); a StateGraph's or DBOS step's are, before it.
+        saved = saved[:len(at_kill.records)]
+    assert states(at_kill) == dict.fromkeys(saved, p.SUCCEEDED) and not at_kill.problems
     assert at_kill.records_start is False and at_kill.completed is not True
-    assert "c2" in at_kill.records["c2"].quote
+    assert all(call in at_kill.records[call].quote for call in saved)
     assert run(workload, script) == 0
-    assert ran(workload) == ["c1", "c2", "c3"]  # the recorded steps were skipped: the reader said so
+    # The recorded steps were skipped, the others redone: the reader said which.
+    assert ran(workload) == ["c1", "c2", *(call for call in ("c1", "c2") if call not in saved), "c3"]
     final = read_copy(workload, reader, tmp_path / "store-final")
     assert states(final) == {"c1": p.SUCCEEDED, "c2": p.SUCCEEDED, "c3": p.SUCCEEDED} and not final.problems
     assert final.completed is (None if script is STATE_GRAPH else True)
