@@ -21,6 +21,10 @@ WRITES_TABLE = ("CREATE TABLE writes (thread_id TEXT NOT NULL, checkpoint_ns TEX
                 "checkpoint_id TEXT NOT NULL, task_id TEXT NOT NULL, idx INTEGER NOT NULL, channel TEXT NOT NULL, "
                 "type TEXT, value BLOB, task_path TEXT NOT NULL DEFAULT '', "
                 "PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx))")
+# and its checkpoints table: a write counts only when the checkpoint it is pending on is saved.
+CHECKPOINTS_TABLE = ("CREATE TABLE IF NOT EXISTS checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL "
+                     "DEFAULT '', checkpoint_id TEXT NOT NULL, parent_checkpoint_id TEXT, type TEXT, checkpoint BLOB, "
+                     "metadata BLOB, PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))")
 
 
 def push(index: int) -> str:
@@ -32,6 +36,9 @@ def langgraph_db(folder: Path, *writes: tuple[str, int, str], thread: str = "tas
     purpose: a reader that decoded it would fail."""
     connection = sqlite3.connect(folder / "checkpoints.sqlite")
     connection.execute(WRITES_TABLE.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS"))
+    connection.execute(CHECKPOINTS_TABLE)  # the checkpoint 'cp' the writes are pending on, its blob no checkpoint
+    connection.execute("INSERT OR IGNORE INTO checkpoints VALUES (?, ?, 'cp', NULL, 'msgpack', x'c1', '{}')",
+                       (thread, ns))
     connection.executemany("INSERT INTO writes VALUES (?, ?, 'cp', ?, ?, ?, 'msgpack', x'c1c1c1', ?)",
                            [(thread, ns, f"{task_path}-{idx}", idx, channel, task_path)
                             for task_path, idx, channel in writes])
@@ -139,8 +146,9 @@ def test_corrupt_and_hostile_framework_databases_are_problems(tmp_path, monkeypa
     connection = sqlite3.connect(db)  # the table the reader reads is a view that never ends
     endless = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT "
     if table is GRAPH:
+        connection.execute(CHECKPOINTS_TABLE)
         connection.execute(f"CREATE VIEW writes AS {endless} 't' AS thread_id, '' AS checkpoint_ns, "
-                           "'~__pregel_pull, c1' AS task_path, 0 AS idx, 'x' AS channel FROM n WHERE x < 0")
+                           "'cp' AS checkpoint_id, '~__pregel_pull, c1' AS task_path, 0 AS idx, 'x' AS channel FROM n WHERE x < 0")
     else:
         connection.execute(f"CREATE VIEW operation_outputs AS {endless} 'task-1' AS workflow_uuid, x AS function_id, "
                            "'c1' AS function_name, NULL AS error FROM n WHERE x < 0")
@@ -152,6 +160,7 @@ def test_corrupt_and_hostile_framework_databases_are_problems(tmp_path, monkeypa
 def test_a_langgraph_table_of_other_columns_is_a_problem(tmp_path):
     connection = sqlite3.connect(tmp_path / "checkpoints.sqlite")
     connection.execute("CREATE TABLE writes (thread_id TEXT, channel TEXT)")
+    connection.execute(CHECKPOINTS_TABLE)
     connection.close()
     assert reader_for(GRAPH).read(tmp_path, PLAN).problems == ("checkpoints.sqlite: no such column: task_path",)
 

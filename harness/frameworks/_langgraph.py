@@ -15,8 +15,16 @@ resume) are no return. Which task is which planned call:
   entrypoint, task_path ``~__pregel_push, ~__pregel_pull, <entrypoint>, <n>,
   0000000001`` (n counted from 0, ten digits) is the n-th planned call.
 
-Only plain columns are read (``task_path``, ``idx``, ``channel``); the
-``value`` and ``checkpoint`` blobs are never decoded. Only the root graph
+A write counts only when the checkpoint it is pending on is saved too: on
+resume LangGraph loads the latest saved checkpoint and the writes pending on
+it, so writes saved for a checkpoint that never was (``durability="async"``
+saves both from background threads) are lost, and the step runs again. And a
+StateGraph node counts as recorded when a saved checkpoint's
+``versions_seen`` names it, though its writes were never saved: the
+checkpoint made after its superstep already holds its result, and resume does
+not run it again. That is read from the ``checkpoint`` blob, msgpack decoded
+as plain data (no extension type is built, no code runs); the ``value`` blobs,
+what the steps returned, are never decoded. Only the root graph
 (``checkpoint_ns = ''``) counts. ``completed`` is True when the entrypoint's
 own task wrote ``__end__`` (functional API); a StateGraph's end shows in no
 plain column, so there it is None.
@@ -26,7 +34,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from killpoint import protocol
@@ -41,7 +49,11 @@ _PUSH = re.compile(r"~__pregel_push, ~__pregel_pull, [^,]+, (\d{10})(, \d{10})?"
 _END = "__end__"
 _ERROR = "__error__"
 _WRITES = ("SELECT rowid, thread_id, task_path, idx, channel FROM writes WHERE checkpoint_ns = '' "
-           "AND (? IS NULL OR thread_id = ?) ORDER BY rowid")
+           "AND (? IS NULL OR thread_id = ?) AND EXISTS (SELECT 1 FROM checkpoints AS saved WHERE "
+           "saved.thread_id = writes.thread_id AND saved.checkpoint_ns = '' "
+           "AND saved.checkpoint_id = writes.checkpoint_id) ORDER BY rowid")
+_CHECKPOINTS = ("SELECT rowid, thread_id, checkpoint_id, type, checkpoint FROM checkpoints WHERE checkpoint_ns = '' "
+                "AND (? IS NULL OR thread_id = ?) ORDER BY rowid")
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,21 @@ class LangGraphSqlite:
         if not has_table(connection, "writes"):
             return DurableState({}, False, None)  # the saver had not set up its tables yet: nothing durable
         thread = self.thread.replace(TASK_ID, plan.task_id) if self.thread else None
-        return self._fold(run_query(connection, _WRITES, (thread, thread))[1], path, plan)
+        state = self._fold(run_query(connection, _WRITES, (thread, thread))[1], path, plan)
+        for rowid, saved_thread, checkpoint_id, kind, blob in run_query(connection, _CHECKPOINTS, (thread, thread))[1]:
+            seen, ended = _checkpoint_facts(blob) if kind == "msgpack" and isinstance(blob, bytes) else ((), False)
+            shown = quote_columns({"thread_id": saved_thread, "checkpoint_id": checkpoint_id})
+            where = f"{path}: checkpoints(rowid={rowid}, {shown})"
+            if self.steps == "name":  # a node its superstep finished
+                for node in (node for node in seen if plan.call(node) is not None):
+                    state.records.setdefault(node, StepRecord(node, protocol.SUCCEEDED,
+                                                              f"{where} versions_seen names {node}"))
+            elif ended:  # the entrypoint returned: every task call it made is done
+                state = replace(state, completed=True)
+                for call in plan.call_ids:
+                    state.records.setdefault(call, StepRecord(call, protocol.SUCCEEDED,
+                                                              f"{where} holds the entrypoint's return (__end__)"))
+        return state
 
     def _call_of(self, task_path: object, plan: Plan) -> str | None:
         if not isinstance(task_path, str):
@@ -91,3 +117,19 @@ class LangGraphSqlite:
             elif channel == _ERROR and call not in records:
                 records[call] = StepRecord(call, protocol.FAILED, quote)
         return DurableState(records, False, completed)
+
+
+def _checkpoint_facts(blob: bytes) -> tuple[tuple[str, ...], bool]:
+    """A msgpack checkpoint's ``versions_seen`` node names, and whether it holds the graph's end (``__end__``),
+    decoded as plain data (extension types are left undecoded); nothing from a blob that is no such checkpoint."""
+    import ormsgpack  # LangGraph's own msgpack library: installed wherever a LangGraph store is written
+
+    try:
+        checkpoint = ormsgpack.unpackb(blob, ext_hook=lambda code, data: None)
+    except (ormsgpack.MsgpackDecodeError, ValueError, TypeError, RecursionError):
+        return (), False
+    if not isinstance(checkpoint, dict):
+        return (), False
+    seen, values = checkpoint.get("versions_seen"), checkpoint.get("channel_values")
+    return (tuple(node for node in seen if isinstance(node, str)) if isinstance(seen, dict) else (),
+            isinstance(values, dict) and _END in values)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -54,7 +55,7 @@ for call in ("c1", "c2", "c3"):
 graph.add_edge(START, "c1"); graph.add_edge("c1", "c2"); graph.add_edge("c2", "c3"); graph.add_edge("c3", END)
 app = graph.compile(checkpointer=SqliteSaver(sqlite3.connect("checkpoints.sqlite", check_same_thread=False)))
 config = {"configurable": {"thread_id": sys.argv[1]}}
-app.invoke(None if app.get_state(config).next else {}, config, durability="sync")
+app.invoke(None if app.get_state(config).metadata is not None else {}, config, durability="sync")  # resume if saved
 '''
 FUNCTIONAL = STEP + '''
 import sqlite3
@@ -75,7 +76,7 @@ def workflow(inputs):
     return send_email(v).result()
 
 config = {"configurable": {"thread_id": sys.argv[1]}}
-workflow.invoke(None if workflow.get_state(config).next else {"go": 1}, config, durability="sync")
+workflow.invoke(None if workflow.get_state(config).metadata is not None else {"go": 1}, config, durability="sync")
 '''
 DBOS_WORKFLOW = STEP + '''
 from dbos import DBOS, SetWorkflowID
@@ -165,3 +166,47 @@ def test_a_kill_in_the_first_step_leaves_nothing_recorded(tmp_path):
     assert run(tmp_path, DBOS_WORKFLOW, "c1", "kill") == -signal.SIGKILL
     state = read_copy(tmp_path, reader, tmp_path / "copy")
     assert state.records == {} and state.completed is False and not state.problems
+
+
+def saved_copy_of_a_finished_graph(tmp_path: Path, drop: str, script: str = STATE_GRAPH) -> Path:
+    """A graph run to its end, its database copied and ``drop`` run on the copy (rows a crash did not save)."""
+    finished, copy = tmp_path / "finished", tmp_path / "copy"
+    finished.mkdir()
+    assert run(finished, script) == 0
+    shutil.copytree(finished, copy)
+    (copy / "ran.log").unlink()
+    with sqlite3.connect(copy / "checkpoints.sqlite") as database:
+        database.execute(drop)
+    return copy
+
+
+def test_writes_pending_on_a_checkpoint_that_was_never_saved_do_not_record_their_step(tmp_path):
+    # durability="async" saves writes and checkpoints from background threads: a kill can leave a step's writes
+    # saved for a checkpoint that is not. LangGraph resumes from the latest saved checkpoint and runs that step again.
+    copy = saved_copy_of_a_finished_graph(
+        tmp_path, "DELETE FROM checkpoints WHERE json_extract(metadata, '$.step') >= 1")
+    reader = reader_for({"format": "langgraph-sqlite"})
+    assert states(read_copy(copy, reader, tmp_path / "store")) == {"c1": p.SUCCEEDED}
+    assert run(copy, STATE_GRAPH) == 0
+    assert ran(copy) == ["c2", "c3"]  # what the reader called unrecorded is what LangGraph ran again
+
+
+def test_a_node_a_saved_checkpoint_has_seen_is_recorded_though_its_writes_were_not_saved(tmp_path):
+    # The checkpoint made after c3's superstep was saved, c3's own writes were not: resume does not run c3 again.
+    copy = saved_copy_of_a_finished_graph(tmp_path, "DELETE FROM writes WHERE task_path = '~__pregel_pull, c3'")
+    state = read_copy(copy, reader_for({"format": "langgraph-sqlite"}), tmp_path / "store")
+    assert states(state) == dict.fromkeys(("c1", "c2", "c3"), p.SUCCEEDED)
+    assert "versions_seen names c3" in state.records["c3"].quote
+    assert run(copy, STATE_GRAPH) == 0
+    assert not (copy / "ran.log").exists()  # nothing ran again
+
+
+def test_a_task_of_an_entrypoint_whose_return_was_saved_is_recorded_though_its_writes_were_not(tmp_path):
+    copy = saved_copy_of_a_finished_graph(
+        tmp_path, "DELETE FROM writes WHERE task_path LIKE '~__pregel_push, ~__pregel_pull, workflow, 0000000002%'",
+        FUNCTIONAL)
+    state = read_copy(copy, reader_for({"format": "langgraph-sqlite", "steps": "order"}), tmp_path / "store")
+    assert states(state) == dict.fromkeys(("c1", "c2", "c3"), p.SUCCEEDED) and state.completed is True
+    assert "entrypoint's return" in state.records["c3"].quote
+    assert run(copy, FUNCTIONAL) == 0
+    assert not (copy / "ran.log").exists()  # nothing ran again
