@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -129,15 +130,17 @@ FILESYSTEM_VERDICTS = {
     "search_files": "CONFIRMED", "write_file": "REFUTED",
 }
 GIT_VERDICTS = {
-    "git_branch": "CONFIRMED", "git_commit": "CONSERVATIVE", "git_create_branch": "CONSERVATIVE",
+    "git_branch": "CONFIRMED", "git_commit": "CONSERVATIVE",
     "git_diff": "CONFIRMED", "git_diff_staged": "CONFIRMED", "git_diff_unstaged": "CONFIRMED", "git_log": "CONFIRMED",
     "git_show": "CONFIRMED", "git_status": "CONFIRMED",
 }
-# git writes index.lock, then renames it over the index, in well under a millisecond: whether a SIGKILL sent at
-# the lock's creation lands before the rename is a race with the scheduler, so with 2 draws these verdicts were
-# each of the two in repeated runs. When the kill lands first, what it leaves is always the lock (asserted below).
+# git writes a lock file (index.lock, refs/heads/NAME.lock), then renames it into place, in well under a
+# millisecond: whether a SIGKILL sent at the lock's creation lands before the rename is a race with the scheduler,
+# so with 2 draws these verdicts were each of the two in repeated runs (git_create_branch: CONFIRMED in a CI run,
+# where the kill left refs/heads/topic.lock and the replay could not create the branch). When the kill lands first,
+# what it leaves is always a lock (asserted below).
 GIT_RACES = {"git_add": {"REFUTED", "CONFIRMED"}, "git_reset": {"REFUTED", "CONFIRMED"},
-             "git_checkout": {"CONFIRMED", "CONSERVATIVE"}}
+             "git_checkout": {"CONFIRMED", "CONSERVATIVE"}, "git_create_branch": {"CONFIRMED", "CONSERVATIVE"}}
 
 
 def test_the_filesystem_server_write_file_is_refuted_by_a_kill_that_leaves_a_stray_temp_file(
@@ -170,7 +173,8 @@ def test_mcp_server_git_verdicts_and_what_a_kill_of_an_index_writer_leaves(certi
         evidence = certificate.get("counterexample") or certificate.get("witness")
         if evidence is not None and evidence["check"] == "killed part-way, then replayed":
             assert evidence["args"]["repo_path"] == "{world}"
-            assert "+.git/index.lock" in "\n".join(evidence["diffs"]["the kill left (against before)"]), evidence
+            assert re.search(r"\+\.git/\S+\.lock$", "\n".join(evidence["diffs"]["the kill left (against before)"]),
+                             re.MULTILINE), evidence
     assert run.certificate("git_commit")["hint"]["contradiction"].startswith("the MCP hints")
 
 
