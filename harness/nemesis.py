@@ -123,6 +123,8 @@ def copy_store(workload: Path, files: tuple[str, ...], copy: Path) -> list[str]:
             copy_evidence(source, target)
         except UntrustedFile as refusal:
             problems.append(f"the store file {name}: {refusal}")
+        except OSError as error:  # unreadable (a workload's chmod 000, an I/O error): not copied, said so
+            problems.append(f"the store file {name} could not be copied: {error.strerror or error}")
     if problems:
         remove_tree(copy)
         refusal_path(copy).write_text("".join(f"{problem}\n" for problem in problems))

@@ -125,3 +125,20 @@ def test_a_journal_table_with_problems_is_refused_with_the_scenario_naming_field
         load_scenario(scenario)
     assert refused.value.problems == (f"{scenario}: journal: 3 is not a table; write [journal] format = \"killpoint\" "
                                       "(the runtime's own durable record: docs/journal-mapping.md)",)
+
+
+def test_a_store_file_that_cannot_be_read_is_a_refusal_not_a_crash(tmp_path, monkeypatch):
+    # Root reads through a chmod 000; an I/O error (or a non-root harness) does not: the copy says why.
+    from killpoint.harness import nemesis
+
+    def failing_copy(source, target):
+        raise OSError(5, "Input/output error")
+
+    workload = tmp_path / "workload"
+    workload.mkdir()
+    (workload / "dbos.sqlite").write_bytes(b"SQLite format 3\0")
+    monkeypatch.setattr(nemesis, "copy_evidence", failing_copy)
+    copy = tmp_path / "store-at-kill-0"
+    assert copy_store(workload, ("dbos.sqlite",), copy) == [
+        "the store file dbos.sqlite could not be copied: Input/output error"]
+    assert not copy.exists() and "Input/output error" in refusal_path(copy).read_text()

@@ -139,7 +139,7 @@ def test_a_step_writes_its_ledger_records_between_its_crash_points_in_order(inca
     assert step("c3", charge)(5, charges) == "charged 5" and charges == [5]
     assert harness.sequence() == ["c3:ledger invoked", "c3:step_entered", "c3:ledger effect", "c3:after_effect",
                                   "c3:step_returned"]
-    assert intents(tmp_path) == [{"entered": "c3", "incarnation": 0}]
+    assert intents(tmp_path) == [ENTERED_C3]
 
 
 def test_the_intent_marker_is_durable_before_the_invocation_record(incarnation, tmp_path):
@@ -151,7 +151,7 @@ def test_the_intent_marker_is_durable_before_the_invocation_record(incarnation, 
     while "c3:step_entered" not in harness.sequence() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert harness.sequence() == ["c3:ledger invoked", "c3:step_entered"]
-    assert intents(tmp_path) == [{"entered": "c3", "incarnation": 0}]  # a kill now finds the step entered
+    assert intents(tmp_path) == [ENTERED_C3]  # a kill now finds the step entered
     harness.release.set()
     worker.join(10)
 
@@ -222,6 +222,10 @@ def test_a_fake_step_passes_the_same_points_with_the_fake_tools_own_records(inca
                                   "c4:step_returned"]
 
 
+# The intent marker of c3 (charge_card, NON_IDEMPOTENT in this catalogue) entered by incarnation 0.
+ENTERED_C3 = {"entered": "c3", "incarnation": 0, "class": protocol.NON_IDEMPOTENT, "interactive": False}
+
+
 def entered_before(tmp_path: Path, *records: dict[str, Any]) -> None:
     """What an earlier incarnation left in the intent file (it was killed inside the step)."""
     path = tmp_path / "workload" / INTENTS_NAME
@@ -243,6 +247,18 @@ def test_an_interrupted_non_idempotent_step_whose_effect_is_absent_probes_then_r
     charges: list[int] = []
     assert step("c3", charge, probe=lambda *_: None)(5, charges) == "charged 5" and charges == [5]
     assert harness.sequence()[:3] == ["c3:ledger probe", "c3:ledger invoked", "c3:step_entered"]
+
+
+def test_the_guard_judges_a_step_by_the_class_it_was_entered_with_not_a_drifted_catalogue(incarnation, tmp_path):
+    # Incarnation 0 entered c3 as NON_IDEMPOTENT; recovery is handed a catalogue that calls it IDEMPOTENT_WRITE
+    # (--drift): the step may have acted as what it was, so it is still checked before it runs again.
+    entered_before(tmp_path, ENTERED_C3)
+    drifted = load_catalogue(REFERENCE_CATALOGUE).with_class("charge_card", protocol.IDEMPOTENT_WRITE)
+    (tmp_path / "catalogue.json").write_text(json.dumps(drifted.to_protocol()))
+    harness = incarnation(1)
+    charges: list[int] = []
+    assert step("c3", charge, probe=lambda amount, _: f"charged {amount}")(5, charges) == "charged 5"
+    assert charges == [] and harness.sequence() == ["c3:ledger probe", "c3:step_returned"]
 
 
 def test_a_fake_step_is_guarded_by_its_fake_tools_probe(incarnation, tmp_path):

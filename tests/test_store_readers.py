@@ -247,3 +247,8 @@ def test_the_reference_table_and_the_killpoint_table_have_no_problem():
 ])
 def test_journal_problems_names_every_problem_with_its_key_and_fix(table, problems):
     assert journal_problems(table, "s.toml") == problems
+
+
+def test_a_path_spelt_with_a_leading_dot_names_the_same_file():
+    # The harness finds killpoint's own journal among a store's files by its name (to keep its torn copy).
+    assert reader_for({"format": "killpoint", "path": "./journal.jsonl"}).files(PLAN) == ("journal.jsonl",)

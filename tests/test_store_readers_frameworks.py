@@ -5,6 +5,7 @@ tests/integration/test_store_readers_frameworks.py reads the databases real runs
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,7 +56,8 @@ def test_a_nodes_writes_are_a_recorded_step_and_its_error_a_failed_one(tmp_path)
     assert not state.records_start and state.completed is None and not state.problems
     assert state.records["c1"].quote == ("checkpoints.sqlite: writes(rowid=2, thread_id='task-1', "
                                          "task_path='~__pregel_pull, c1', idx=0, channel='config')")
-    assert reader_for(GRAPH).files(PLAN) == ("checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm")
+    assert reader_for(GRAPH).files(PLAN) == ("checkpoints.sqlite", "checkpoints.sqlite-wal", "checkpoints.sqlite-shm",
+                                             "checkpoints.sqlite-journal")
 
 
 def test_a_node_that_wrote_nothing_is_recorded_and_an_interrupt_or_schedule_is_no_return(tmp_path):
@@ -177,3 +179,10 @@ def test_framework_tables_take_their_keys_and_defaults():
     assert journal_problems(dict(DBOS, workflow="{task_id}"), "s.toml") == []
     assert journal_problems(dict(DBOS, steps="order"), "s.toml") == [
         "s.toml: journal.steps: unknown key 'steps' for format 'dbos-sqlite'; it takes path, workflow"]
+
+
+def test_a_harness_without_langgraphs_msgpack_library_says_so_instead_of_crashing(tmp_path, monkeypatch):
+    langgraph_db(tmp_path, ("~__pregel_pull, c1", 0, "c1"))
+    monkeypatch.setitem(sys.modules, "ormsgpack", None)  # what a harness installed without killpoint[langgraph] has
+    state = reader_for(GRAPH).read(tmp_path, PLAN)
+    assert state.records == {} and "pip install 'killpoint[langgraph]'" in state.problems[0]

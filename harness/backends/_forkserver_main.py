@@ -11,10 +11,11 @@ with one end of a socketpair on descriptor FD. Requests and answers are JSON lin
 
 Before the first fork of a workload the server imports its module and compiles
 its ``__main__`` (so every child starts warm); it runs the module's top level,
-never its ``__main__`` part. Of what that import loaded, only the installed
-libraries and killpoint's own modules stay warm: the workload's own modules are
-forgotten again, because they may read the protocol environment when imported
-and the server has none (each child imports them anew, under its own). A child gets a clean state: its own session
+never its ``__main__`` part. Of what that import loaded, the workload's own
+modules (killpoint's scenarios, and the project's own code outside its installed
+libraries) are forgotten again, because they may read the protocol environment
+when imported and the server has none: each child imports them anew, under its
+own. Everything else stays warm. A child gets a clean state: its own session
 and process group, no descriptor but 0, 1 and 2 (stdin /dev/null, stdout and
 stderr into the run directory), the protocol environment, a reseeded ``random``,
 default signal handlers, and no threads (the server has none). It is born in
@@ -124,15 +125,21 @@ _INSTALLED = tuple({os.path.realpath(sysconfig.get_path(kind)) + os.sep
 
 
 def _stays_warm(name: str, module: types.ModuleType | None) -> bool:
-    """A module a child may inherit imported: an installed library's, or killpoint's (not its workloads').
+    """A module a child may inherit imported: all but the workload's own (killpoint's scenarios, and what the
+    project the harness runs in holds outside its installed libraries).
 
-    A workload's own module (anything else, killpoint's scenarios included) may read
-    ``os.environ`` at import, which in the server is not the protocol environment.
+    A workload's own module may read ``os.environ`` at import, which in the
+    server is not the protocol environment. Every other module stays warm: a
+    library imported twice in one process (a C extension that refuses a second
+    initialisation, or classes that exist twice) would break the workload.
     """
-    if name == "killpoint" or (name.startswith("killpoint.") and not name.startswith("killpoint.scenarios")):
-        return True
+    if name.startswith("killpoint."):
+        return not name.startswith("killpoint.scenarios")
     where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", ())), None)
-    return where is None or os.path.realpath(where).startswith(_INSTALLED)  # None: built into the interpreter
+    if where is None:  # built into the interpreter
+        return True
+    where = os.path.realpath(where)
+    return where.startswith(_INSTALLED) or not where.startswith(os.path.realpath(os.getcwd()) + os.sep)
 
 
 def _forget(name: str) -> None:

@@ -12,6 +12,7 @@ under test.
 from __future__ import annotations
 
 from importlib import metadata
+from pathlib import PurePosixPath
 from typing import Any
 
 from killpoint.harness.frameworks._dbos import DbosSqlite
@@ -35,7 +36,8 @@ FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
 def reader_for(table: dict[str, Any]) -> StoreReader:
     """The reader of a ``[journal]`` table that ``journal_problems`` passed."""
     form = table["format"]
-    path: str = table["path"] if "path" in table else DEFAULT_PATHS[form]
+    # One spelling per file ("./journal.jsonl" is "journal.jsonl"): the harness matches a store's files by name.
+    path = str(PurePosixPath(table["path"] if "path" in table else DEFAULT_PATHS[form]))
     if form == "killpoint":
         return KillpointJournal(path)
     if form == "json":

@@ -40,7 +40,7 @@ from pathlib import Path
 from killpoint import protocol
 from killpoint.harness.frameworks._sqlite_copy import has_table, read_database, run_query
 from killpoint.harness.frameworks._state import quote_columns
-from killpoint.harness.frameworks._store_file import store_files
+from killpoint.harness.frameworks._store_file import StoreUnreadable, store_files
 from killpoint.harness.frameworks._table import TASK_ID
 from killpoint.harness.model import DurableState, Plan, StepRecord
 
@@ -64,7 +64,7 @@ class LangGraphSqlite:
     name: str = "langgraph-sqlite"
 
     def files(self, plan: Plan) -> tuple[str, ...]:
-        return store_files(self.path, plan, ("-wal", "-shm"))
+        return store_files(self.path, plan, ("-wal", "-shm", "-journal"))
 
     def read(self, folder: Path, plan: Plan) -> DurableState:
         return read_database(folder, self.path, plan, DurableState({}, False, None), self._read)
@@ -122,8 +122,11 @@ class LangGraphSqlite:
 def _checkpoint_facts(blob: bytes) -> tuple[tuple[str, ...], bool]:
     """A msgpack checkpoint's ``versions_seen`` node names, and whether it holds the graph's end (``__end__``),
     decoded as plain data (extension types are left undecoded); nothing from a blob that is no such checkpoint."""
-    import ormsgpack  # LangGraph's own msgpack library: installed wherever a LangGraph store is written
-
+    try:
+        import ormsgpack  # LangGraph's own msgpack library, which a harness without killpoint[langgraph] lacks
+    except ImportError:
+        raise StoreUnreadable("LangGraph's checkpoints are msgpack, and reading them needs ormsgpack: "
+                              "pip install 'killpoint[langgraph]'") from None
     try:
         checkpoint = ormsgpack.unpackb(blob, ext_hook=lambda code, data: None)
     except (ormsgpack.MsgpackDecodeError, ValueError, TypeError, RecursionError):

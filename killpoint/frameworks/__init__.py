@@ -131,7 +131,7 @@ def _guarded(session: Session, call_id: str, tool: str, check: Callable[[], Any]
         if found is not None and found is not False:
             session.point(protocol.STEP_RETURNED, call_id)
             return found
-    session.enter(call_id)
+    session.enter(call_id, tool)
     result = act()
     session.point(protocol.STEP_RETURNED, call_id)
     return result

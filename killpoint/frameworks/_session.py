@@ -73,7 +73,9 @@ class Session:
     rendezvous: Rendezvous
     ledger: Ledger
     intents: AppendOnlyFile
-    unfinished: frozenset[str]  # entered in an earlier incarnation, never recorded by the framework
+    # Entered in an earlier incarnation, never recorded by the framework: call id -> its intent marker, which
+    # holds the class its tool had then (recovery judges the step by that snapshot, as the rules say).
+    unfinished: dict[str, dict[str, Any]]
     ran_here: set[str] = field(default_factory=set)  # the steps this process ran (or verified)
 
     def tool_of(self, call_id: str, default: str) -> str:
@@ -85,16 +87,21 @@ class Session:
 
     def needs_check(self, call_id: str, tool: str) -> bool:
         """Whether recovery must VERIFY this step: it may have acted in an earlier incarnation and its class
-        (not a question to the user) makes a blind re-run unsafe."""
-        return (call_id in self.unfinished and tool not in self.catalogue.get("interactive", ())
-                and self.class_of(tool) in _VERIFIED_CLASSES)
+        then (not a question to the user) makes a blind re-run unsafe. The class is the marker's snapshot, not
+        this incarnation's catalogue: a catalogue that drifted since does not change what the step was."""
+        intent = self.unfinished.get(call_id)
+        if intent is None:
+            return False
+        interactive = intent.get("interactive", tool in self.catalogue.get("interactive", ()))
+        return not interactive and intent.get("class", self.class_of(tool)) in _VERIFIED_CLASSES
 
     def point(self, point: str, call_id: str) -> None:
         self.rendezvous.point(point, call=call_id)
 
-    def enter(self, call_id: str) -> None:
-        """The intent marker, durable before the step's invocation record."""
-        self.intents.append({ENTERED: call_id, "incarnation": self.env.incarnation})
+    def enter(self, call_id: str, tool: str) -> None:
+        """The intent marker, durable before the step's invocation record, with its tool's class snapshot."""
+        self.intents.append({ENTERED: call_id, "incarnation": self.env.incarnation, "class": self.class_of(tool),
+                             "interactive": tool in self.catalogue.get("interactive", ())})
 
     def recorded(self, call_id: str) -> None:
         """The framework has durably recorded the result of a step this process ran: mark it, announce it."""
@@ -135,18 +142,19 @@ def _open(env: WorkloadEnv) -> Session:
     )
 
 
-def _unfinished(path: os.PathLike[str]) -> frozenset[str]:
-    """The steps whose last ``entered`` has no ``recorded`` after it; a torn last record (the kill cut it) is cut off."""
+def _unfinished(path: os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """The steps whose last ``entered`` has no ``recorded`` after it, each with that marker (the class its last
+    attempt was entered with); a torn last record (the kill cut it) is cut off."""
     records, torn_tail = read_json_lines(path)
     if torn_tail is not None:
         os.truncate(path, os.stat(path).st_size - len(torn_tail))
-    unfinished: set[str] = set()
+    unfinished: dict[str, dict[str, Any]] = {}
     for record in records:
         if ENTERED in record:
-            unfinished.add(record[ENTERED])
+            unfinished[record[ENTERED]] = record
         elif RECORDED in record:
-            unfinished.discard(record[RECORDED])
-    return frozenset(unfinished)
+            unfinished.pop(record[RECORDED], None)
+    return unfinished
 
 
 def reset() -> None:
