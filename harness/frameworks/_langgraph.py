@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from killpoint import protocol
-from killpoint.harness.frameworks._sqlite_copy import has_table, read_database, run_query
+from killpoint.harness.frameworks._sqlite_copy import SIDE_FILES, has_table, read_database, run_query
 from killpoint.harness.frameworks._state import quote_columns
 from killpoint.harness.frameworks._store_file import StoreUnreadable, store_files
 from killpoint.harness.frameworks._table import TASK_ID
@@ -64,7 +64,7 @@ class LangGraphSqlite:
     name: str = "langgraph-sqlite"
 
     def files(self, plan: Plan) -> tuple[str, ...]:
-        return store_files(self.path, plan, ("-wal", "-shm", "-journal"))
+        return store_files(self.path, plan, SIDE_FILES)
 
     def read(self, folder: Path, plan: Plan) -> DurableState:
         return read_database(folder, self.path, plan, DurableState({}, False, None), self._read)

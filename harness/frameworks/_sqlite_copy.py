@@ -29,6 +29,9 @@ from killpoint.harness.frameworks._store_file import StoreUnreadable, read_store
 from killpoint.harness.model import DurableState, Plan
 
 QUERY_SECONDS = 5.0
+# The files beside a SQLite database that hold what its reader must see: the WAL and its index, and a hot
+# rollback journal a kill left mid-commit (the private copy plays it back). Every SQLite store copies them.
+SIDE_FILES = ("-wal", "-shm", "-journal")
 ROW_LIMIT = 100_000
 VALUE_LIMIT_BYTES = 16 * 1024 * 1024
 COPIED_SIDE_FILES = ("-wal", "-journal")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from killpoint.harness.frameworks._mapping import FieldMapping, MappedRecord, fold_mapped
-from killpoint.harness.frameworks._sqlite_copy import read_database, run_query
+from killpoint.harness.frameworks._sqlite_copy import SIDE_FILES, read_database, run_query
 from killpoint.harness.frameworks._store_file import StoreUnreadable, store_files
 from killpoint.harness.model import DurableState, Plan
 
@@ -25,7 +25,7 @@ class SqliteQuery:
     name: str = "sqlite"
 
     def files(self, plan: Plan) -> tuple[str, ...]:
-        return store_files(self.path, plan, ("-wal", "-shm", "-journal"))
+        return store_files(self.path, plan, SIDE_FILES)
 
     def read(self, folder: Path, plan: Plan) -> DurableState:
         return read_database(folder, self.path, plan, DurableState({}, self.mapping.records_start, None), self._read)
