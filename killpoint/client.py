@@ -26,18 +26,43 @@ def encode_record(record: dict[str, Any]) -> bytes:
     return (json.dumps(record, separators=(",", ":"), sort_keys=True) + "\n").encode()
 
 
+def fsync_directory(path: str | os.PathLike[str]) -> None:
+    """Make the entries of the directory ``path`` durable (a file created, renamed or removed in it).
+
+    An fsync of a file makes its bytes durable, not its name: until its
+    directory is fsynced too, a power loss may take a new file away whole.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class AppendOnlyFile:
-    """A JSON-lines file opened once with O_APPEND; ``durable`` adds an fsync per record."""
+    """A JSON-lines file opened once with O_APPEND; ``durable`` adds an fsync per record.
+
+    A durable file also has its directory fsynced once, at every open: the
+    open may have created it, or an earlier incarnation may have created it and
+    been killed before its own directory fsync, and either way the records
+    fsynced into it would be lost with its name at a power loss.
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, durable: bool) -> None:
         self.path = Path(path)
         self.durable = durable
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        if durable:
+            fsync_directory(self.path.parent)
 
     def append(self, record: dict[str, Any]) -> None:
         os.write(self._fd, encode_record(record))
         if self.durable:
-            os.fsync(self._fd)
+            self.sync()
+
+    def sync(self) -> None:
+        """Make every record appended so far durable (what ``append`` does per record when ``durable``)."""
+        os.fsync(self._fd)
 
     def close(self) -> None:
         os.close(self._fd)

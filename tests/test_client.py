@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import stat
 import threading
 from pathlib import Path
 
@@ -26,6 +27,41 @@ def test_append_only_file_writes_one_line_per_record(tmp_path):
     journal.close()
     records, torn = read_json_lines(tmp_path / "j.jsonl")
     assert [record["kind"] for record in records] == ["started", "finished"] and torn is None
+
+
+def synced_inodes(monkeypatch) -> list[tuple[int, bool]]:
+    """Every fsync from now on, as (inode, is a directory) of the descriptor it was given."""
+    synced: list[tuple[int, bool]] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        status = os.fstat(fd)
+        synced.append((status.st_ino, stat.S_ISDIR(status.st_mode)))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    return synced
+
+
+def test_a_durable_file_has_its_directory_fsynced_at_open_so_its_name_survives_a_power_loss(tmp_path, monkeypatch):
+    synced = synced_inodes(monkeypatch)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    journal = AppendOnlyFile(folder / "j.jsonl", durable=True)
+    assert synced == [(folder.stat().st_ino, True)]  # the name, before any record relies on it
+    journal.append({"kind": "started", "op": "t-op1"})
+    journal.close()
+    assert synced[1:] == [((folder / "j.jsonl").stat().st_ino, False)]
+    AppendOnlyFile(folder / "j.jsonl", durable=True).close()  # reopened: an earlier open may have died unsynced
+    assert synced[2:] == [(folder.stat().st_ino, True)]
+
+
+def test_a_file_that_is_not_durable_is_never_fsynced(tmp_path, monkeypatch):
+    synced = synced_inodes(monkeypatch)
+    ledger = AppendOnlyFile(tmp_path / "ledger.jsonl", durable=False)
+    ledger.append({"invoked": True})
+    ledger.close()
+    assert synced == []
 
 
 @pytest.mark.parametrize("tail", [b'{"kind": "fini', b'{"kind": "finished"}', b"\x00\x01"])
