@@ -12,10 +12,14 @@ was started before, it first writes one decision per planned call and only then
 acts, in plan order, issuing the calls that never started as it goes.
 
 Run it under killpoint: ``--workload "{python} /path/to/scenarios/standalone/runtime.py"``.
+``--bug no-fsync`` makes it a mutant that never fsyncs (neither a record nor the
+journal's folder): right under every SIGKILL, since the page cache outlives the
+process, and caught only when the power fails (``killpoint run --power-loss``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -48,11 +52,18 @@ REPLY_KILL = b"kill\n"  # or die at once
 
 
 class Journal:
-    """``journal.jsonl``: folded once at start, then one write and one fsync per record."""
+    """``journal.jsonl``: folded once at start, then one write and one fsync per record.
 
-    def __init__(self, path: str) -> None:
+    Its folder is fsynced at every start, so the journal's name is as durable as
+    its records (an fsync of a file does not make its name survive a power
+    loss): this start may have created it, or the one before was killed first.
+    ``durable=False`` is the bug of never fsyncing anything.
+    """
+
+    def __init__(self, path: str, *, durable: bool = True) -> None:
         self.ops: dict[str, Record] = {}  # call_id -> its latest started record, plus "status"
         self.completed = False
+        self.durable = durable
         with open(path, "ab+") as stream:
             stream.seek(0)
             data = stream.read()
@@ -70,11 +81,18 @@ class Journal:
             self._fold(record)
             intact += len(line)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        if durable:
+            folder = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
 
     def append(self, record: Record) -> None:
         """Make ``record`` durable before the caller goes on (write-ahead)."""
         os.write(self._fd, (json.dumps(record) + "\n").encode())
-        os.fsync(self._fd)
+        if self.durable:
+            os.fsync(self._fd)
         self._fold(record)
 
     def _fold(self, record: Record) -> None:
@@ -123,11 +141,11 @@ class Control:
 class Runtime:
     """One incarnation: recover what the journal left open, then carry the plan to its end."""
 
-    def __init__(self, environ: Mapping[str, str]) -> None:
+    def __init__(self, environ: Mapping[str, str], *, durable: bool = True) -> None:
         with open(environ[ENV_PLAN]) as plan, open(environ[ENV_CATALOGUE]) as catalogue:
             self.plan, self.catalogue = json.load(plan), json.load(catalogue)
         self.incarnation = int(environ.get(ENV_INCARNATION, "0"))
-        self.journal = Journal(os.path.join(environ[ENV_RUN_DIR], JOURNAL_NAME))
+        self.journal = Journal(os.path.join(environ[ENV_RUN_DIR], JOURNAL_NAME), durable=durable)
         self.control = Control(environ.get(ENV_CONTROL), self.incarnation)
 
     def run(self) -> None:
@@ -205,5 +223,11 @@ class Runtime:
             sys.exit(f"fake_tools {command} {call['tool']} ({call['call_id']}) exited {done.returncode}, no answer")
 
 
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="A protocol-v1 agent runtime written from the spec alone.")
+    parser.add_argument("--bug", choices=["no-fsync"], help="no-fsync: never fsync the journal or its folder")
+    return parser.parse_args(argv)
+
+
 if __name__ == "__main__":
-    Runtime(os.environ).run()
+    Runtime(os.environ, durable=parse_arguments(sys.argv[1:]).bug != "no-fsync").run()
