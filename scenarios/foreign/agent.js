@@ -17,11 +17,16 @@
 // tool's read-only probe, marked SUCCEEDED without a rerun when the effect is there. Calls with
 // no record run in plan order.
 //
-//   node agent.js --python PYTHON [--bug blind-retry | --bug started-after-tool]
+//   node agent.js --python PYTHON [--bug blind-retry | started-after-tool | rename-no-dir-fsync
+//                                        | rename-no-file-fsync]
 //
-// The two bugs are the mutants that must be caught: blind-retry reruns an interrupted
+// The bugs are the mutants that must be caught: blind-retry reruns an interrupted
 // NON_IDEMPOTENT or UNKNOWN call without the probe (verify-before-replay); started-after-tool
-// records RUNNING only after the tool ran (write-ahead).
+// records RUNNING only after the tool ran (write-ahead). The last two pass every kill, for the
+// page cache outlives a killed process, and lose the store only when the power fails
+// (`killpoint run --power-loss`): rename-no-dir-fsync never fsyncs the folder after the rename,
+// so the rename is undone; rename-no-file-fsync renames a temp file whose bytes were never
+// fsynced, so the task file survives empty.
 'use strict';
 
 const fs = require('fs');
@@ -34,7 +39,7 @@ const SUCCEEDED = 'SUCCEEDED';
 const FAILED = 'FAILED';
 const RETRY_SAFE_CLASSES = ['READ_ONLY', 'IDEMPOTENT_WRITE'];
 const UNLISTED_CLASS = 'UNKNOWN';
-const BUGS = ['blind-retry', 'started-after-tool'];
+const BUGS = ['blind-retry', 'started-after-tool', 'rename-no-dir-fsync', 'rename-no-file-fsync'];
 const USAGE = 'usage: node agent.js --python PYTHON [--bug ' + BUGS.join('|') + ']';
 const EXIT_FAILED = 1;
 const EXIT_USAGE = 2;
@@ -85,8 +90,9 @@ function fsyncPath(target) {
 
 // The task's durable record: loaded once, rewritten whole after every change.
 class TaskStore {
-  constructor(folder, taskId, incarnation) {
+  constructor(folder, taskId, incarnation, bug) {
     this.folder = folder;
+    this.bug = bug;
     this.taskId = taskId;
     this.file = path.join(folder, `${taskId}.json`);
     this.temporary = `${this.file}.tmp`;
@@ -135,12 +141,12 @@ class TaskStore {
     const fd = fs.openSync(this.temporary, 'w', 0o644);
     try {
       fs.writeSync(fd, JSON.stringify(this.task, null, 2) + '\n');
-      fs.fsyncSync(fd);
+      if (this.bug !== 'rename-no-file-fsync') fs.fsyncSync(fd);
     } finally {
       fs.closeSync(fd);
     }
     fs.renameSync(this.temporary, this.file);
-    fsyncPath(this.folder);
+    if (this.bug !== 'rename-no-dir-fsync') fsyncPath(this.folder);
   }
 }
 
@@ -287,7 +293,8 @@ async function main() {
   const environment = protocolEnvironment(process.env);
   const plan = JSON.parse(fs.readFileSync(environment.plan, 'utf8'));
   const catalogue = JSON.parse(fs.readFileSync(environment.catalogue, 'utf8'));
-  const store = new TaskStore(path.join(environment.runDir, 'tasks'), plan.task_id, environment.incarnation);
+  const store = new TaskStore(path.join(environment.runDir, 'tasks'), plan.task_id, environment.incarnation,
+    options.bug);
   const control = new Control(environment.control, environment.incarnation);
   try {
     await new Runtime({ plan, catalogue, store, control, ...options }).run();
