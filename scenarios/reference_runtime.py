@@ -17,7 +17,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from killpoint import protocol as p
 from killpoint.client import AppendOnlyFile, Rendezvous, WorkloadEnv, read_json_lines
@@ -39,6 +39,12 @@ class Operation:
     status: str = p.RUNNING
 
 
+class Journal(Protocol):
+    """Where the runtime makes each record durable before it goes on: ``journal.jsonl``, or a store of its own."""
+
+    def append(self, record: dict[str, Any]) -> None: ...
+
+
 class ReferenceRuntime:
     def __init__(self, env: WorkloadEnv) -> None:
         self.env = env
@@ -54,8 +60,13 @@ class ReferenceRuntime:
 
     # -- journal -------------------------------------------------------------
 
-    def open_journal(self) -> AppendOnlyFile:
-        """Scan the journal, drop a torn last record (a crash cut it), and open it for appends."""
+    def open_journal(self) -> Journal:
+        """Scan the journal, drop a torn last record (a crash cut it), and open it for appends.
+
+        The cut is made durable by the first record's fsync (the file's, whole);
+        until then a power loss brings back the same torn tail, cut again next
+        start. The file's name is made durable by ``AppendOnlyFile``.
+        """
         path = self.env.journal_path
         records, torn_tail = read_json_lines(path)
         if torn_tail is not None:

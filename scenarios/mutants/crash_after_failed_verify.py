@@ -8,8 +8,7 @@ import sys
 from typing import Any
 
 from killpoint import protocol as p
-from killpoint.client import AppendOnlyFile
-from killpoint.scenarios.reference_runtime import ReferenceRuntime, main
+from killpoint.scenarios.reference_runtime import Journal, ReferenceRuntime, main
 
 CAUGHT_WITH = ("--exhaustive", "--depth", "2")
 CAUGHT_BY = "liveness"
@@ -23,7 +22,7 @@ class CrashAfterFailedVerify(ReferenceRuntime):
             raise KeyError(f"no finished record for verified op {record['op']}")
         super().fold(record)
 
-    def open_journal(self) -> AppendOnlyFile:
+    def open_journal(self) -> Journal:
         self.recovering_from_file = True
         journal = super().open_journal()
         self.recovering_from_file = False

@@ -9,8 +9,7 @@ import sys
 from typing import Any
 
 from killpoint import protocol as p
-from killpoint.client import AppendOnlyFile
-from killpoint.scenarios.reference_runtime import ReferenceRuntime, main
+from killpoint.scenarios.reference_runtime import Journal, ReferenceRuntime, main
 
 CAUGHT_BY = "journal-well-formed"
 
@@ -18,7 +17,7 @@ JOURNAL_CAP = 6
 
 
 class JournalCapReusesOpIds(ReferenceRuntime):
-    def open_journal(self) -> AppendOnlyFile:
+    def open_journal(self) -> Journal:
         self.scanned: list[dict[str, Any]] = []
         journal = super().open_journal()
         self.operations.clear()
