@@ -1,0 +1,480 @@
+"""The lazy file system's daemon: an mfusepy pass-through to a backing directory that feeds the model.
+
+Run by ``LazyMount.start`` as ``python -m killpoint.harness.lazyfs.daemon --state S --mount M
+--control-fd N``. Every operation goes straight to ``S/backing`` (the volatile state); the
+``PersistenceModel`` learns what is not durable yet. The durable bytes a write or truncate
+destroys, and every unsynced write, go to the log ``S/log``; an unlinked file the durable state
+still names is kept by a hard link in ``S/graveyard``. So memory and time are O(bytes written).
+
+The control channel is a socket pair inherited from the harness: the daemon says ``ready`` from
+FUSE's ``init`` (the mount answers from then on), answers ``drop`` requests with the report, and
+when the harness end closes (the harness died, even by SIGKILL) it unmounts lazily, puts the
+backing contents back at the mount point, and exits.
+
+The workload is untrusted and this daemon runs as root: it never follows a symlink in the
+backing tree (lstat, O_NOFOLLOW, ``follow_symlinks=False``), opens only regular files itself,
+and refuses device nodes. FUSE runs single-threaded (``-s``): operations are serialised, so a
+rename's two steps (bury the replaced file, rename) are atomic to every client; a lock keeps
+the control thread's drop out of the middle of an operation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import errno
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import mfusepy as fuse  # type: ignore[import-untyped]
+
+from killpoint.harness.lazyfs.mount import FSNAME
+from killpoint.harness.lazyfs.model import DIR, FILE, OTHER, SYMLINK, DropPlan, DropReport, Node, PersistenceModel
+
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+_KIND = {stat.S_IFREG: FILE, stat.S_IFDIR: DIR, stat.S_IFLNK: SYMLINK}
+
+
+def node_of(st: os.stat_result, target: str = "") -> Node:
+    kind = _KIND.get(stat.S_IFMT(st.st_mode), OTHER)
+    return Node(kind, st.st_ino, st.st_mode, st.st_uid, st.st_gid, target)
+
+
+def _rel(path: str) -> str:
+    return path.strip("/")
+
+
+class _Handle:
+    __slots__ = ("fd", "id", "sync", "append", "stale")
+
+    def __init__(self, fd: int, node_id: int, flags: int) -> None:
+        self.fd, self.id = fd, node_id
+        self.sync = bool(flags & (os.O_SYNC | os.O_DSYNC))
+        self.append = bool(flags & os.O_APPEND)
+        self.stale = False
+
+
+class LazyOps(fuse.Operations):
+    use_ns = True
+
+    def __init__(self, state: Path, mountpoint: str, control: socket.socket) -> None:
+        self.state = state
+        self.mountpoint = mountpoint
+        self.backing = str(state / "backing")
+        self.graveyard = state / "graveyard"
+        self.graveyard.mkdir(exist_ok=True)
+        self.control = control
+        self.lock = threading.Lock()
+        self.handles: dict[int, _Handle] = {}
+        self.log = os.open(state / "log", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        self.log_end = 0
+        self.model = self._fresh_model()
+
+    # ---- helpers
+    def _fresh_model(self) -> PersistenceModel:
+        return PersistenceModel(os.lstat(self.backing).st_ino, self._listing)
+
+    def _full(self, path: str) -> str:
+        rel = _rel(path)
+        return f"{self.backing}/{rel}" if rel else self.backing
+
+    def _listing(self, rel: str) -> dict[str, Node]:
+        out = {}
+        with os.scandir(self._full(rel)) as entries:
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                out[entry.name] = node_of(st, os.readlink(entry.path) if entry.is_symlink() else "")
+        return out
+
+    def _append_log(self, data: bytes) -> int:
+        at = self.log_end
+        os.pwrite(self.log, data, at)
+        self.log_end += len(data)
+        return at
+
+    def _own(self, full: str) -> None:
+        uid, gid, _ = fuse.fuse_get_context()
+        os.chown(full, uid, gid, follow_symlinks=False)
+
+    def _learn_parent(self, path: str) -> None:
+        self.model.learn(_rel(path).rpartition("/")[0])
+
+    def _touch(self, rel: str | None, fd: int) -> int:
+        st = os.fstat(fd)
+        if not self.model.knows(st.st_ino):
+            self.model.touch(rel, st.st_ino, st.st_size)
+        return st.st_ino
+
+    def _save(self, node_id: int, fd: int, start: int, end: int) -> None:
+        for s, e in self.model.to_save(node_id, start, end):
+            self.model.saved(node_id, s, e, self._append_log(os.pread(fd, e - s, s)))
+
+    def _bury(self, path: str) -> int | None:
+        node_id = self.model.keep_on_unlink(_rel(path))
+        if node_id is not None:
+            grave = self.graveyard / str(node_id)
+            if not grave.exists():
+                os.link(self._full(path), grave, follow_symlinks=False)
+        return node_id
+
+    # ---- metadata
+    def getattr(self, path, fh=None):
+        st = os.fstat(self.handles[fh].fd) if fh in self.handles else os.lstat(self._full(path))
+        return {
+            "st_mode": st.st_mode, "st_nlink": st.st_nlink, "st_uid": st.st_uid, "st_gid": st.st_gid,
+            "st_size": st.st_size, "st_blocks": st.st_blocks, "st_rdev": st.st_rdev,
+            "st_atime": st.st_atime_ns, "st_mtime": st.st_mtime_ns, "st_ctime": st.st_ctime_ns,
+        }  # fmt: skip
+
+    def readlink(self, path):
+        return os.readlink(self._full(path))
+
+    def readdir(self, path, fh):
+        return [".", "..", *os.listdir(self._full(path))]
+
+    def statfs(self, path):
+        s = os.statvfs(self.backing)
+        keys = ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail", "f_flag", "f_namemax")
+        return {k: getattr(s, k) for k in keys}
+
+    def chmod(self, path, mode):
+        full = self._full(path)
+        if stat.S_ISLNK(os.lstat(full).st_mode):
+            raise fuse.FuseOSError(errno.EOPNOTSUPP)
+        os.chmod(full, mode)
+        return 0
+
+    def chown(self, path, uid, gid):
+        os.chown(self._full(path), uid, gid, follow_symlinks=False)
+        return 0
+
+    def utimens(self, path, times=None):
+        os.utime(self._full(path), ns=times, follow_symlinks=False)
+        return 0
+
+    # ---- directory changes: learn the parent first, change, then tell the model
+    def _created(self, path: str, change: str, target: str = "") -> int:
+        full = self._full(path)
+        self._own(full)
+        self.model.created(_rel(path), node_of(os.lstat(full), target), change)
+        return 0
+
+    def mkdir(self, path, mode):
+        with self.lock:
+            self._learn_parent(path)
+            os.mkdir(self._full(path), mode)
+            return self._created(path, "mkdir")
+
+    def mknod(self, path, mode, dev):
+        if not stat.S_ISFIFO(mode):
+            raise fuse.FuseOSError(errno.EPERM)
+        with self.lock:
+            self._learn_parent(path)
+            os.mkfifo(self._full(path), stat.S_IMODE(mode))
+            return self._created(path, "mknod")
+
+    def symlink(self, target, source):
+        with self.lock:
+            self._learn_parent(target)
+            os.symlink(source, self._full(target))
+            return self._created(target, "symlink", source)
+
+    def link(self, target, source):
+        with self.lock:
+            self._learn_parent(target)
+            os.link(self._full(source), self._full(target), follow_symlinks=False)
+            self.model.created(_rel(target), node_of(os.lstat(self._full(target))), "link")
+            return 0
+
+    def unlink(self, path):
+        with self.lock:
+            self._learn_parent(path)
+            buried = self._bury(path)
+            os.unlink(self._full(path))
+            if buried is not None:
+                self.model.buried(buried)
+            self.model.removed(_rel(path))
+            return 0
+
+    def rmdir(self, path):
+        with self.lock:
+            self._learn_parent(path)
+            os.rmdir(self._full(path))
+            self.model.removed(_rel(path), "rmdir")
+            return 0
+
+    def rename(self, old, new, flags=0):
+        if flags & RENAME_EXCHANGE:
+            raise fuse.FuseOSError(errno.EINVAL)
+        with self.lock:
+            self._learn_parent(old)
+            self._learn_parent(new)
+            try:
+                replaced = os.lstat(self._full(new))
+            except FileNotFoundError:
+                replaced = None
+            if replaced is not None and flags & RENAME_NOREPLACE:
+                raise fuse.FuseOSError(errno.EEXIST)
+            if replaced is not None and os.lstat(self._full(old)).st_ino == replaced.st_ino:
+                return 0
+            buried = self._bury(new) if replaced is not None and not stat.S_ISDIR(replaced.st_mode) else None
+            try:
+                os.rename(self._full(old), self._full(new))
+            except OSError:
+                if buried is not None:
+                    (self.graveyard / str(buried)).unlink(missing_ok=True)
+                raise
+            if buried is not None:
+                self.model.buried(buried)
+            if replaced is not None:
+                self.model.removed(_rel(new), f"replaced by {_rel(old)}")
+            self.model.renamed(_rel(old), _rel(new))
+            return 0
+
+    def fsyncdir(self, path, datasync, fh):
+        with self.lock:
+            for node_id in self.model.fsyncdir(_rel(path)):
+                (self.graveyard / str(node_id)).unlink(missing_ok=True)
+            return 0
+
+    # ---- file data
+    def _handle(self, fd: int, flags: int) -> int:
+        self.handles[fd] = _Handle(fd, os.fstat(fd).st_ino, flags)
+        return fd
+
+    def open(self, path, flags):
+        with self.lock:
+            fd = os.open(self._full(path), (flags & ~os.O_TRUNC & ~os.O_CREAT) | os.O_NOFOLLOW | os.O_CLOEXEC)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise fuse.FuseOSError(errno.EINVAL)
+            if flags & os.O_TRUNC:
+                self._truncate(_rel(path), fd, 0)
+            return self._handle(fd, flags)
+
+    def create(self, path, mode, flags):
+        with self.lock:
+            self._learn_parent(path)
+            full = self._full(path)
+            fd = os.open(full, (flags & ~os.O_TRUNC) | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+            self._created(path, "create")
+            return self._handle(fd, flags)
+
+    def read(self, path, size, offset, fh):
+        return os.pread(self.handles[fh].fd, size, offset)
+
+    def write(self, path, data, offset, fh):
+        with self.lock:
+            handle = self.handles[fh]
+            if handle.stale:
+                raise fuse.FuseOSError(errno.EIO)
+            node_id = self._touch(None if path is None else _rel(path), handle.fd)
+            if handle.append:
+                offset = self.model.size(node_id)
+            self._save(node_id, handle.fd, offset, offset + len(data))
+            written = os.pwrite(handle.fd, data, offset)
+            self.model.wrote(node_id, offset, written, self._append_log(data[:written]))
+            if handle.sync:
+                self.model.fsync(node_id)
+            return written
+
+    def _truncate(self, rel: str | None, fd: int, length: int) -> None:
+        node_id = self._touch(rel, fd)
+        self._save(node_id, fd, length, self.model.size(node_id))
+        os.ftruncate(fd, length)
+        self.model.truncated(node_id, length)
+
+    def truncate(self, path, length, fh=None):
+        with self.lock:
+            if fh in self.handles:
+                self._truncate(None if path is None else _rel(path), self.handles[fh].fd, length)
+                return 0
+            fd = os.open(self._full(path), os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                self._truncate(_rel(path), fd, length)
+            finally:
+                os.close(fd)
+            return 0
+
+    def fallocate(self, path, mode, offset, size, fh):
+        if mode:
+            raise fuse.FuseOSError(errno.EOPNOTSUPP)
+        with self.lock:
+            handle = self.handles[fh]
+            node_id = self._touch(None if path is None else _rel(path), handle.fd)
+            os.posix_fallocate(handle.fd, offset, size)
+            self.model.truncated(node_id, max(self.model.size(node_id), offset + size))
+            return 0
+
+    def fsync(self, path, datasync, fh):
+        with self.lock:
+            handle = self.handles.get(fh)
+            if handle is not None and not handle.stale:
+                self.model.fsync(handle.id)
+            return 0
+
+    def flush(self, path, fh):
+        return 0
+
+    def release(self, path, fh):
+        with self.lock:
+            handle = self.handles.pop(fh, None)
+            if handle is not None:
+                os.close(handle.fd)
+            return 0
+
+    # ---- the control channel
+    def init(self, path):
+        self.control.sendall(b'{"ready": true}\n')
+        threading.Thread(target=self._serve, name="lazyfs-control", daemon=True).start()
+
+    def _serve(self) -> None:
+        reader = self.control.makefile("rb")
+        for line in reader:
+            request = json.loads(line)
+            answer: dict[str, object]
+            try:
+                with self.lock:
+                    report = self.drop(request["variant"], int(request["seed"]))
+                answer = {"report": report.to_json()}
+            except Exception as error:  # noqa: BLE001 - the harness shows it; the daemon keeps serving
+                answer = {"error": f"{type(error).__name__}: {error}"}
+            self.control.sendall(json.dumps(answer).encode() + b"\n")
+        orphaned(self.mountpoint, self.state)
+
+    def drop(self, variant: str, seed: int) -> DropReport:
+        """Rewrite the backing directory to the durable state (call with the lock held)."""
+        plan = self.model.drop(variant, seed)
+        problems = [*self._restore_bytes(plan), *self._rebuild(plan)]
+        for handle in self.handles.values():
+            handle.stale = True  # a late write of a dead writer must not land in the durable state
+        for grave in self.graveyard.iterdir():
+            grave.unlink()
+        os.ftruncate(self.log, 0)
+        self.log_end = 0
+        self.model = self._fresh_model()
+        report = plan.report
+        return dataclasses.replace(report, problems=tuple(problems)) if problems else report
+
+    def _open_inode(self, node_id: int, source: str | None) -> int | str:
+        """An O_WRONLY fd on inode ``node_id`` at ``source`` (or its grave), else why not."""
+        path = str(self.graveyard / str(node_id)) if source is None else self._full(source)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as error:
+            return f"{source or '(unlinked file)'}: not restored ({error.strerror})"
+        st = os.fstat(fd)
+        if st.st_ino != node_id or not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            return f"{source}: not restored (no longer the file it was)"
+        return fd
+
+    def _restore_bytes(self, plan: DropPlan) -> list[str]:
+        problems = []
+        for restore in plan.restores:
+            fd = self._open_inode(restore.id, restore.source)
+            if isinstance(fd, str):
+                problems.append(fd)
+                continue
+            try:
+                for start, end, at in restore.pieces:
+                    os.pwrite(fd, os.pread(self.log, end - start, at), start)
+                os.ftruncate(fd, restore.size)
+                for offset, length, at in restore.kept:
+                    os.pwrite(fd, os.pread(self.log, length, at), offset)
+            finally:
+                os.close(fd)
+        return problems
+
+    def _rebuild(self, plan: DropPlan) -> list[str]:
+        problems = []
+        fresh, old = self.state / "next", self.state / "old"
+        shutil.rmtree(fresh, ignore_errors=True)
+        root = os.lstat(self.backing)
+        os.mkdir(fresh)
+        _set_meta(str(fresh), root)
+        for place in plan.places:
+            dst = str(fresh / place.path)
+            node = place.node
+            try:
+                if node.kind == DIR:
+                    _place_dir(dst, node, self._full(place.source) if place.source is not None else None, place.move)
+                elif node.kind == FILE:
+                    src = str(self.graveyard / str(node.id)) if place.source is None else self._full(place.source)
+                    if os.lstat(src).st_ino != node.id:
+                        raise OSError(errno.ESTALE, "no longer the file it was")
+                    os.link(src, dst, follow_symlinks=False)
+                elif node.kind == SYMLINK:
+                    os.symlink(node.target, dst)
+                    os.chown(dst, node.uid, node.gid, follow_symlinks=False)
+                elif stat.S_ISFIFO(node.mode):
+                    os.mkfifo(dst, stat.S_IMODE(node.mode))
+                    os.chown(dst, node.uid, node.gid)
+                else:
+                    problems.append(f"{place.path}: not restored (a special file)")
+            except OSError as error:
+                problems.append(f"{place.path}: not restored ({error.strerror or error})")
+        os.rename(self.backing, old)
+        os.rename(fresh, self.backing)
+        shutil.rmtree(old, ignore_errors=True)
+        return problems
+
+
+def _set_meta(path: str, st: os.stat_result | Node) -> None:
+    mode, uid, gid = (st.st_mode, st.st_uid, st.st_gid) if isinstance(st, os.stat_result) else (st.mode, st.uid, st.gid)
+    os.chown(path, uid, gid, follow_symlinks=False)
+    os.chmod(path, stat.S_IMODE(mode))
+
+
+def _place_dir(dst: str, node: Node, source: str | None, move: bool) -> None:
+    if move and source is not None:
+        os.rename(source, dst)
+        return
+    os.mkdir(dst)
+    current = os.lstat(source) if source is not None else None
+    _set_meta(dst, current if current is not None and stat.S_ISDIR(current.st_mode) else node)
+
+
+def orphaned(mount: str, state: Path) -> None:
+    """The harness is gone: detach the mount, put the backing contents back at it, and exit."""
+    subprocess.run(["fusermount3", "-u", "-z", mount], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    try:
+        os.rmdir(mount)
+        os.rename(state / "backing", mount)
+        shutil.rmtree(state, ignore_errors=True)
+    except OSError:
+        pass
+    os._exit(0)
+
+
+class _LazyFUSE(fuse.FUSE):
+    """mfusepy's FUSE, passing rename's flags on (it drops them: RENAME_NOREPLACE would replace)."""
+
+    def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
+        return self.operations.rename(old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="killpoint.harness.lazyfs.daemon")
+    parser.add_argument("--state", type=Path, required=True)
+    parser.add_argument("--mount", required=True)
+    parser.add_argument("--control-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    control = socket.socket(fileno=args.control_fd)
+    ops = LazyOps(args.state.absolute(), args.mount, control)
+    _LazyFUSE(
+        ops, args.mount, foreground=True, nothreads=True, allow_other=True, default_permissions=True,
+        fsname=FSNAME, subtype=FSNAME, attr_timeout=0, entry_timeout=0, negative_timeout=0, hard_remove=True,
+    )  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,455 @@
+"""The persistence model of the lazy file system: what a power loss keeps, as pure bookkeeping.
+
+The volatile state is the backing directory itself (what the runtime sees through the mount);
+this module keeps only what is needed to take it back to the durable state, the way ALICE's
+abstract model (Pillai et al., OSDI '14) and LazyFS (Ramos et al., EuroSys '24) define it:
+
+* a file's bytes become durable at fsync/fdatasync of that file; until then every write,
+  truncate and O_APPEND write is volatile. The model keeps an undo log (the durable bytes a
+  write or truncate destroyed, saved once) and a redo log (each unsynced write, for the torn
+  variants); both live in one log file the daemon owns, the model holds only offsets into it;
+* a directory's entries become durable at fsync of that directory, and only then; a rename is
+  atomic in the volatile state and reverts until each side's directory is synced;
+* what the mount held at start (or after the last drop) is durable. Directories are learnt
+  lazily: before the first change in a directory the daemon hands the model its listing (and
+  that of every ancestor), so a mount over a large tree costs nothing until it is changed.
+
+File identity is the backing inode's number. No I/O happens here: the daemon passes listings
+and sizes in, and executes the ``DropPlan`` a drop returns.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+FILE, DIR, SYMLINK, OTHER = "file", "dir", "symlink", "other"
+VARIANTS = ("plain", "op", "seq")
+
+
+@dataclass(frozen=True)
+class Node:
+    """One directory entry's target: its kind, inode number, and what recreating it needs."""
+
+    kind: str
+    id: int
+    mode: int = 0o755
+    uid: int = 0
+    gid: int = 0
+    target: str = ""  # a symlink's target
+
+
+Listing = Callable[[str], dict[str, Node]]  # a directory's path (relative, "" = root) -> its entries now
+
+
+@dataclass(frozen=True)
+class Write:
+    """One unsynced write: where it landed, and where its bytes sit in the daemon's log."""
+
+    seq: int
+    offset: int
+    length: int
+    log_at: int
+
+
+@dataclass
+class _Data:
+    """A file's data since its last fsync: its sizes, the durable bytes overwritten, the writes."""
+
+    size: int
+    durable_size: int
+    ever_synced: bool = False
+    saved: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, log_at), sorted, disjoint
+    writes: list[Write] = field(default_factory=list)
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self.saved or self.writes) or self.size != self.durable_size
+
+
+@dataclass(frozen=True)
+class Restore:
+    """Take one inode's bytes back to the durable state, then apply what a torn variant keeps."""
+
+    id: int
+    source: str | None  # a current path of the inode, None: it is in the graveyard
+    pieces: tuple[tuple[int, int, int], ...]  # (start, end, log_at): durable bytes to write back
+    size: int  # the durable size (before the kept writes)
+    kept: tuple[tuple[int, int, int], ...]  # (offset, length, log_at), in order
+
+
+@dataclass(frozen=True)
+class Place:
+    """Put one durable entry at ``path`` in the rebuilt tree (parents always come first)."""
+
+    path: str
+    node: Node
+    source: str | None  # a current path of the node (None: gone; a file then is in the graveyard)
+    move: bool  # an untouched directory: move it whole; else make it (files: link from source)
+
+
+@dataclass(frozen=True)
+class DropReport:
+    """What a power loss did, per file and per directory entry, for the evidence and the finding."""
+
+    variant: str
+    seed: int
+    files: tuple[dict, ...]
+    entries: tuple[dict, ...]
+    unsynced_writes: int
+    kept_writes: int
+    problems: tuple[str, ...] = ()  # what the drop met and could not restore safely (it follows nothing)
+
+    def to_json(self) -> dict:
+        return {
+            "variant": self.variant,
+            "seed": self.seed,
+            "files": [dict(f) for f in self.files],
+            "entries": [dict(e) for e in self.entries],
+            "unsynced_writes": self.unsynced_writes,
+            "kept_writes": self.kept_writes,
+            "problems": list(self.problems),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "DropReport":
+        return cls(
+            variant=data["variant"],
+            seed=data["seed"],
+            files=tuple(data["files"]),
+            entries=tuple(data["entries"]),
+            unsynced_writes=data["unsynced_writes"],
+            kept_writes=data["kept_writes"],
+            problems=tuple(data.get("problems", ())),
+        )
+
+    def lines(self) -> list[str]:
+        out = []
+        for f in self.files:
+            why = "not fsynced since" if f["ever_fsynced"] else "never fsynced"
+            out.extend(f"{f['path']}: bytes {start}..{end} dropped ({why})" for start, end in f["dropped"])
+            out.extend(f"{f['path']}: bytes {start}..{end} kept by the torn {self.variant} drop" for start, end in f["kept"])
+            if f["size_before"] != f["size_after"] and not f["dropped"]:
+                out.append(f"{f['path']}: size {f['size_before']} back to {f['size_after']} bytes ({why})")
+        out.extend(f"{e['path']}: {e['change']} undone ({e['undone']})" for e in self.entries)
+        out.extend(self.problems)
+        return out or ["nothing was lost: every write and directory change was durable"]
+
+    @property
+    def lost_anything(self) -> bool:
+        return bool(self.entries or self.problems) or any(f["dropped"] or f["size_before"] != f["size_after"] for f in self.files)
+
+
+@dataclass(frozen=True)
+class DropPlan:
+    """What the daemon does to the backing directory: restore bytes first, then rebuild the tree."""
+
+    restores: tuple[Restore, ...]
+    places: tuple[Place, ...]
+    report: DropReport
+
+
+def _join(parent: str, name: str) -> str:
+    return f"{parent}/{name}" if parent else name
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for start, end in sorted(r for r in ranges if r[1] > r[0]):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return out
+
+
+def _minus(start: int, end: int, taken: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """The parts of [start, end) not covered by ``taken`` (sorted, disjoint)."""
+    out: list[tuple[int, int]] = []
+    at = start
+    for t_start, t_end, _ in taken:
+        if t_end <= at or t_start >= end:
+            continue
+        if t_start > at:
+            out.append((at, t_start))
+        at = max(at, t_end)
+    if at < end:
+        out.append((at, end))
+    return out
+
+
+class PersistenceModel:
+    """The durable state of one mount, kept as the difference from the volatile backing directory."""
+
+    def __init__(self, root_id: int, listing: Listing) -> None:
+        self._listing = listing
+        self.root_id = root_id
+        self._volatile: dict[int, dict[str, Node]] = {}  # per learnt directory: its entries now
+        self._durable: dict[int, dict[str, Node]] = {}  # per learnt directory: its entries as last synced
+        self._names: dict[int, tuple[int, str]] = {}  # directory -> (parent, name), last known
+        self._synced_dirs: set[int] = set()
+        self._data: dict[int, _Data] = {}
+        self._origin: dict[tuple[int, str], str] = {}  # volatile entry -> how it got there
+        self._gone: dict[tuple[int, str], str] = {}  # vanished entry -> what removed it
+        self._graveyard: set[int] = set()
+        self._seq = 0
+
+    # ---- learning directories
+    def _learn(self, dir_id: int, path: str) -> None:
+        if dir_id not in self._volatile:
+            entries = self._listing(path)
+            self._volatile[dir_id] = dict(entries)
+            self._durable[dir_id] = dict(entries)
+            for name, node in entries.items():
+                if node.kind == DIR:
+                    self._names.setdefault(node.id, (dir_id, name))
+
+    def learn(self, dir_path: str) -> int:
+        """Learn the directory at ``dir_path`` and its ancestors (call before changing it); return its id."""
+        return self._resolve(dir_path, learning=True)
+
+    def _resolve(self, dir_path: str, learning: bool = False) -> int:
+        dir_id, path = self.root_id, ""
+        if learning:
+            self._learn(dir_id, path)
+        for name in filter(None, dir_path.split("/")):
+            if dir_id not in self._volatile:
+                raise RuntimeError(f"{path or '.'}/ changed before it was learnt")
+            node = self._volatile[dir_id].get(name)
+            if node is None or node.kind != DIR:
+                raise FileNotFoundError(dir_path)
+            dir_id, path = node.id, _join(path, name)
+            if learning:
+                self._learn(dir_id, path)
+        if dir_id not in self._volatile:
+            raise RuntimeError(f"{path or '.'}/ changed before it was learnt")
+        return dir_id
+
+    def _split(self, path: str) -> tuple[int, str]:
+        """The parent directory of ``path`` (learnt before the change) and its last name."""
+        parent, _, name = path.rpartition("/")
+        return self._resolve(parent), name
+
+    def _dir_path(self, dir_id: int) -> str:
+        parts = []
+        while dir_id != self.root_id and dir_id in self._names:
+            dir_id, name = self._names[dir_id]
+            parts.append(name)
+        return "/".join(reversed(parts))
+
+    def _where(self, node_id: int) -> str | None:
+        """A current path of the inode, from the learnt directories; None when it has none."""
+        for dir_id, entries in self._volatile.items():
+            for name, node in entries.items():
+                if node.id == node_id and self._reachable(dir_id):
+                    return _join(self._dir_path(dir_id), name)
+        return None
+
+    def _reachable(self, dir_id: int) -> bool:
+        seen = set()
+        while dir_id != self.root_id:
+            if dir_id in seen or dir_id not in self._names:
+                return False
+            seen.add(dir_id)
+            parent, name = self._names[dir_id]
+            node = self._volatile.get(parent, {}).get(name)
+            if node is None or node.id != dir_id:
+                return False
+            dir_id = parent
+        return True
+
+    # ---- directory changes (call after the change succeeded on the backing directory)
+    def created(self, path: str, node: Node, change: str = "create") -> None:
+        dir_id, name = self._split(path)
+        self._volatile[dir_id][name] = node
+        self._origin[(dir_id, name)] = change
+        if node.kind == DIR:
+            self._names[node.id] = (dir_id, name)
+            self._volatile.setdefault(node.id, {})
+            self._durable.setdefault(node.id, {})
+        elif node.kind == FILE and change != "link":
+            self._data[node.id] = _Data(size=0, durable_size=0)
+
+    def keep_on_unlink(self, path: str) -> int | None:
+        """The inode to preserve in the graveyard before ``path``'s unlink, or None to let it go."""
+        dir_id, name = self._split(path)
+        node = self._volatile[dir_id].get(name)
+        if node is None or node.kind != FILE:
+            return None
+        others = sum(n.id == node.id for e in self._volatile.values() for n in e.values()) - 1
+        needed = node.id in self._data or any(n.id == node.id for e in self._durable.values() for n in e.values())
+        return node.id if needed and not others and node.id not in self._graveyard else None
+
+    def buried(self, node_id: int) -> None:
+        """The daemon linked the inode into the graveyard."""
+        self._graveyard.add(node_id)
+
+    def removed(self, path: str, change: str = "unlink") -> None:
+        dir_id, name = self._split(path)
+        node = self._volatile[dir_id].pop(name, None)
+        self._origin.pop((dir_id, name), None)
+        self._gone.setdefault((dir_id, name), change)
+        if node is not None and node.kind == FILE and node.id not in self._graveyard:
+            if not any(n.id == node.id for e in self._volatile.values() for n in e.values()):
+                self._data.pop(node.id, None)
+
+    def renamed(self, old: str, new: str) -> None:
+        """``old`` was renamed over ``new`` (remove_or_bury ``new`` first when it existed)."""
+        src_dir, src_name = self._split(old)
+        dst_dir, dst_name = self._split(new)
+        node = self._volatile[src_dir].pop(src_name)
+        self._origin.pop((src_dir, src_name), None)
+        self._gone.setdefault((src_dir, src_name), f"rename to {new}")
+        self._volatile[dst_dir][dst_name] = node
+        self._origin[(dst_dir, dst_name)] = f"rename from {old}"
+        if node.kind == DIR:
+            self._names[node.id] = (dst_dir, dst_name)
+
+    def fsyncdir(self, path: str) -> list[int]:
+        """The directory's entries are durable now; return graveyard inodes no longer needed."""
+        dir_id = self.learn(path)
+        self._durable[dir_id] = dict(self._volatile[dir_id])
+        self._synced_dirs.add(dir_id)
+        for key in [k for k in (*self._origin, *self._gone) if k[0] == dir_id]:
+            self._origin.pop(key, None)
+            self._gone.pop(key, None)
+        linked = {n.id for e in self._durable.values() for n in e.values()}
+        freed = sorted(i for i in self._graveyard if i not in linked)
+        for node_id in freed:
+            self._graveyard.discard(node_id)
+            self._data.pop(node_id, None)
+        return freed
+
+    # ---- file data
+    def _file(self, node_id: int, size: int) -> _Data:
+        return self._data.setdefault(node_id, _Data(size=size, durable_size=size))
+
+    def knows(self, node_id: int) -> bool:
+        return node_id in self._data
+
+    def touch(self, path: str | None, node_id: int, size: int) -> None:
+        """Before the first data change of a file: learn its directory (None: it is unlinked), and its size."""
+        if path is not None:
+            self.learn(path.rpartition("/")[0])
+        self._file(node_id, size)
+
+    def to_save(self, node_id: int, start: int, end: int) -> list[tuple[int, int]]:
+        """The durable bytes in [start, end) a change is about to destroy and not yet saved."""
+        data = self._data[node_id]
+        return _minus(start, min(end, data.durable_size), data.saved) if start < data.durable_size else []
+
+    def saved(self, node_id: int, start: int, end: int, log_at: int) -> None:
+        data = self._data[node_id]
+        data.saved.append((start, end, log_at))
+        data.saved.sort()
+
+    def wrote(self, node_id: int, offset: int, length: int, log_at: int) -> None:
+        data = self._data[node_id]
+        self._seq += 1
+        data.writes.append(Write(self._seq, offset, length, log_at))
+        data.size = max(data.size, offset + length)
+
+    def truncated(self, node_id: int, size: int) -> None:
+        self._data[node_id].size = size
+
+    def size(self, node_id: int) -> int:
+        return self._data[node_id].size
+
+    def fsync(self, node_id: int) -> None:
+        data = self._data.get(node_id)
+        if data is not None:
+            data.durable_size, data.saved, data.writes, data.ever_synced = data.size, [], [], True
+
+    # ---- the power loss
+    def drop(self, variant: str = "plain", seed: int = 0) -> DropPlan:
+        """What the backing directory must become: the durable state, plus a torn variant's bytes."""
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown drop variant {variant!r}: use one of {', '.join(VARIANTS)}")
+        self.learn("")
+        places, durable_paths = self._durable_tree()
+        dirty = {i: d for i, d in self._data.items() if d.dirty}
+        kept = self._torn(variant, random.Random(seed), {i: d for i, d in dirty.items() if i in durable_paths})
+        restores, files = [], []
+        for node_id, data in sorted(dirty.items()):
+            survives = node_id in durable_paths
+            keep = kept.get(node_id, ())
+            if survives:
+                source = None if node_id in self._graveyard else self._where(node_id)
+                restores.append(Restore(node_id, source, tuple(data.saved), data.durable_size, keep))
+            kept_ranges = [(offset, offset + length) for offset, length, _ in keep]
+            files.append(
+                {
+                    "path": durable_paths.get(node_id) or self._where(node_id) or f"(inode {node_id}, unlinked)",
+                    "size_before": data.size,
+                    "size_after": max([data.durable_size, *(e for _, e in kept_ranges)]) if survives else 0,
+                    "dropped": _drop_ranges(data, kept_ranges, survives),
+                    "kept": _merge(kept_ranges),
+                    "ever_fsynced": data.ever_synced,
+                }
+            )
+        report = DropReport(
+            variant=variant,
+            seed=seed,
+            files=tuple(files),
+            entries=tuple(self._undone_entries()),
+            unsynced_writes=sum(len(d.writes) for d in dirty.values()),
+            kept_writes=sum(1 for k in kept.values() for _, length, _ in k if length),
+        )
+        return DropPlan(tuple(restores), tuple(places), report)
+
+    def _durable_tree(self) -> tuple[list[Place], dict[int, str]]:
+        places: list[Place] = []
+        paths: dict[int, str] = {}
+        todo = [(self.root_id, "")]
+        while todo:
+            dir_id, dir_path = todo.pop()
+            for name, node in sorted(self._durable[dir_id].items()):
+                path = _join(dir_path, name)
+                source = self._where(node.id) if node.kind in (FILE, DIR) else None
+                untouched = node.kind == DIR and node.id not in self._volatile
+                places.append(Place(path, node, source, move=untouched and source is not None))
+                if node.kind == FILE:
+                    paths.setdefault(node.id, path)
+                elif node.kind == DIR and not untouched:
+                    todo.append((node.id, path))
+        return places, paths
+
+    def _torn(self, variant: str, rng: random.Random, candidates: dict[int, _Data]) -> dict[int, tuple]:
+        writes = [(w, i) for i, d in candidates.items() for w in d.writes if w.length]
+        if variant == "plain" or not writes:
+            return {}
+        last, node_id = max(writes, key=lambda pair: pair[0].seq)
+        if variant == "op":
+            return {node_id: ((last.offset, rng.randrange(last.length), last.log_at),)}
+        own = sorted((w for w in candidates[node_id].writes if w.length), key=lambda w: w.seq)
+        chosen = own
+        while len(own) >= 2 and len(chosen) in (0, len(own)):
+            chosen = [w for w in own if rng.random() < 0.5]
+        return {node_id: tuple((w.offset, w.length, w.log_at) for w in chosen)}
+
+    def _undone_entries(self) -> list[dict]:
+        out = []
+        for dir_id in sorted(self._volatile):
+            dir_path = self._dir_path(dir_id)
+            why = f"{dir_path or '.'}/ " + ("not fsynced since" if dir_id in self._synced_dirs else "never fsynced")
+            now, durable = self._volatile[dir_id], self._durable[dir_id]
+            for name in sorted(set(now) | set(durable)):
+                if now.get(name) == durable.get(name):
+                    continue
+                path = _join(dir_path, name)
+                if name in now:
+                    out.append({"path": path, "change": self._origin.get((dir_id, name), "change"), "undone": why})
+                else:
+                    out.append({"path": path, "change": self._gone.get((dir_id, name), "unlink"), "undone": why})
+        return out
+
+
+def _drop_ranges(data: _Data, kept: list[tuple[int, int]], survives: bool) -> list[list[int]]:
+    written = [(w.offset, w.offset + w.length) for w in data.writes]
+    if not survives:
+        return _merge(written)
+    lost = []
+    for start, end in _merge(written):
+        lost.extend(_minus(start, end, sorted((s, e, 0) for s, e in kept)))
+    return [list(r) for r in lost]

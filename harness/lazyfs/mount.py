@@ -1,0 +1,201 @@
+"""The harness side of the lazy file system: mount one over a run's directory, drop, unmount.
+
+A ``LazyMount`` moves what the directory holds into a backing directory under a harness-only
+``state`` folder and serves it back at the same path through the daemon (its own process group,
+a socket pair as its control channel: when the harness dies, even by SIGKILL, the daemon sees the
+channel close, detaches the mount and puts the contents back). The mount stays up for the whole
+run, so a container bound to it keeps seeing it; ``drop`` rewrites the state under it in place.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from killpoint.errors import ConfigError
+from killpoint.harness.lazyfs.model import VARIANTS, DropReport
+
+FSNAME = "killpoint-lazyfs"  # fsname and subtype of every mount: stale ones are found by this name only
+FUSE_DEVICE_ENV = "KILLPOINT_FUSE_DEVICE"  # tests point it at a missing path to see the refusal
+LIBFUSE = "libfuse3.so.3"
+START_SECONDS = 10.0
+DROP_SECONDS = 60.0
+EXIT_SECONDS = 5.0
+_FIX = "install FUSE 3 (`apt-get install fuse3`) and `pip install mfusepy==3.1.1`, or run without --power-loss"
+
+
+class LazyFsUnavailable(ConfigError):
+    """A lazy file system cannot be mounted here (the message names the cause and the fix)."""
+
+
+_probed = False
+
+
+def probe() -> None:
+    """Raise LazyFsUnavailable unless a lazy fs can be mounted here; a success is cached per process."""
+    global _probed
+    if _probed:
+        return
+    device = os.environ.get(FUSE_DEVICE_ENV, "/dev/fuse")
+    if not os.path.exists(device):
+        raise LazyFsUnavailable(f"--power-loss needs FUSE, and {device} does not exist (a container needs --device /dev/fuse): {_FIX}")
+    if shutil.which("fusermount3") is None:
+        raise LazyFsUnavailable(f"--power-loss needs FUSE, and fusermount3 is not on PATH: {_FIX}")
+    if ctypes.util.find_library("fuse3") is None:
+        raise LazyFsUnavailable(f"--power-loss needs FUSE, and {LIBFUSE} is not installed: {_FIX}")
+    if importlib.util.find_spec("mfusepy") is None:
+        raise LazyFsUnavailable(f"--power-loss needs the Python package mfusepy, which is not installed: {_FIX}")
+    with tempfile.TemporaryDirectory(prefix="killpoint-lazyfs-probe-") as scratch:
+        (Path(scratch) / "mnt").mkdir()
+        LazyMount.start(Path(scratch) / "mnt", Path(scratch) / "state").close()
+    _probed = True
+
+
+class LazyMount:
+    """One lazy fs mounted at ``mount`` over ``backing``, served by a daemon child of the harness."""
+
+    def __init__(self, mount: Path, state: Path, process: subprocess.Popen, channel: socket.socket) -> None:
+        self.mount = mount
+        self.state = state
+        self._process = process
+        self._channel = channel
+        self._answers = channel.makefile("rb")
+        self._closed = False
+
+    def __repr__(self) -> str:
+        status = "closed" if self._closed else f"daemon pid {self._process.pid}"
+        return f"LazyMount({str(self.mount)!r}, {status})"
+
+    @classmethod
+    def start(cls, mount: Path, state: Path) -> "LazyMount":
+        """Move what ``mount`` holds into ``state``/backing, then mount the lazy fs at ``mount`` over it."""
+        mount, state = Path(os.path.abspath(mount)), Path(os.path.abspath(state))
+        if os.path.ismount(mount):
+            raise LazyFsUnavailable(f"{mount} is a mount point already (a stale lazy fs? `killpoint clean` removes it)")
+        state.mkdir(parents=True, exist_ok=True)
+        backing = state / "backing"
+        _move_tree(mount, backing)
+        os.mkdir(mount)
+        shutil.copystat(backing, mount, follow_symlinks=False)
+        os.chown(mount, (st := os.lstat(backing)).st_uid, st.st_gid)
+        ours, theirs = socket.socketpair()
+        with open(state / "daemon.log", "wb") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "killpoint.harness.lazyfs.daemon", "--state", str(state), "--mount", str(mount),
+                 "--control-fd", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True, env={**os.environ, "FUSE_LIBRARY_PATH": LIBFUSE},
+            )  # fmt: skip
+        theirs.close()
+        lazy = cls(mount, state, process, ours)
+        try:
+            ready = lazy._answer(START_SECONDS)
+        except (OSError, ValueError) as error:
+            ready = {"error": str(error)}
+        if ready.get("ready") is not True:
+            lazy.close()
+            raise LazyFsUnavailable(f"the lazy file system could not be mounted at {mount} ({ready.get('error', ready)}): {_FIX}")
+        return lazy
+
+    def _answer(self, seconds: float) -> dict:
+        self._channel.settimeout(seconds)
+        line = self._answers.readline()
+        if not line:
+            raise ValueError(f"the lazy fs daemon (pid {self._process.pid}) exited: {self._daemon_output()}")
+        return json.loads(line)
+
+    def _daemon_output(self) -> str:
+        try:
+            return (self.state / "daemon.log").read_text(errors="replace").strip()[-2000:] or "no output"
+        except OSError:
+            return "no output"
+
+    def drop(self, variant: str = "plain", seed: int = 0) -> DropReport:
+        """Call only with every writer dead: rewrite the backing directory to the durable state."""
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown drop variant {variant!r}: use one of {', '.join(VARIANTS)}")
+        if self._closed:
+            raise RuntimeError(f"{self!r}: drop after close")
+        self._channel.sendall(json.dumps({"variant": variant, "seed": seed}).encode() + b"\n")
+        answer = self._answer(DROP_SECONDS)
+        if "error" in answer:
+            raise RuntimeError(f"the lazy fs drop at {self.mount} failed: {answer['error']}")
+        return DropReport.from_json(answer["report"])
+
+    def close(self) -> None:
+        """Unmount, confirm the daemon gone, put the backing contents back at ``mount``, remove ``state``."""
+        if self._closed:
+            return
+        self._closed = True
+        if os.path.ismount(self.mount):
+            _unmount(self.mount)
+        try:
+            self._process.wait(EXIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait(EXIT_SECONDS)
+        if os.path.ismount(self.mount):
+            _unmount(self.mount, lazily=True)
+        self._answers.close()
+        self._channel.close()
+        backing = self.state / "backing"
+        if backing.is_dir():
+            _move_tree(backing, self.mount)
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+def _unmount(mount: Path, lazily: bool = False) -> bool:
+    """fusermount3 -u (then -u -z when the mount is busy); True once ``mount`` is no mount point."""
+    for flags in (["-u", "-z"],) if lazily else (["-u"], ["-u", "-z"]):
+        subprocess.run(["fusermount3", *flags, str(mount)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        deadline = time.monotonic() + EXIT_SECONDS
+        while os.path.ismount(mount) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not os.path.ismount(mount):
+            return True
+    return False
+
+
+def _move_tree(src: Path, dst: Path) -> None:
+    """Put directory ``src`` at ``dst`` (an absent or empty directory), entries and all, following no symlink."""
+    if dst.is_dir() and not dst.is_symlink():
+        dst.rmdir()
+    try:
+        os.rename(src, dst)
+    except OSError:  # another file system: move entry by entry
+        dst.mkdir()
+        for entry in os.scandir(src):
+            shutil.move(entry.path, dst / entry.name)
+        src.rmdir()
+
+
+def _unescape(field: str) -> str:
+    return field.encode().decode("unicode_escape")
+
+
+def unmount_stale(under: Path) -> list[str]:
+    """Lazily unmount every FSNAME mount at or under ``under`` (left by a SIGKILLed harness); say which."""
+    root = os.path.abspath(under)
+    found = []
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as mountinfo:
+        for line in mountinfo:
+            fields, _, tail = line.partition(" - ")
+            fstype, source = (tail.split() + ["", ""])[:2]
+            point = _unescape(fields.split()[4])
+            if (fstype == f"fuse.{FSNAME}" or source == FSNAME) and (point == root or point.startswith(root.rstrip("/") + "/")):
+                found.append(point)
+    out = []
+    for point in sorted(found, reverse=True):
+        unmounted = _unmount(Path(point), lazily=True)
+        out.append(f"{point}: stale lazy fs {'unmounted' if unmounted else 'could not be unmounted'}")
+    return out
