@@ -36,6 +36,7 @@ from killpoint.harness.model import (
     UNKNOWN,
     Finding,
     GoldenRun,
+    PowerLoss,
     RuleResult,
     TornTail,
     Verdict,
@@ -68,7 +69,8 @@ def kill_copies(evidence: Evidence) -> str | None:
     killed = [incarnation for incarnation in evidence.incarnations if incarnation.killed_at is not None]
     if len(evidence.journals_at_kill) < len(killed):
         return f"{len(killed)} kill(s) made but {len(evidence.journals_at_kill)} journal copies found"
-    refused = [why for name, why in evidence.unreadable.items() if name.startswith("journal-at-kill-")]
+    refused = [why for name, why in evidence.unreadable.items()
+               if name.startswith(("journal-at-kill-", "journal-after-drop-"))]
     if refused:
         return "; ".join(refused)
     for number, incarnation in enumerate(killed):
@@ -79,6 +81,9 @@ def kill_copies(evidence: Evidence) -> str | None:
         kill = incarnation.kill
         if kill is not None and isinstance(kill.fault, TornTail) and tearable and not torn_kept:
             return (f"kill {number} ({incarnation.killed_at}) tore the journal but {torn_journal_name(number)} "
+                    f"is missing: what the next incarnation found is not known")
+        if kill is not None and isinstance(kill.fault, PowerLoss) and not torn_kept:
+            return (f"kill {number} ({incarnation.killed_at}) was a power loss but the journal after its drop "
                     f"is missing: what the next incarnation found is not known")
     return None
 

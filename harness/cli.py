@@ -45,6 +45,7 @@ from killpoint.harness.session import (
     raise_terminated,
 )
 from killpoint.harness.show import add_show_parser, command_show
+from killpoint.harness.schedule import EveryKill
 from killpoint.harness.spec import run_spec, spec_for_token, spec_from_args
 from killpoint.harness.summary import summarise
 from killpoint.harness.token import ReproToken
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedules.add_argument("--kill-at", action="append", default=[], metavar="KILL",
                            help="kill there; repeat for later incarnations: c3:after_effect, after_decisions, "
                                 "c3:after_started+ (next point), @0.05 (seconds), ledger:effect:c3; /now kills with "
-                                "no pause (c3:after_effect/now); /torn:500 tears")
+                                "no pause (c3:after_effect/now); /torn:500 tears; /power loses what was never fsynced")
     schedules.add_argument("--kill-on", action="append", default=[], metavar="EVENT",
                            help="kill as soon as the journal or ledger shows EVENT (journal:started:c5, ledger:effect:c3)")
     schedules.add_argument("--exhaustive", action="store_true", help="every schedule of up to --depth kills at reached points")
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "and last crash point, or journal/ledger write)")
     schedules.add_argument("--torn-tail", action="store_true", help="tear the journal's last record after kills that follow a write")
     schedules.add_argument("--no-pause", action="store_true", help=defaults.NO_PAUSE_HELP)
+    schedules.add_argument("--power-loss", action="store_true", help=defaults.POWER_LOSS_HELP)
     schedules.add_argument("--drift", metavar="TOOL=CLASS", help="hand recovery incarnations a catalogue where TOOL has CLASS")
     schedules.add_argument("--seed", type=int, help=f"seed of --random/--timed (default: {defaults.SEED_HELP})")
     output = run.add_argument_group("output")
@@ -125,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     hunt.add_argument("--seed", type=int, default=defaults.HUNT_SEED, help=f"Hypothesis seed (default {defaults.HUNT_SEED})")
     hunt.add_argument("--out", type=Path, default=Path("."), help="where the shrunk scenario file goes (default .)")
     hunt.add_argument("--no-pause", action="store_true", help=defaults.NO_PAUSE_HELP)
+    hunt.add_argument("--power-loss", action="store_true", help=defaults.POWER_LOSS_HELP)
 
     repro = commands.add_parser("repro", help="rerun exactly the run a token names and print its timeline")
     repro.add_argument("token")
@@ -141,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument("--keep", type=int, metavar="N", help="keep the N newest sessions")
     prune.add_argument("--older-than", type=float, metavar="DAYS", help="remove sessions older than DAYS days")
 
-    clean = commands.add_parser("clean", help="remove containers of killpoint runs whose harness is gone (by label)")
+    clean = commands.add_parser("clean", help="remove containers of killpoint runs whose harness is gone (by label), and unmount lazy file systems (--power-loss) whose daemon is gone")
     clean.add_argument("--all", action="store_true", help="also the containers of harnesses still running")
     image = commands.add_parser("image", help="the docker backend's local image (built here, never pulled)")
     image.add_argument("action", choices=["build"], help="build: (re)build it from an empty root filesystem")
@@ -289,7 +292,8 @@ def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
         _positive(flag, value)
     started = time.monotonic()
     result = hunt(args.scenarios, args.workload, args.out, max_examples=args.examples,
-                  max_calls=args.max_calls, seed=args.seed, no_pause=args.no_pause)
+                  max_calls=args.max_calls, seed=args.seed,
+                  every_kill=EveryKill(no_pause=args.no_pause, power_loss=args.power_loss))
     seconds = time.monotonic() - started
     found = result.found
     if found is None and result.unknown:
@@ -357,10 +361,12 @@ def command_prune(args: argparse.Namespace, out: TextIO) -> int:
 
 def command_containers(args: argparse.Namespace, out: TextIO) -> int:
     """``killpoint clean`` and ``killpoint image build``: the docker backend's housekeeping."""
+    from killpoint.harness import lazyfs
     from killpoint.harness.backends import _engine
 
     if args.command == "clean":
         out.writelines(f"removed {path}, the control directory of a harness process now gone\n" for path in sweep_abandoned_control_dirs())
+        out.writelines(f"unmounted {mount}\n" for mount in lazyfs.unmount_stale(Path("/")))
         removed = _engine.remove_leftovers(_engine.connect(), everything=args.all)
         out.writelines(f"removed {description}\n" for description in removed)
         out.write(f"killpoint clean: {len(removed)} container(s) removed\n")

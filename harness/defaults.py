@@ -18,6 +18,10 @@ RUNS_DIR_HELP = "./killpoint-runs/TIME-SCENARIO-PID"
 NO_PAUSE_HELP = ("make every crash-point kill /now: the point is answered 'kill' and the workload SIGKILLs itself "
                  "at once, so no thread of it runs on (a paused point lets background writers finish)")
 
+POWER_LOSS_HELP = ("make every kill a power loss (/power): the runtime's storage is a lazy file system, and "
+                   "after the kill every write it never fsynced (file data, or a directory's entries) is lost; "
+                   "with --torn-tail, torn power losses (part of the last unsynced write, or some of them)")
+
 HUNT_EXAMPLES = 200
 HUNT_MAX_CALLS = 6
 HUNT_SEED = 0

@@ -23,6 +23,7 @@ from killpoint.catalogue import Catalogue, catalogue_problems
 from killpoint.client import parse_json_lines
 from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import read_bounded
+from killpoint.harness.lazyfs.model import DropReport
 from killpoint.harness.model import TIMEOUT, DurableState, Incarnation, KillSyntaxError, Plan, StoreReader, parse_kill
 
 
@@ -163,6 +164,8 @@ class Evidence:
     stores_found: tuple[DurableState | None, ...] = ()
     store_final: DurableState | None = None
     golden_store_final: DurableState | None = None
+    # What each power loss dropped, by kill number: its report's lines, each prefixed with the report's file name.
+    drops: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     def journal_records(self, kind: str) -> list[Line]:
         return [line for line in self.journal.lines if line.get("kind") == kind]
@@ -224,6 +227,32 @@ def torn_journal_path(run_dir: Path, kill_number: int) -> Path:
     return run_dir / torn_journal_name(kill_number)
 
 
+def journal_after_drop_path(run_dir: Path, kill_number: int) -> Path:
+    """The journal after power loss ``kill_number`` dropped what was never durable: what the next incarnation found."""
+    return run_dir / f"journal-after-drop-{kill_number}.jsonl"
+
+
+def found_journal_path(run_dir: Path, kill_number: int) -> Path:
+    """Where the journal the next incarnation found is kept when kill ``kill_number``'s fault changed it."""
+    dropped = journal_after_drop_path(run_dir, kill_number)
+    return dropped if os.path.lexists(dropped) else torn_journal_path(run_dir, kill_number)
+
+
+def power_loss_report_path(run_dir: Path, kill_number: int) -> Path:
+    """What power loss ``kill_number`` dropped (the lazy file system's ``DropReport``)."""
+    return run_dir / f"power-loss-{kill_number}.json"
+
+
+def disk_at_kill_path(run_dir: Path, kill_number: int) -> Path:
+    """The runtime's storage (its lazy file system) as power loss ``kill_number``'s kill left it, before the drop."""
+    return run_dir / f"disk-at-kill-{kill_number}"
+
+
+def disk_after_drop_path(run_dir: Path, kill_number: int) -> Path:
+    """The runtime's storage after power loss ``kill_number``'s drop: what a disk that lost power would hold."""
+    return run_dir / f"disk-after-drop-{kill_number}"
+
+
 STORE_AT_KILL_PREFIX = "store-at-kill-"
 
 
@@ -237,8 +266,9 @@ def store_at_kill_path(run_dir: Path, kill_number: int) -> Path:
 
 
 def store_found_name(kill_number: int) -> str:
-    """The store as the next incarnation found it, where the torn tail of kill ``kill_number`` cut a file of it."""
-    return f"{store_at_kill_name(kill_number)}.torn"
+    """The store as the next incarnation found it, where kill ``kill_number``'s fault changed it after the kill:
+    a torn tail cut a file of it, or a power loss dropped what was never durable."""
+    return f"{store_at_kill_name(kill_number)}.found"
 
 
 def store_found_path(run_dir: Path, kill_number: int) -> Path:
@@ -289,8 +319,10 @@ def _read_stores(run_dir: Path, kills: int, reading: StoreReading, unreadable: d
     holds_journal = protocol.JOURNAL_NAME in reading.reader.files(reading.plan)
     for number in range(kills):
         state, why = read_store_copy(store_at_kill_path(run_dir, number), reading)
-        # The nemesis copies the store again after a torn tail cut the journal, when the journal is a file of it.
-        torn_kept = holds_journal and os.path.lexists(torn_journal_path(run_dir, number))
+        # The nemesis copies the store again after a torn tail cut the journal, when the journal is a file of it,
+        # and after every power loss.
+        torn_kept = ((holds_journal and os.path.lexists(torn_journal_path(run_dir, number)))
+                     or os.path.lexists(power_loss_report_path(run_dir, number)))
         torn, torn_why = (read_store_copy(store_found_path(run_dir, number), reading) if torn_kept
                           else (None, None))
         if state is None or torn_why is not None:
@@ -341,12 +373,12 @@ def read_evidence(run_dir: Path, store: StoreReading | None = None) -> Evidence:
     kept = next((number for number in range(kills) if not os.path.lexists(journal_at_kill_path(run_dir, number))),
                 kills)
     at_kill = tuple(read_lines(journal_at_kill_path(run_dir, number)) for number in range(kept))
-    found = tuple(read_lines(torn_journal_path(run_dir, number)) if os.path.lexists(torn_journal_path(run_dir, number))
-                  else None for number in range(kept))
+    found = tuple(read_lines(found_journal_path(run_dir, number))
+                  if os.path.lexists(found_journal_path(run_dir, number)) else None for number in range(kept))
     ledger = read_lines(paths["ledger"], "ledger.jsonl")
     harness_written = {paths["ledger"].name: ledger,
                        **{journal_at_kill_path(run_dir, number).name: copy for number, copy in enumerate(at_kill)},
-                       **{torn_journal_path(run_dir, number).name: copy for number, copy in enumerate(found)}}
+                       **{found_journal_path(run_dir, number).name: copy for number, copy in enumerate(found)}}
     unreadable.update({name: lines.refused for name, lines in harness_written.items()
                        if lines is not None and lines.refused is not None})
     catalogues = {}
@@ -357,6 +389,8 @@ def read_evidence(run_dir: Path, store: StoreReading | None = None) -> Evidence:
         else:
             unreadable[name] = why or name
     stores = _read_stores(run_dir, kills, store, unreadable) if store is not None else {}
+    drops = {number: lines for number in range(kills)
+             if (lines := read_drop(power_loss_report_path(run_dir, number))) is not None}
     return Evidence(
         journal=read_lines(paths["journal"], "journal.jsonl"),
         journals_at_kill=at_kill,
@@ -366,5 +400,21 @@ def read_evidence(run_dir: Path, store: StoreReading | None = None) -> Evidence:
         incarnations=incarnations,
         catalogues=catalogues,
         unreadable=unreadable,
+        drops=drops,
         **stores,
     )
+
+
+def read_drop(path: Path) -> tuple[str, ...] | None:
+    """A power loss's report as lines (``power-loss-0.json: journal.jsonl: bytes 0..296 dropped ...``); None if absent.
+
+    The lines are evidence quoted beside a finding, never judged from: a report
+    that cannot be read is said so in its one line.
+    """
+    try:
+        lines = DropReport.from_json(json.loads(read_bounded(path))).lines()
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        lines = [f"unreadable: {error}"]
+    return tuple(f"{path.name}: {line}" for line in lines)

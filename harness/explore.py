@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -27,12 +27,12 @@ from killpoint.harness.model import (
     Plan,
 )
 from killpoint.harness.schedule import (
+    POWER_TORN_PERMILLES,
     RandomFaults,
     Schedule,
     children,
     derived_seed,
     format_schedule,
-    non_pausing,
     random_schedule,
     torn_variants,
 )
@@ -89,6 +89,7 @@ class ExhaustiveMode:
 
     depth: int = defaults.DEPTH
     torn: bool = False  # each level's kills after a journal write once more, with a torn tail
+    power_loss: bool = False  # every kill a power loss (``--power-loss``): torn tails become torn-op and torn-seq
 
     @property
     def needs_rendezvous(self) -> bool:
@@ -97,12 +98,18 @@ class ExhaustiveMode:
     def describe(self) -> str:
         return f"exhaustive to depth {self.depth}{' with torn tails' if self.torn else ''}"
 
+    def _tears(self) -> tuple[int, ...]:
+        """The per mille each kill after a journal write is torn with, once per torn variant of the fault."""
+        if not self.torn:
+            return ()
+        return POWER_TORN_PERMILLES if self.power_loss else (500,)
+
     def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
         def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
             level: list[Schedule] = children((), golden.points)
             index = 0
             for kills in range(1, self.depth + 1):
-                schedules = level + (torn_variants(level) if self.torn else [])
+                schedules = level + [torn for permille in self._tears() for torn in torn_variants(level, permille)]
                 jobs = [Job(index + offset, schedule, drift=drift) for offset, schedule in enumerate(schedules)]
                 index += len(jobs)
                 yield jobs
@@ -265,17 +272,17 @@ def shard_of(job: Job, shards: int) -> int:
     return int.from_bytes(hashlib.sha256(root.encode()).digest()[:8], "big") % shards + 1
 
 
-def without_pauses(batches: JobBatches) -> JobBatches:
-    """The same jobs with every crash-point kill ``/now`` (``--no-pause``).
+def with_schedules(batches: JobBatches, change: Callable[[Schedule], Schedule]) -> JobBatches:
+    """The same jobs with each schedule changed by ``change``: ``non_pausing`` (``--no-pause``), ``power_lost``.
 
     Exhaustive depth k+1 still grows from the points depth k reached: the
-    outcomes it reads are those of the ``/now`` jobs, and the kills it adds are
-    made ``/now`` here in turn.
+    outcomes it reads are those of the changed jobs, and the kills it adds are
+    changed here in turn (``change`` leaves a changed kill as it is).
     """
 
     def mapped(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
         for batch in batches(golden, outcomes):
-            yield [replace(job, schedule=non_pausing(job.schedule)) for job in batch]
+            yield [replace(job, schedule=change(job.schedule)) for job in batch]
 
     return mapped
 

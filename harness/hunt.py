@@ -31,12 +31,12 @@ from hypothesis import strategies as st
 
 from killpoint import protocol
 from killpoint.errors import ConfigError, WorkloadError
-from killpoint.harness import defaults
+from killpoint.harness import defaults, lazyfs
 from killpoint.harness.backends import Backend, make_backend
 from killpoint.harness.model import Drift, GoldenRun, Plan, PlannedCall, Scenario, Verdict
 from killpoint.harness.runner import run_golden
 from killpoint.harness.scenario import load_scenario, with_workload
-from killpoint.harness.schedule import Schedule, draw_schedule, non_pausing
+from killpoint.harness.schedule import EveryKill, Schedule, draw_schedule
 from killpoint.harness.session import Job, RunOutcome, run_job, token_for, write_verdict
 from killpoint.harness.spec import resolve_backend
 
@@ -129,19 +129,18 @@ MAX_KILLS = 2  # one kill, or a second during recovery
 
 
 def examples(templates: tuple[PlannedCall, ...], catalogue_classes: tuple[str, ...], *,
-             max_calls: int, no_pause: bool = False) -> st.SearchStrategy[Example]:
+             max_calls: int, every_kill: EveryKill = EveryKill()) -> st.SearchStrategy[Example]:
     """Plans of up to ``max_calls`` calls (the same template may repeat), one or two kills, maybe drift.
 
-    With ``no_pause`` the kills are ``/now``: the shrunk example, its scenario's token and its report say so.
+    ``every_kill`` makes the kills ``/now`` or ``/power``: the shrunk example, its scenario's token and its
+    report say so.
     """
 
     @st.composite
     def draw(data: st.DrawFn) -> Example:
         chosen = data(st.lists(st.sampled_from(templates), min_size=1, max_size=max_calls))
         plan = Plan("hunt", tuple(PlannedCall(f"c{index + 1}", call.tool, call.args) for index, call in enumerate(chosen)))
-        schedule = draw_schedule(plan, HypothesisDraw(data), MAX_KILLS)
-        if no_pause:
-            schedule = non_pausing(schedule)
+        schedule = every_kill.apply(draw_schedule(plan, HypothesisDraw(data), MAX_KILLS))
         drift = None
         if data(st.booleans()):
             tool = data(st.sampled_from(sorted({call.tool for call in plan.calls})))
@@ -152,17 +151,17 @@ def examples(templates: tuple[PlannedCall, ...], catalogue_classes: tuple[str, .
 
 
 def _search(pool: CallPool, attempt: Callable[[Example], None], *, seed: int, max_examples: int, max_calls: int,
-            phases: list[Phase], no_pause: bool = False) -> Callable[[], None]:
+            phases: list[Phase], every_kill: EveryKill = EveryKill()) -> Callable[[], None]:
     """The seeded Hypothesis search hunt runs; drawing and hunting share it, so they see the same examples."""
     classes = tuple(sorted(set(protocol.CLASSES)))
     return hypothesis_seed(seed)(settings(
         max_examples=max_examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
         phases=phases, print_blob=False,
-    )(given(examples(pool.templates, classes, max_calls=max_calls, no_pause=no_pause))(attempt)))
+    )(given(examples(pool.templates, classes, max_calls=max_calls, every_kill=every_kill))(attempt)))
 
 
 def draw_examples(pool: CallPool, count: int, *, seed: int, max_calls: int = defaults.HUNT_MAX_CALLS,
-                  no_pause: bool = False) -> list[Example]:
+                  every_kill: EveryKill = EveryKill()) -> list[Example]:
     """The first ``count`` examples a hunt with ``seed`` tries, in order; the same seed draws the same list."""
     drawn: list[Example] = []
     if count <= 0:
@@ -172,7 +171,7 @@ def draw_examples(pool: CallPool, count: int, *, seed: int, max_calls: int = def
         drawn.append(example)
 
     _search(pool, collect, seed=seed, max_examples=count, max_calls=max_calls, phases=[Phase.generate],
-            no_pause=no_pause)()
+            every_kill=every_kill)()
     return drawn[:count]
 
 
@@ -216,11 +215,13 @@ class ExampleJudge:
 
 def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *,
          max_examples: int = defaults.HUNT_EXAMPLES, max_calls: int = defaults.HUNT_MAX_CALLS,
-         seed: int = defaults.HUNT_SEED, no_pause: bool = False) -> HuntResult:
+         seed: int = defaults.HUNT_SEED, every_kill: EveryKill = EveryKill()) -> HuntResult:
     """Search until a run fails or the budget is spent; shrink the failure; write its scenario to ``out_dir``.
 
-    ``no_pause``: every kill is ``/now`` (``--no-pause``).
+    ``every_kill``: every kill ``/now`` (``--no-pause``) or ``/power`` (``--power-loss``).
     """
+    if every_kill.power_loss:
+        lazyfs.probe()
     pool = call_pool(scenario_files, workload)
     backend_name, backend_options = resolve_backend(pool.base, None)
     backend = make_backend(backend_name, **backend_options)
@@ -240,7 +241,7 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *,
             raise AssertionError(f"{outcome.verdict.properties}")
 
     search = _search(pool, attempt, seed=seed, max_examples=max_examples, max_calls=max_calls,
-                     phases=[Phase.generate, Phase.shrink], no_pause=no_pause)
+                     phases=[Phase.generate, Phase.shrink], every_kill=every_kill)
     try:
         search()
     except AssertionError:
@@ -254,7 +255,7 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *,
     out_dir.mkdir(parents=True, exist_ok=True)
     scenario_file, token = judge.keep(failure, outcome, out_dir / FOUND_NAME,
                                       f"found and shrunk by killpoint hunt (seed {seed}"
-                                      f"{', no pause' if no_pause else ''})")
+                                      f"{every_kill})")
     return HuntResult(tried, Found(failure, outcome.verdict, scenario_file, token, outcome.run_dir), unknown)
 
 

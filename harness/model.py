@@ -241,7 +241,7 @@ class Incarnation:
 # A kill's text (``str``) is how tokens, flags, scenario files, verdict.json and the docs spell it:
 # ``c3:after_effect``, ``after_decisions``, ``c3:after_started+``, ``@0.0342``, ``ledger:effect:c3``,
 # a crash-point kill optionally followed by ``/now`` (``c3:after_effect/now``), then any kill by
-# ``/torn:500``. ``parse_kill`` reads every one of them back.
+# ``/torn:500`` or ``/power`` (``/power:op:7``, ``/power:seq:7``). ``parse_kill`` reads every one of them back.
 
 TIMEOUT = "timeout"  # killed_at of an incarnation struck at its timeout, not at a scheduled kill
 DELAY_PREFIX = "@"  # @SECONDS: a kill that many seconds after the incarnation started
@@ -249,6 +249,7 @@ AFTER_SUFFIX = "+"  # POINT+: a kill at the first crash point after POINT
 CALL_SEPARATOR = ":"  # CALL:POINT, SOURCE:KIND:CALL
 TORN_SEPARATOR = "/torn:"  # KILL/torn:N: after the kill, the journal's last record keeps N per mille
 NOW_SUFFIX = "/now"  # POINT/now: the point is answered ``kill`` (the workload kills itself), not left waiting
+POWER_SUFFIX = "/power"  # KILL/power[:op|seq:SEED]: after the kill, what was never fsynced is lost
 LEDGER_SOURCE, JOURNAL_SOURCE = "ledger", "journal"  # the evidence files an event kill watches
 EVENT_SOURCES: dict[str, tuple[str, ...]] = {
     LEDGER_SOURCE: protocol.TOOL_LEDGER_KINDS,
@@ -275,9 +276,32 @@ class TornTail:
         return f"{TORN_SEPARATOR}{self.permille}"
 
 
-# What a strike does besides the kill. A power loss (writes not yet synced are lost) goes here next:
-# one more frozen dataclass with its ``__str__`` suffix, its branch in ``parse_kill`` and in nemesis._inflict.
-Fault = PlainKill | TornTail
+@dataclass(frozen=True)
+class PowerLoss:
+    """SIGKILL, then every write the runtime never made durable is lost, as a disk losing power would lose it.
+
+    ``torn`` None drops all of it; ``"op"`` keeps a ``seed``-chosen prefix of
+    the last un-synced write, ``"seq"`` a ``seed``-chosen subset of the
+    un-synced writes of the file written last (LazyFS's torn-op and torn-seq).
+    The runtime's storage is a lazy file system (``harness/lazyfs``) for it.
+    """
+
+    torn: str | None = None
+    seed: int = 0
+
+    @property
+    def variant(self) -> str:
+        """The lazy file system's name for the drop: ``plain``, ``op`` or ``seq``."""
+        return self.torn or "plain"
+
+    def __str__(self) -> str:
+        return POWER_SUFFIX + (f":{self.torn}:{self.seed}" if self.torn else "")
+
+
+# What a strike does besides the kill: one frozen dataclass per fault, with its ``__str__`` suffix,
+# its branch in ``parse_kill`` and in nemesis._inflict.
+Fault = PlainKill | TornTail | PowerLoss
+POWER_VARIANTS = ("op", "seq")  # the torn power losses: /power:op:SEED, /power:seq:SEED
 
 
 class _Rendered:
@@ -384,8 +408,11 @@ def parse_kill(text: str) -> Kill:
 
     Only the text is checked: whether its call is in a plan is ``schedule.parse_kill_point``'s.
     """
-    trigger, separator, permille = text.partition(TORN_SEPARATOR)
-    fault: Fault = PlainKill()
+    trigger, fault = _split_power(text)
+    trigger, separator, permille = trigger.partition(TORN_SEPARATOR)
+    if separator and isinstance(fault, PowerLoss):
+        raise KillSyntaxError(text, "a kill carries one fault: /torn:N (the journal's tail cut) or /power "
+                                    "(what was never fsynced lost), not both")
     if separator:
         if permille.endswith(NOW_SUFFIX):
             raise KillSyntaxError(text, f"{NOW_SUFFIX} comes before the fault: write "
@@ -416,6 +443,20 @@ def parse_kill(text: str) -> Kill:
     if not call and point != protocol.AFTER_DECISIONS:
         raise KillSyntaxError(trigger, f"{point} happens per call; write CALL:{point}, e.g. c1:{point}")
     return (AfterPoint if after else AtPoint)(point, call or None, fault, now)
+
+
+def _split_power(text: str) -> tuple[str, Fault]:
+    """``text`` without its ``/power`` suffix, and the power loss it spells (``PlainKill`` when none)."""
+    trigger, separator, rest = text.partition(POWER_SUFFIX)
+    if not separator:
+        return text, PlainKill()
+    if not rest:
+        return trigger, PowerLoss()
+    variant, _, seed = rest.removeprefix(":").partition(":")
+    if not rest.startswith(":") or variant not in POWER_VARIANTS or not (seed.isascii() and seed.isdigit()):
+        raise KillSyntaxError(text, f"write {trigger}{POWER_SUFFIX}, or {trigger}{POWER_SUFFIX}:op:SEED / "
+                                    f"{trigger}{POWER_SUFFIX}:seq:SEED for a torn power loss (SEED a whole number)")
+    return trigger, PowerLoss(variant, int(seed))
 
 
 def _seconds(trigger: str) -> float:

@@ -16,6 +16,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from killpoint import protocol
 from killpoint.client import encode_record
@@ -29,7 +30,11 @@ from killpoint.harness._safe_files import (
 )
 from killpoint.harness.backends import Launched
 from killpoint.harness.evidence import refusal_path
-from killpoint.harness.model import TIMEOUT, AfterDelay, Fault, Kill, PlainKill, TornTail
+from killpoint.harness.model import TIMEOUT, AfterDelay, Fault, Kill, PlainKill, PowerLoss, TornTail
+from killpoint.harness.power_loss import lose_power
+
+if TYPE_CHECKING:
+    from killpoint.harness.lazyfs import LazyMount
 
 
 @dataclass(frozen=True)
@@ -62,9 +67,22 @@ class StoreCopies:
     torn_copy: Path                  # the store as the next incarnation finds it, when a torn tail cut a file of it
 
 
+@dataclass(frozen=True)
+class Disk:
+    """The lazy file system under the runtime's storage, for a power loss to drop from (kill ``kill_number``)."""
+
+    mount: LazyMount
+    run_dir: Path
+    kill_number: int
+
+
 def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: Path, journal: Path,
-           journal_copy: Path, torn_copy: Path, store: StoreCopies | None = None) -> Strike:
+           journal_copy: Path, torn_copy: Path, store: StoreCopies | None = None, disk: Disk | None = None) -> Strike:
     """Kill ``launched`` at ``kill`` (None: at its timeout), confirm it dead, and write the evidence of it.
+
+    A power loss (``disk`` given) drops what the runtime never made durable
+    once the journal and store are copied as the kill left them; the store is
+    copied again after the drop, as the next incarnation finds it.
 
     Raises KillFailed, having written nothing, when a process survives the
     kill. A journal or store file the workload replaced by something that is
@@ -93,7 +111,14 @@ def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: P
         torn = _inflict(fault, journal, torn_copy)
     except UntrustedFile as refusal:
         problems.append(f"at the kill, {refusal}")
-    if store is not None and torn is not None and any(store.workload / name == journal for name in store.files):
+    if isinstance(fault, PowerLoss):
+        if disk is None:
+            raise ValueError("a power loss needs the lazy file system the runner mounted (disk)")
+        problems += lose_power(disk.mount, fault, run_dir=disk.run_dir, kill_number=disk.kill_number, journal=journal)
+        if store is not None:
+            problems += [f"after the drop, {problem}" for problem in copy_store(store.workload, store.files,
+                                                                                store.torn_copy)]
+    elif store is not None and torn is not None and any(store.workload / name == journal for name in store.files):
         problems += [f"after the torn tail, {problem}" for problem in copy_store(store.workload, store.files,
                                                                                  store.torn_copy)]
     return Strike(incarnation, TIMEOUT if kill is None else str(kill), fault, leftovers, ledger_line_closed,
@@ -201,4 +226,6 @@ def mark_kill(ledger_path: Path, incarnation: int, kill: Kill | None) -> bool:
         marker["point"] = kill.trigger
     if kill is not None and isinstance(kill.fault, TornTail):
         marker["torn"] = kill.fault.permille
+    if kill is not None and isinstance(kill.fault, PowerLoss):
+        marker["power"], marker["seed"] = kill.fault.variant, kill.fault.seed
     return append_own_line(ledger_path, encode_record(marker))

@@ -19,7 +19,7 @@ from killpoint import protocol as p
 from killpoint.catalogue import Catalogue
 from killpoint.fake_tools.world import diff_snapshots
 from killpoint.harness.evidence import Evidence, Line, handed_catalogue_file
-from killpoint.harness.model import Finding, GoldenRun, Incarnation
+from killpoint.harness.model import Finding, GoldenRun, Incarnation, PowerLoss
 
 if TYPE_CHECKING:
     from killpoint.harness.model import Scenario
@@ -278,6 +278,9 @@ def write_ahead(facts: Facts) -> list[Finding]:
                     f"{call} was invoked {count} time(s) before the kill but the journal at the kill holds {starts} "
                     f"started record(s): the tool ran before its started record was durable",
                     call, kill.point, (of_kind(kill.before, p.LEDGER_INVOKED, call)[-1].quote(),)))
+        struck = kill.incarnation.kill
+        if struck is not None and isinstance(struck.fault, PowerLoss):
+            findings += _started_lost_at_power_loss(kill, invoked, facts.evidence.drops.get(kill.number, ()))
         for call, state in kill.written.items():
             if state.status in (p.SUCCEEDED, p.FAILED) and not state.closed_by_verify and invoked[call] == 0:
                 findings.append(Finding(
@@ -285,6 +288,31 @@ def write_ahead(facts: Facts) -> list[Finding]:
                     f"the journal at the kill says {call} {state.status}, but the ledger shows its tool never ran: "
                     f"finished was written before the tool was called",
                     call, kill.point, (state.closing.quote(),) if state.closing else ()))
+    return findings
+
+
+def _started_lost_at_power_loss(kill: StruckKill, invoked: Counter[str], drop: tuple[str, ...]) -> list[Finding]:
+    """Under a power loss, each tool run before it must keep its started record in the journal after the drop.
+
+    The record was in the journal at the kill (else the check above speaks), so
+    only the drop lost it: it was written but not yet durable (no fsync of the
+    journal, or of its directory for a new journal) when its tool ran.
+    """
+    findings = []
+    for call, count in invoked.items():
+        written = kill.written[call].starts if call in kill.written else 0
+        survived = kill.found[call].starts if call in kill.found else 0
+        if survived < count <= written:
+            how = ("the whole journal was lost: its records were never fsynced, or its directory entry was never "
+                   "made durable (an fsync of the directory after creating it)" if not kill.found_lines else
+                   "its started record was written but not fsynced")
+            findings.append(Finding(
+                "write-ahead",
+                f"{call} was invoked {count} time(s) before a power loss, and the journal at the kill held {written} "
+                f"started record(s), but only {survived} survived the loss of what was never durable: {how} when "
+                f"its tool ran",
+                call, kill.point, (of_kind(kill.before, p.LEDGER_INVOKED, call)[-1].quote(),
+                                   *(line for line in drop if f": {p.JOURNAL_NAME}" in line))))
     return findings
 
 

@@ -16,8 +16,9 @@ jobs: the shards partition every session's schedules), ``--killpoint-backend``,
 report are copied, for CI artifacts), ``--killpoint-min-coverage PCT`` (fail a
 session whose runs killed fewer of the crash-free run's crash points),
 ``--killpoint-keep-all`` (keep passing runs' whole evidence, not only their
-verdicts) and ``--killpoint-no-pause`` (every crash-point kill ``/now``: the
-workload kills itself at the point, no pause). Under the CI profile (``CI`` set) the seed is 0. A session none of
+verdicts), ``--killpoint-no-pause`` (every crash-point kill ``/now``: the
+workload kills itself at the point, no pause) and ``--killpoint-power-loss``
+(every kill ``/power``: what the runtime never fsynced is lost). Under the CI profile (``CI`` set) the seed is 0. A session none of
 whose scheduled kills landed fails too: it tested nothing.
 
 The options and ``killpoint_run``'s keywords map onto the choices of
@@ -58,6 +59,7 @@ class Settings:
     min_coverage: float | None = None  # percent of the crash-free run's crash points
     keep_all: bool = False
     no_pause: bool = False  # every crash-point kill /now
+    power_loss: bool = False  # every kill /power
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--killpoint-keep-all", action="store_true",
                     help="keep every run's whole evidence (default: a passing run keeps only its verdict.json)")
     group.addoption("--killpoint-no-pause", action="store_true", help=defaults.NO_PAUSE_HELP)
+    group.addoption("--killpoint-power-loss", action="store_true", help=defaults.POWER_LOSS_HELP)
 
 
 def _option_number(config: pytest.Config, flag: str, problems: list[str], convert: Callable[[str], Any],
@@ -149,7 +152,8 @@ def settings_from(config: pytest.Config, drawn_seed: int | None = None) -> Setti
         seed = drawn_seed if drawn_seed is not None else CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32)
     report_dir = config.getoption("--killpoint-report-dir")
     return Settings(seed, drawn, runs, depth, shard, backend, Path(report_dir).resolve() if report_dir else None,
-                    min_coverage, config.getoption("--killpoint-keep-all"), config.getoption("--killpoint-no-pause"))
+                    min_coverage, config.getoption("--killpoint-keep-all"), config.getoption("--killpoint-no-pause"),
+                    config.getoption("--killpoint-power-loss"))
 
 
 
@@ -173,7 +177,7 @@ def pytest_report_header(config: pytest.Config) -> str:
             else f"seed {settings.seed}")
     shard = f", shard {settings.shard[0]}/{settings.shard[1]}" if settings.shard else ""
     return (f"killpoint: {seed}{shard}" + (f", backend {settings.backend}" if settings.backend else "")
-            + (", no pause" if settings.no_pause else ""))
+            + (", no pause" if settings.no_pause else "") + (", power loss" if settings.power_loss else ""))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -187,11 +191,12 @@ def killpoint_run(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..
     """Run a killpoint session; fail the test, ending with ``killpoint repro TOKEN``, if a run breaks a rule.
 
     ``killpoint_run(scenario, *, workload=None, kill_at=None, runs=None, depth=None,
-    seed=None, jobs=1, timeout=None, no_pause=None)``: ``scenario`` is a scenario
+    seed=None, jobs=1, timeout=None, no_pause=None, power_loss=None)``: ``scenario`` is a scenario
     file (relative to pytest's rootdir); ``workload`` replaces its command
     ({python} is this interpreter); ``kill_at`` runs one schedule (a kill point,
     or one per incarnation); ``runs`` draws random schedules; else every schedule
-    up to ``depth`` kills; ``no_pause`` makes every crash-point kill ``/now``.
+    up to ``depth`` kills; ``no_pause`` makes every crash-point kill ``/now``,
+    ``power_loss`` every kill ``/power``.
     Keywords override the ``--killpoint-*`` options.
     """
     settings = request.config.stash[SETTINGS]
@@ -200,14 +205,15 @@ def killpoint_run(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..
 
     def run(scenario: str | Path, *, workload: str | None = None, kill_at: str | Sequence[str] | None = None,
             runs: int | None = None, depth: int | None = None, seed: int | None = None, jobs: int = 1,
-            timeout: float | None = None, no_pause: bool | None = None) -> KillpointResult:
+            timeout: float | None = None, no_pause: bool | None = None,
+            power_loss: bool | None = None) -> KillpointResult:
         nonlocal sessions
         sessions += 1
         name = f"killpoint-{sessions}"
         return _run(settings, _scenario_path(Path(scenario), request.config.rootpath), tmp_path / name,
                     kept / name if kept else None, workload=workload,
                     kill_at=[kill_at] if isinstance(kill_at, str) else kill_at, runs=runs, depth=depth, seed=seed,
-                    jobs=jobs, timeout=timeout, no_pause=no_pause)
+                    jobs=jobs, timeout=timeout, no_pause=no_pause, power_loss=power_loss)
 
     return run
 
@@ -226,7 +232,7 @@ def _scenario_path(path: Path, rootpath: Path) -> Path:
 
 def session_choices(settings: Settings, runs_dir: Path, *, kill_at: Sequence[str] | None = None, runs: int | None = None, depth: int | None = None,
                     seed: int | None = None, jobs: int = 1, timeout: float | None = None,
-                    no_pause: bool | None = None) -> dict[str, Any]:
+                    no_pause: bool | None = None, power_loss: bool | None = None) -> dict[str, Any]:
     """``killpoint_run``'s keywords over the ``--killpoint-*`` options, as ``spec.build_spec``'s choices.
 
     They are the keywords ``killpoint run``'s flags set, so the same choices build the
@@ -237,7 +243,8 @@ def session_choices(settings: Settings, runs_dir: Path, *, kill_at: Sequence[str
                                "keep_all": settings.keep_all, "min_coverage": settings.min_coverage,
                                "shard": f"{settings.shard[0]}/{settings.shard[1]}" if settings.shard else None,
                                "session_seed": settings.seed if seed is None else seed,
-                               "no_pause": settings.no_pause if no_pause is None else no_pause}
+                               "no_pause": settings.no_pause if no_pause is None else no_pause,
+                               "power_loss": settings.power_loss if power_loss is None else power_loss}
     if kill_at:
         choices["kill_at"] = list(kill_at)
     elif runs is not None or (depth is None and settings.runs is not None):

@@ -42,7 +42,8 @@ from killpoint.harness.evidence import (
     torn_journal_path,
 )
 from killpoint.harness.frameworks import reader_for
-from killpoint.harness.model import Drift, GoldenRun, Incarnation, Kill, OnEvent, Scenario
+from killpoint.harness.lazyfs import LazyMount
+from killpoint.harness.model import Drift, GoldenRun, Incarnation, Kill, OnEvent, PowerLoss, Scenario
 from killpoint.harness.rendezvous import RendezvousServer, Served
 from killpoint.harness.run_record import write_json_atomically
 from killpoint.harness.schedule import Schedule
@@ -168,7 +169,10 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     incarnations: list[Incarnation] = []
     window = None
     files = store_files(scenario)
+    disk: LazyMount | None = None
     try:
+        if any(isinstance(kill.fault, PowerLoss) for kill in schedule):
+            disk = mount_disk(run_dir)
         for number in range(bound):
             kill: Kill | None = schedule[number] if number < len(schedule) else None
             started = time.monotonic()
@@ -191,7 +195,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                     exit_code = launched.wait()
                     leftovers = tuple(launched.sweep())
                 else:
-                    struck = _strike(launched, served, run_dir, number, files, kills=sum(
+                    struck = _strike(launched, served, run_dir, number, files, disk, kills=sum(
                         1 for incarnation in incarnations if incarnation.killed_at is not None))
                     killed_at, leftovers, kill_problems = struck.point, struck.leftovers, struck.problems
                 latency = watcher.latency_s() if watcher is not None and event and served.hit is not None else None
@@ -222,21 +226,37 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     finally:
         server.close()
         shutil.rmtree(control_dir, ignore_errors=True)
+        if disk is not None:
+            disk.close()
     return incarnations, window
 
 
-def _strike(launched: Launched, served: Served, run_dir: Path, number: int, files: tuple[str, ...] | None, *,
-            kills: int) -> nemesis.Strike:
+LAZYFS_STATE = ".lazyfs"  # in a power-loss run's directory: the lazy file system's backing store and durable copies
+
+
+def mount_disk(run_dir: Path) -> LazyMount:
+    """Put the runtime's storage (``KILLPOINT_RUN_DIR``) on a lazy file system, for power losses to drop from.
+
+    The mount lives for the whole run, so a container bound to it at its
+    creation sees every drop; closing it leaves a plain folder again.
+    """
+    return LazyMount.start(run_paths(run_dir)["workload"], run_dir / LAZYFS_STATE)
+
+
+def _strike(launched: Launched, served: Served, run_dir: Path, number: int, files: tuple[str, ...] | None,
+            disk: LazyMount | None, *, kills: int) -> nemesis.Strike:
     """The nemesis's strike at the moment ``served`` ended on (a kill point, or the timeout), with its evidence paths.
 
-    ``files`` are the runtime's own store's (None: it keeps none), copied at the kill too.
+    ``files`` are the runtime's own store's (None: it keeps none), copied at the kill too; ``disk`` the lazy
+    file system a power loss drops from (None: the run has no power loss).
     """
     paths = run_paths(run_dir)
     store = None if files is None else nemesis.StoreCopies(paths["workload"], files, store_at_kill_path(run_dir, kills),
                                                            store_found_path(run_dir, kills))
     return nemesis.strike(launched, served.hit, incarnation=number, ledger=paths["ledger"], journal=paths["journal"],
                           journal_copy=journal_at_kill_path(run_dir, kills),
-                          torn_copy=torn_journal_path(run_dir, kills), store=store)
+                          torn_copy=torn_journal_path(run_dir, kills), store=store,
+                          disk=None if disk is None else nemesis.Disk(disk, run_dir, kills))
 
 
 def _copy_final_store(paths: dict[str, Path], files: tuple[str, ...], run_dir: Path,

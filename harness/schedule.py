@@ -9,9 +9,10 @@ on; incarnations after the last kill run freely. A kill is one of:
 - ``AfterDelay``: ``@0.0342`` seconds after the incarnation started (no rendezvous needed);
 - ``OnEvent``: an event seen in the evidence files, ``ledger:effect:c3`` or ``journal:started:c5``;
 
-and carries a fault: a plain kill, or ``/torn:N`` (``TornTail``): after the
+and carries a fault: a plain kill, ``/torn:N`` (``TornTail``): after the
 kill, cut the journal's last record, keeping N per mille of its bytes, as a
-write cut mid-way would. A crash-point kill may be ``/now`` (``non_pausing``):
+write cut mid-way would; or ``/power`` (``PowerLoss``): after the kill, lose
+every write the runtime never made durable. A crash-point kill may be ``/now`` (``non_pausing``):
 the workload is told to kill itself at the point instead of being left waiting
 there. Nothing here touches a process: the same plan and seed always give the
 same schedules.
@@ -35,8 +36,10 @@ from killpoint.harness.model import (
     Kill,
     KillSyntaxError,
     OnEvent,
+    POWER_VARIANTS,
     PlainKill,
     Plan,
+    PowerLoss,
     Schedule,
     TornTail,
     parse_kill,
@@ -91,9 +94,47 @@ def torn_variants(schedules: list[Schedule], permille: int = 500) -> list[Schedu
             if isinstance(last := schedule[-1], AtPoint) and last.point in TEARABLE_POINTS]
 
 
+def power_lost(schedule: Schedule) -> Schedule:
+    """The same schedule with every kill a power loss (``--power-loss``).
+
+    A kill that tears the journal's tail (``/torn:N``, from ``--torn-tail``)
+    becomes a torn power loss instead, seeded with N: torn-op for N odd,
+    torn-seq for N even (``--exhaustive`` tears each kill twice, 499 and 500,
+    so it runs both). A power loss already chosen is kept as it is.
+    """
+    return tuple(kill if isinstance(kill.fault, PowerLoss) else replace(kill, fault=_power_loss_for(kill.fault))
+                 for kill in schedule)
+
+
+def _power_loss_for(fault: Fault) -> PowerLoss:
+    if isinstance(fault, TornTail):
+        return PowerLoss(POWER_VARIANTS[(fault.permille + 1) % 2], fault.permille)
+    return PowerLoss()
+
+
+POWER_TORN_PERMILLES = (499, 500)  # the tears --exhaustive --torn-tail --power-loss makes: torn-op, then torn-seq
+
+
 def non_pausing(schedule: Schedule) -> Schedule:
     """The same schedule with every crash-point kill made ``/now``; timed and event kills never pause anyway."""
     return tuple(replace(kill, now=True) if isinstance(kill, RENDEZVOUS_KILLS) else kill for kill in schedule)
+
+
+@dataclass(frozen=True)
+class EveryKill:
+    """What a session's flags make of every kill: ``/now`` (``--no-pause``), ``/power`` (``--power-loss``)."""
+
+    no_pause: bool = False
+    power_loss: bool = False
+
+    def apply(self, schedule: Schedule) -> Schedule:
+        schedule = non_pausing(schedule) if self.no_pause else schedule
+        return power_lost(schedule) if self.power_loss else schedule
+
+    def __str__(self) -> str:
+        """``, no pause, power loss``: what a session's description adds; empty when neither."""
+        return "".join(text for text, chosen in ((", no pause", self.no_pause), (", power loss", self.power_loss))
+                       if chosen)
 
 
 def derived_seed(seed: int, index: int) -> int:

@@ -32,6 +32,7 @@ from killpoint.harness.frameworks import reader_for
 from killpoint.harness.model import AfterDelay, AfterPoint, Drift, GoldenRun, Incarnation, Kill, Scenario, Verdict
 from killpoint.harness.repro_safety import recorded_origin
 from killpoint.harness.run_record import RUN_RECORD_NAME, new_run_record, write_json_atomically, write_run_record
+from killpoint.harness import lazyfs
 from killpoint.harness.runner import execute_run, require_rendezvous, run_golden, sweep_abandoned_control_dirs
 from killpoint.harness.schedule import Schedule, parse_point_reached
 from killpoint.harness.token import ReproToken
@@ -298,6 +299,8 @@ def run_session(
     runs_dir.mkdir(parents=True, exist_ok=True)
     for path in sweep_abandoned_control_dirs():
         print(f"killpoint: removed {path}, left by a harness process now gone", file=sys.stderr)
+    for mount in lazyfs.unmount_stale(Path("/")):
+        print(f"killpoint: unmounted {mount}", file=sys.stderr)
     backend = make_backend(backend_name, **backend_options)
     outcomes: list[RunOutcome] = []
     under_way = [runs_dir / "golden"]  # run directories of the jobs started and not yet reported

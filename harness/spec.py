@@ -22,7 +22,7 @@ from typing import Any
 
 from killpoint import protocol
 from killpoint.errors import ConfigError
-from killpoint.harness import defaults
+from killpoint.harness import defaults, lazyfs
 from killpoint.harness._ci import CI_SEED, ci_profile
 from killpoint.harness.backends import default_backend
 from killpoint.harness.explore import (
@@ -33,11 +33,11 @@ from killpoint.harness.explore import (
     TimedMode,
     parse_shard,
     sharded,
-    without_pauses,
+    with_schedules,
 )
-from killpoint.harness.model import Drift, GoldenRun, Scenario, TornTail
+from killpoint.harness.model import Drift, GoldenRun, PowerLoss, Scenario, TornTail
 from killpoint.harness.scenario_fields import EXHAUSTIVE, GIVEN, MAX_DEPTH, MAX_TIMEOUT_S, RANDOM, file_schedule_mode
-from killpoint.harness.schedule import RandomFaults, parse_kill_point
+from killpoint.harness.schedule import EveryKill, RandomFaults, parse_kill_point
 from killpoint.harness.session import JobBatches, RunOutcome, default_runs_dir, run_session
 from killpoint.harness.token import ReproToken
 
@@ -58,14 +58,19 @@ class SessionSpec:
     shard: tuple[int, int] | None = None  # (K, N): only shard K of N
     min_coverage: float | None = None  # percent of the crash-free run's crash points to kill, or no gate
     no_pause: bool = False  # every crash-point kill is /now: the workload kills itself at the point, no pause
+    power_loss: bool = False  # every kill is /power: what the runtime never made durable is lost at it
 
     @property
     def needs_rendezvous(self) -> bool:
         return self.mode.needs_rendezvous
 
+    @property
+    def every_kill(self) -> EveryKill:
+        return EveryKill(no_pause=self.no_pause, power_loss=self.power_loss)
+
     def describe(self) -> str:
         """``exhaustive to depth 1, no pause, shard 2/3``: what the session runs."""
-        return (self.mode.describe() + (", no pause" if self.no_pause else "")
+        return (self.mode.describe() + str(self.every_kill)
                 + (f", shard {self.shard[0]}/{self.shard[1]}" if self.shard else ""))
 
     def describe_backend(self) -> str:
@@ -75,8 +80,8 @@ class SessionSpec:
 
     def batches(self) -> JobBatches:
         batches = self.mode.batches(self.scenario.plan, self.drift)
-        if self.no_pause:
-            batches = without_pauses(batches)
+        if self.no_pause or self.power_loss:
+            batches = with_schedules(batches, self.every_kill.apply)
         return sharded(batches, *self.shard) if self.shard else batches
 
 
@@ -105,6 +110,7 @@ def build_spec(
     timed_window: float | None = None,
     torn_tail: bool = False,
     no_pause: bool = False,
+    power_loss: bool = False,
     drift: str | None = None,
     seed: int | None = None,
     timeout: float | None = None,
@@ -157,13 +163,22 @@ def build_spec(
     elif mode == TIMED:
         schedule_mode = TimedMode(runs or defaults.TIMED_RUNS, seed, timed_window)
     else:
-        schedule_mode = ExhaustiveMode(depth or int(default.get("depth", defaults.DEPTH)), torn=torn_tail)
-    _check_tears_apply(scenario, torn_tail, schedule_mode)
+        schedule_mode = ExhaustiveMode(depth or int(default.get("depth", defaults.DEPTH)), torn=torn_tail,
+                                       power_loss=power_loss)
+    if not power_loss:  # under --power-loss, a tear is a torn power loss: it tears any store, not killpoint's journal
+        _check_tears_apply(scenario, torn_tail, schedule_mode)
+    if power_loss or _chooses_power_loss(schedule_mode):
+        lazyfs.probe()
     backend_name, backend_options = resolve_backend(scenario, backend, image=image, restart=restart)
     return SessionSpec(scenario, schedule_mode, backend_name, runs_dir or default_runs_dir(scenario), backend_options,
                        drift=parsed_drift, jobs=jobs or defaults.JOBS, keep_all=keep_all,
                        stop_at_first_failure=exitfirst, shard=parse_shard(shard) if shard else None,
-                       min_coverage=min_coverage, no_pause=no_pause)
+                       min_coverage=min_coverage, no_pause=no_pause, power_loss=power_loss)
+
+
+def _chooses_power_loss(mode: ScheduleMode) -> bool:
+    """A given kill that is a power loss (``--kill-at c3:after_effect/power``) needs the lazy file system too."""
+    return isinstance(mode, GivenMode) and any(isinstance(kill.fault, PowerLoss) for kill in mode.schedule)
 
 
 def _check_tears_apply(scenario: Scenario, torn_tail: bool, mode: ScheduleMode) -> None:
@@ -185,6 +200,8 @@ def spec_for_token(token: ReproToken, scenario: Scenario, *, backend: str | None
     """The one run a repro token names, on its backend unless ``backend`` is chosen; its whole evidence is kept
     (the timeline is read from it, and it is what was asked for)."""
     schedule = tuple(parse_kill_point(text, scenario.plan) for text in token.schedule)
+    if _chooses_power_loss(GivenMode(schedule)):
+        lazyfs.probe()
     backend_name, backend_options = resolve_backend(scenario, backend, image=image, restart=restart,
                                                     fallback=token.backend, fallback_options=token.backend_options)
     return SessionSpec(scenario, GivenMode(schedule, token.seed, token.run or 0), backend_name,

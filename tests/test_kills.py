@@ -14,6 +14,7 @@ from killpoint.harness.evidence import read_incarnations
 from killpoint.harness.explore import GivenMode
 from killpoint.harness.model import (
     EVENT_SOURCES,
+    POWER_VARIANTS,
     TIMEOUT,
     AfterDelay,
     AfterPoint,
@@ -22,6 +23,7 @@ from killpoint.harness.model import (
     KillSyntaxError,
     OnEvent,
     PlainKill,
+    PowerLoss,
     TornTail,
     parse_kill,
 )
@@ -30,7 +32,8 @@ from killpoint.harness.spec import spec_for_token
 from killpoint.harness.token import ReproToken
 from tests.helpers import DEMO
 
-FAULTS = st.just(PlainKill()) | st.builds(TornTail, st.integers(1, 999))
+FAULTS = (st.just(PlainKill()) | st.builds(TornTail, st.integers(1, 999)) | st.just(PowerLoss())
+          | st.builds(PowerLoss, st.sampled_from(POWER_VARIANTS), st.integers(0, 2**48)))
 CALLS = st.from_regex(r"[A-Za-z0-9_-]{1,12}", fullmatch=True).filter(lambda call: call not in EVENT_SOURCES)
 CALL_KILLS = [st.builds(kind, st.sampled_from(protocol.ALL_POINTS), CALLS, FAULTS) for kind in (AtPoint, AfterPoint)]
 NO_CALL_KILLS = [st.builds(kind, st.just(protocol.AFTER_DECISIONS), st.none(), FAULTS) for kind in (AtPoint, AfterPoint)]

@@ -33,7 +33,7 @@ from killpoint.harness.model import (
 )
 from killpoint.harness.pytest_plugin import Settings, session_choices
 from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import non_pausing
+from killpoint.harness.schedule import EveryKill, non_pausing
 from killpoint.harness.session import Job, RunOutcome
 from killpoint.harness.spec import build_spec, spec_for_token
 from killpoint.harness.token import ReproToken
@@ -151,7 +151,7 @@ def test_the_plugin_hands_no_pause_to_the_session_keyword_over_option():
 
 def test_a_hunt_without_pause_draws_only_now_kills():
     pool = call_pool([DEMO])
-    drawn = draw_examples(pool, 20, seed=1, no_pause=True)
+    drawn = draw_examples(pool, 20, seed=1, every_kill=EveryKill(no_pause=True))
     kills = [kill for example in drawn for kill in example.schedule]
     assert kills and all(isinstance(kill, RENDEZVOUS_KILLS) and kill.now for kill in kills)
     assert [example.plan for example in drawn] == [example.plan for example in draw_examples(pool, 20, seed=1)]

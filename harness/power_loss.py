@@ -1,0 +1,104 @@
+"""A power-loss strike's own steps: the runtime's storage copied, the un-durable writes dropped, the copy again.
+
+The nemesis calls ``lose_power`` once the killed tree is confirmed dead, so
+nothing writes while the lazy file system (``harness/lazyfs``) throws away what
+the runtime never made durable. What the next incarnation finds is then what a
+disk that lost power would hold; the evidence keeps the storage as the kill left
+it (``disk-at-kill-N/``), what the drop did (``power-loss-N.json``), the
+storage after it (``disk-after-drop-N/``) and the journal after it
+(``journal-after-drop-N.jsonl``, which the checker reads as the journal the next
+incarnation found).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from killpoint.harness._safe_files import UntrustedFile, copy_evidence
+from killpoint.harness.evidence import (
+    journal_after_drop_path,
+    power_loss_report_path,
+    disk_after_drop_path,
+    disk_at_kill_path,
+)
+from killpoint.harness.model import PowerLoss
+
+if TYPE_CHECKING:
+    from killpoint.harness.lazyfs import DropReport, LazyMount
+
+# A storage copy stops here: no honest runtime keeps more, and a hostile one must not fill the disk through us.
+COPY_MAX_FILES = 2000
+COPY_MAX_BYTES = 256 * 1024 * 1024
+COPY_MAX_DEPTH = 32
+
+
+def lose_power(mount: LazyMount, fault: PowerLoss, *, run_dir: Path, kill_number: int, journal: Path) -> list[str]:
+    """Copy the storage, drop what was never durable, write the report and copy again; the problems met.
+
+    A copy that meets something it will not follow (a symlink, a FIFO, a file
+    past the bounds) leaves it out and says so: the copies are evidence for a
+    person, the checker judges from the journal after the drop.
+    """
+    problems = [f"storage at the kill: {problem}"
+                for problem in copy_tree(mount.mount, disk_at_kill_path(run_dir, kill_number))]
+    report = mount.drop(fault.variant, fault.seed)
+    write_report(power_loss_report_path(run_dir, kill_number), report)
+    problems += [f"storage after the drop: {problem}"
+                 for problem in copy_tree(mount.mount, disk_after_drop_path(run_dir, kill_number))]
+    try:
+        copy_evidence(journal, journal_after_drop_path(run_dir, kill_number))
+    except UntrustedFile as refusal:
+        problems.append(f"after the drop, {refusal}")
+    return problems
+
+
+def write_report(path: Path, report: DropReport) -> None:
+    path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
+
+
+def copy_tree(source: Path, copy: Path) -> list[str]:
+    """Copy the regular files and folders under ``source`` into the new folder ``copy``; what was left out, and why.
+
+    Walks without following links (a symlink is recorded by its target's text,
+    never read through), opens every file as ``copy_evidence`` does (no FIFO
+    blocks it), and stops at ``COPY_MAX_FILES`` files or ``COPY_MAX_BYTES``.
+    """
+    copy.mkdir()
+    problems: list[str] = []
+    files = size = 0
+    for folder, subfolders, names in os.walk(source, followlinks=False):
+        relative = Path(folder).relative_to(source)
+        for name in sorted(subfolders):
+            shown = (relative / name).as_posix()
+            if stat.S_ISLNK(os.lstat(Path(folder) / name).st_mode):
+                problems.append(f"{shown} is a symlink to {os.readlink(Path(folder) / name)!r}; not followed")
+            elif len(relative.parts) >= COPY_MAX_DEPTH:
+                problems.append(f"{shown} is nested past {COPY_MAX_DEPTH} folders; not copied")
+            else:
+                (copy / relative / name).mkdir()
+                continue
+            subfolders.remove(name)
+        for name in sorted(names):
+            path, shown = Path(folder) / name, (relative / name).as_posix()
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                problems.append(f"{shown} is a symlink to {os.readlink(path)!r}; not followed")
+                continue
+            if not stat.S_ISREG(mode):
+                problems.append(f"{shown} is not a regular file; not copied")
+                continue
+            files += 1
+            size += os.lstat(path).st_size
+            if files > COPY_MAX_FILES or size > COPY_MAX_BYTES:
+                problems.append(f"the copy stopped at {COPY_MAX_FILES} files or {COPY_MAX_BYTES} bytes, "
+                                f"before {shown}")
+                return problems
+            try:
+                copy_evidence(path, copy / relative / name)
+            except (UntrustedFile, OSError) as refusal:
+                problems.append(f"{shown}: {refusal}")
+    return problems
