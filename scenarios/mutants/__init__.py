@@ -54,10 +54,11 @@ FLAGGED = (
            "world-equals-golden", POWER_LOSS, "foreign/short",
            f"node {_script('foreign', 'agent.js')} --python {{python}} --bug rename-no-file-fsync"),
     Mutant("sqlite_synchronous_off",
-           "Bug: the SQLite-journal runtime runs with PRAGMA synchronous = OFF (\"SQLite is fast that way\"): "
-           "no commit is ever fsynced, so at a power loss the database is lost with every call it recorded.",
+           "Bug: the SQLite-journal runtime runs with PRAGMA synchronous = OFF (\"SQLite is fast that way\"), in "
+           "SQLite's default rollback-journal mode: no commit is ever fsynced, nor the database's name, so at a "
+           "power loss the database is gone with every call it recorded.",
            "write-ahead", POWER_LOSS, "sqlite_journal/short",
-           "{python} -m killpoint.scenarios.sqlite_journal.runtime --synchronous off"),
+           "{python} -m killpoint.scenarios.sqlite_journal.runtime --journal-mode delete --synchronous off"),
 )
 
 
