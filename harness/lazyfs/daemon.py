@@ -71,11 +71,12 @@ class LazyOps(fuse.Operations):
         self.graveyard = state / "graveyard"
         self.graveyard.mkdir(exist_ok=True)
         self.control = control
-        self.lock = threading.Lock()
+        self._serial = threading.Lock()
         self.handles: dict[int, _Handle] = {}
         self.log = os.open(state / "log", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
         self.log_end = 0
         self.model = self._fresh_model()
+        self.orphaned = False
 
     # ---- helpers
     def _fresh_model(self) -> PersistenceModel:
@@ -167,7 +168,7 @@ class LazyOps(fuse.Operations):
         return 0
 
     def mkdir(self, path, mode):
-        with self.lock:
+        with self._serial:
             self._learn_parent(path)
             os.mkdir(self._full(path), mode)
             return self._created(path, "mkdir")
@@ -175,26 +176,26 @@ class LazyOps(fuse.Operations):
     def mknod(self, path, mode, dev):
         if not stat.S_ISFIFO(mode):
             raise fuse.FuseOSError(errno.EPERM)
-        with self.lock:
+        with self._serial:
             self._learn_parent(path)
             os.mkfifo(self._full(path), stat.S_IMODE(mode))
             return self._created(path, "mknod")
 
     def symlink(self, target, source):
-        with self.lock:
+        with self._serial:
             self._learn_parent(target)
             os.symlink(source, self._full(target))
             return self._created(target, "symlink", source)
 
     def link(self, target, source):
-        with self.lock:
+        with self._serial:
             self._learn_parent(target)
             os.link(self._full(source), self._full(target), follow_symlinks=False)
             self.model.created(_rel(target), node_of(os.lstat(self._full(target))), "link")
             return 0
 
     def unlink(self, path):
-        with self.lock:
+        with self._serial:
             self._learn_parent(path)
             buried = self._bury(path)
             os.unlink(self._full(path))
@@ -204,7 +205,7 @@ class LazyOps(fuse.Operations):
             return 0
 
     def rmdir(self, path):
-        with self.lock:
+        with self._serial:
             self._learn_parent(path)
             os.rmdir(self._full(path))
             self.model.removed(_rel(path), "rmdir")
@@ -213,7 +214,7 @@ class LazyOps(fuse.Operations):
     def rename(self, old, new, flags=0):
         if flags & RENAME_EXCHANGE:
             raise fuse.FuseOSError(errno.EINVAL)
-        with self.lock:
+        with self._serial:
             self._learn_parent(old)
             self._learn_parent(new)
             try:
@@ -239,7 +240,7 @@ class LazyOps(fuse.Operations):
             return 0
 
     def fsyncdir(self, path, datasync, fh):
-        with self.lock:
+        with self._serial:
             for node_id in self.model.fsyncdir(_rel(path)):
                 (self.graveyard / str(node_id)).unlink(missing_ok=True)
             return 0
@@ -250,8 +251,8 @@ class LazyOps(fuse.Operations):
         return fd
 
     def open(self, path, flags):
-        with self.lock:
-            fd = os.open(self._full(path), (flags & ~os.O_TRUNC & ~os.O_CREAT) | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with self._serial:
+            fd = os.open(self._full(path), _backing_flags(flags & ~os.O_CREAT))
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
                 raise fuse.FuseOSError(errno.EINVAL)
@@ -260,10 +261,10 @@ class LazyOps(fuse.Operations):
             return self._handle(fd, flags)
 
     def create(self, path, mode, flags):
-        with self.lock:
+        with self._serial:
             self._learn_parent(path)
             full = self._full(path)
-            fd = os.open(full, (flags & ~os.O_TRUNC) | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+            fd = os.open(full, _backing_flags(flags) | os.O_CREAT | os.O_EXCL, mode)
             self._created(path, "create")
             return self._handle(fd, flags)
 
@@ -271,7 +272,7 @@ class LazyOps(fuse.Operations):
         return os.pread(self.handles[fh].fd, size, offset)
 
     def write(self, path, data, offset, fh):
-        with self.lock:
+        with self._serial:
             handle = self.handles[fh]
             if handle.stale:
                 raise fuse.FuseOSError(errno.EIO)
@@ -292,11 +293,11 @@ class LazyOps(fuse.Operations):
         self.model.truncated(node_id, length)
 
     def truncate(self, path, length, fh=None):
-        with self.lock:
+        with self._serial:
             if fh in self.handles:
                 self._truncate(None if path is None else _rel(path), self.handles[fh].fd, length)
                 return 0
-            fd = os.open(self._full(path), os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            fd = os.open(self._full(path), os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             try:
                 self._truncate(_rel(path), fd, length)
             finally:
@@ -306,7 +307,7 @@ class LazyOps(fuse.Operations):
     def fallocate(self, path, mode, offset, size, fh):
         if mode:
             raise fuse.FuseOSError(errno.EOPNOTSUPP)
-        with self.lock:
+        with self._serial:
             handle = self.handles[fh]
             node_id = self._touch(None if path is None else _rel(path), handle.fd)
             os.posix_fallocate(handle.fd, offset, size)
@@ -314,7 +315,7 @@ class LazyOps(fuse.Operations):
             return 0
 
     def fsync(self, path, datasync, fh):
-        with self.lock:
+        with self._serial:
             handle = self.handles.get(fh)
             if handle is not None and not handle.stale:
                 self.model.fsync(handle.id)
@@ -324,7 +325,7 @@ class LazyOps(fuse.Operations):
         return 0
 
     def release(self, path, fh):
-        with self.lock:
+        with self._serial:
             handle = self.handles.pop(fh, None)
             if handle is not None:
                 os.close(handle.fd)
@@ -341,13 +342,14 @@ class LazyOps(fuse.Operations):
             request = json.loads(line)
             answer: dict[str, object]
             try:
-                with self.lock:
+                with self._serial:
                     report = self.drop(request["variant"], int(request["seed"]))
                 answer = {"report": report.to_json()}
             except Exception as error:  # noqa: BLE001 - the harness shows it; the daemon keeps serving
                 answer = {"error": f"{type(error).__name__}: {error}"}
             self.control.sendall(json.dumps(answer).encode() + b"\n")
-        orphaned(self.mountpoint, self.state)
+        self.orphaned = True  # the harness is gone: detach, and main() puts the contents back
+        subprocess.run(["fusermount3", "-u", "-z", self.mountpoint], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def drop(self, variant: str, seed: int) -> DropReport:
         """Rewrite the backing directory to the durable state (call with the lock held)."""
@@ -427,6 +429,14 @@ class LazyOps(fuse.Operations):
         return problems
 
 
+def _backing_flags(flags: int) -> int:
+    """The flags of the daemon's own fd for a client's open: readable whenever writable (it saves the
+    durable bytes a write destroys), no O_TRUNC (a truncate goes through the model), no symlink."""
+    if flags & os.O_ACCMODE == os.O_WRONLY:
+        flags = flags & ~os.O_ACCMODE | os.O_RDWR
+    return flags & ~os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def _set_meta(path: str, st: os.stat_result | Node) -> None:
     mode, uid, gid = (st.st_mode, st.st_uid, st.st_gid) if isinstance(st, os.stat_result) else (st.mode, st.uid, st.gid)
     os.chown(path, uid, gid, follow_symlinks=False)
@@ -442,16 +452,15 @@ def _place_dir(dst: str, node: Node, source: str | None, move: bool) -> None:
     _set_meta(dst, current if current is not None and stat.S_ISDIR(current.st_mode) else node)
 
 
-def orphaned(mount: str, state: Path) -> None:
-    """The harness is gone: detach the mount, put the backing contents back at it, and exit."""
-    subprocess.run(["fusermount3", "-u", "-z", mount], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+def put_back(mount: str, state: Path) -> None:
+    """The harness died: leave ``mount`` a plain directory holding the backing contents, as close() would."""
     try:
         os.rmdir(mount)
         os.rename(state / "backing", mount)
-        shutil.rmtree(state, ignore_errors=True)
-    except OSError:
-        pass
-    os._exit(0)
+    except OSError as error:
+        print(f"lazyfs: could not put {state / 'backing'} back at {mount}: {error}", file=sys.stderr)
+        return
+    shutil.rmtree(state, ignore_errors=True)
 
 
 class _LazyFUSE(fuse.FUSE):
@@ -473,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
         ops, args.mount, foreground=True, nothreads=True, allow_other=True, default_permissions=True,
         fsname=FSNAME, subtype=FSNAME, attr_timeout=0, entry_timeout=0, negative_timeout=0, hard_remove=True,
     )  # fmt: skip
+    if ops.orphaned:
+        put_back(args.mount, ops.state)
     return 0
 
 

@@ -60,6 +60,7 @@ class _Data:
     size: int
     durable_size: int
     ever_synced: bool = False
+    created: bool = False  # created through the mount since the last drop: no other name can hold it
     saved: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, log_at), sorted, disjoint
     writes: list[Write] = field(default_factory=list)
 
@@ -125,7 +126,7 @@ class DropReport:
         )
 
     def lines(self) -> list[str]:
-        out = []
+        out: list[str] = []
         for f in self.files:
             why = "not fsynced since" if f["ever_fsynced"] else "never fsynced"
             out.extend(f"{f['path']}: bytes {start}..{end} dropped ({why})" for start, end in f["dropped"])
@@ -269,7 +270,7 @@ class PersistenceModel:
             self._volatile.setdefault(node.id, {})
             self._durable.setdefault(node.id, {})
         elif node.kind == FILE and change != "link":
-            self._data[node.id] = _Data(size=0, durable_size=0)
+            self._data[node.id] = _Data(size=0, durable_size=0, created=True)
 
     def keep_on_unlink(self, path: str) -> int | None:
         """The inode to preserve in the graveyard before ``path``'s unlink, or None to let it go."""
@@ -278,7 +279,8 @@ class PersistenceModel:
         if node is None or node.kind != FILE:
             return None
         others = sum(n.id == node.id for e in self._volatile.values() for n in e.values()) - 1
-        needed = node.id in self._data or any(n.id == node.id for e in self._durable.values() for n in e.values())
+        data = self._data.get(node.id)
+        needed = (data is not None and not data.created) or any(n.id == node.id for e in self._durable.values() for n in e.values())
         return node.id if needed and not others and node.id not in self._graveyard else None
 
     def buried(self, node_id: int) -> None:
@@ -373,14 +375,17 @@ class PersistenceModel:
         restores, files = [], []
         for node_id, data in sorted(dirty.items()):
             survives = node_id in durable_paths
+            now = self._where(node_id)
+            if not survives and now is None:
+                continue  # unlinked by the runtime itself: nothing it could see is lost
             keep = kept.get(node_id, ())
             if survives:
-                source = None if node_id in self._graveyard else self._where(node_id)
+                source = None if node_id in self._graveyard else now
                 restores.append(Restore(node_id, source, tuple(data.saved), data.durable_size, keep))
             kept_ranges = [(offset, offset + length) for offset, length, _ in keep]
             files.append(
                 {
-                    "path": durable_paths.get(node_id) or self._where(node_id) or f"(inode {node_id}, unlinked)",
+                    "path": durable_paths.get(node_id) or now,
                     "size_before": data.size,
                     "size_after": max([data.durable_size, *(e for _, e in kept_ranges)]) if survives else 0,
                     "dropped": _drop_ranges(data, kept_ranges, survives),
@@ -394,7 +399,7 @@ class PersistenceModel:
             files=tuple(files),
             entries=tuple(self._undone_entries()),
             unsynced_writes=sum(len(d.writes) for d in dirty.values()),
-            kept_writes=sum(1 for k in kept.values() for _, length, _ in k if length),
+            kept_writes=sum(len(k) for k in kept.values()),
         )
         return DropPlan(tuple(restores), tuple(places), report)
 
@@ -421,7 +426,8 @@ class PersistenceModel:
             return {}
         last, node_id = max(writes, key=lambda pair: pair[0].seq)
         if variant == "op":
-            return {node_id: ((last.offset, rng.randrange(last.length), last.log_at),)}
+            prefix = rng.randrange(last.length)  # 0 <= prefix < length: a torn write, never the whole
+            return {node_id: ((last.offset, prefix, last.log_at),)} if prefix else {}
         own = sorted((w for w in candidates[node_id].writes if w.length), key=lambda w: w.seq)
         chosen = own
         while len(own) >= 2 and len(chosen) in (0, len(own)):

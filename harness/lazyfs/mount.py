@@ -13,6 +13,7 @@ import ctypes.util
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -80,7 +81,7 @@ class LazyMount:
     def start(cls, mount: Path, state: Path) -> "LazyMount":
         """Move what ``mount`` holds into ``state``/backing, then mount the lazy fs at ``mount`` over it."""
         mount, state = Path(os.path.abspath(mount)), Path(os.path.abspath(state))
-        if os.path.ismount(mount):
+        if is_mounted(mount):
             raise LazyFsUnavailable(f"{mount} is a mount point already (a stale lazy fs? `killpoint clean` removes it)")
         state.mkdir(parents=True, exist_ok=True)
         backing = state / "backing"
@@ -137,14 +138,14 @@ class LazyMount:
         if self._closed:
             return
         self._closed = True
-        if os.path.ismount(self.mount):
+        if is_mounted(self.mount):
             _unmount(self.mount)
         try:
             self._process.wait(EXIT_SECONDS)
         except subprocess.TimeoutExpired:
             os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait(EXIT_SECONDS)
-        if os.path.ismount(self.mount):
+        if is_mounted(self.mount):
             _unmount(self.mount, lazily=True)
         self._answers.close()
         self._channel.close()
@@ -159,9 +160,9 @@ def _unmount(mount: Path, lazily: bool = False) -> bool:
     for flags in (["-u", "-z"],) if lazily else (["-u"], ["-u", "-z"]):
         subprocess.run(["fusermount3", *flags, str(mount)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         deadline = time.monotonic() + EXIT_SECONDS
-        while os.path.ismount(mount) and time.monotonic() < deadline:
+        while is_mounted(mount) and time.monotonic() < deadline:
             time.sleep(0.01)
-        if not os.path.ismount(mount):
+        if not is_mounted(mount):
             return True
     return False
 
@@ -179,21 +180,27 @@ def _move_tree(src: Path, dst: Path) -> None:
         src.rmdir()
 
 
-def _unescape(field: str) -> str:
-    return field.encode().decode("unicode_escape")
-
-
-def unmount_stale(under: Path) -> list[str]:
-    """Lazily unmount every FSNAME mount at or under ``under`` (left by a SIGKILLed harness); say which."""
-    root = os.path.abspath(under)
-    found = []
+def _lazy_mounts() -> list[tuple[str, bool]]:
+    """Every mount point in /proc/self/mountinfo, and whether it is one of ours (by FSNAME only)."""
+    out = []
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as mountinfo:
         for line in mountinfo:
             fields, _, tail = line.partition(" - ")
             fstype, source = (tail.split() + ["", ""])[:2]
-            point = _unescape(fields.split()[4])
-            if (fstype == f"fuse.{FSNAME}" or source == FSNAME) and (point == root or point.startswith(root.rstrip("/") + "/")):
-                found.append(point)
+            point = re.sub(r"\\([0-7]{3})", lambda octal: chr(int(octal.group(1), 8)), fields.split()[4])
+            out.append((point, fstype == f"fuse.{FSNAME}" or source == FSNAME))
+    return out
+
+
+def is_mounted(path: Path) -> bool:
+    """Whether ``path`` is a mount point, even a dead FUSE one (os.path.ismount says no to ENOTCONN)."""
+    return str(path) in (point for point, _ in _lazy_mounts())
+
+
+def unmount_stale(under: Path) -> list[str]:
+    """Lazily unmount every FSNAME mount at or under ``under`` (left by a SIGKILLed harness); say which."""
+    root = os.path.abspath(under).rstrip("/")
+    found = [point for point, ours in _lazy_mounts() if ours and (point == root or point.startswith(root + "/"))]
     out = []
     for point in sorted(found, reverse=True):
         unmounted = _unmount(Path(point), lazily=True)
