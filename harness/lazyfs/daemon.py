@@ -107,11 +107,10 @@ class LazyOps(fuse.Operations):
     def _learn_parent(self, path: str) -> None:
         self.model.learn(_rel(path).rpartition("/")[0])
 
-    def _touch(self, rel: str | None, fd: int) -> int:
-        st = os.fstat(fd)
-        if not self.model.knows(st.st_ino):
-            self.model.touch(rel, st.st_ino, st.st_size)
-        return st.st_ino
+    def _touch(self, rel: str | None, handle: _Handle) -> int:
+        if not self.model.knows(handle.id):
+            self.model.touch(rel, handle.id, os.fstat(handle.fd).st_size)
+        return handle.id
 
     def _save(self, node_id: int, fd: int, start: int, end: int) -> None:
         for s, e in self.model.to_save(node_id, start, end):
@@ -246,9 +245,9 @@ class LazyOps(fuse.Operations):
             return 0
 
     # ---- file data
-    def _handle(self, fd: int, flags: int) -> int:
-        self.handles[fd] = _Handle(fd, os.fstat(fd).st_ino, flags)
-        return fd
+    def _handle(self, fd: int, flags: int) -> _Handle:
+        self.handles[fd] = handle = _Handle(fd, os.fstat(fd).st_ino, flags)
+        return handle
 
     def open(self, path, flags):
         with self._serial:
@@ -256,9 +255,10 @@ class LazyOps(fuse.Operations):
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 os.close(fd)
                 raise fuse.FuseOSError(errno.EINVAL)
+            handle = self._handle(fd, flags)
             if flags & os.O_TRUNC:
-                self._truncate(_rel(path), fd, 0)
-            return self._handle(fd, flags)
+                self._truncate(_rel(path), handle, 0)
+            return fd
 
     def create(self, path, mode, flags):
         with self._serial:
@@ -266,7 +266,8 @@ class LazyOps(fuse.Operations):
             full = self._full(path)
             fd = os.open(full, _backing_flags(flags) | os.O_CREAT | os.O_EXCL, mode)
             self._created(path, "create")
-            return self._handle(fd, flags)
+            self._handle(fd, flags)
+            return fd
 
     def read(self, path, size, offset, fh):
         return os.pread(self.handles[fh].fd, size, offset)
@@ -276,7 +277,7 @@ class LazyOps(fuse.Operations):
             handle = self.handles[fh]
             if handle.stale:
                 raise fuse.FuseOSError(errno.EIO)
-            node_id = self._touch(None if path is None else _rel(path), handle.fd)
+            node_id = self._touch(None if path is None else _rel(path), handle)
             if handle.append:
                 offset = self.model.size(node_id)
             self._save(node_id, handle.fd, offset, offset + len(data))
@@ -286,20 +287,22 @@ class LazyOps(fuse.Operations):
                 self.model.fsync(node_id)
             return written
 
-    def _truncate(self, rel: str | None, fd: int, length: int) -> None:
-        node_id = self._touch(rel, fd)
-        self._save(node_id, fd, length, self.model.size(node_id))
-        os.ftruncate(fd, length)
+    def _truncate(self, rel: str | None, handle: _Handle, length: int) -> None:
+        node_id = self._touch(rel, handle)
+        self._save(node_id, handle.fd, length, self.model.size(node_id))
+        os.ftruncate(handle.fd, length)
         self.model.truncated(node_id, length)
 
     def truncate(self, path, length, fh=None):
         with self._serial:
             if fh in self.handles:
-                self._truncate(None if path is None else _rel(path), self.handles[fh].fd, length)
+                self._truncate(None if path is None else _rel(path), self.handles[fh], length)
                 return 0
             fd = os.open(self._full(path), os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             try:
-                self._truncate(_rel(path), fd, length)
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise fuse.FuseOSError(errno.EINVAL)
+                self._truncate(_rel(path), _Handle(fd, os.fstat(fd).st_ino, 0), length)
             finally:
                 os.close(fd)
             return 0
@@ -309,7 +312,7 @@ class LazyOps(fuse.Operations):
             raise fuse.FuseOSError(errno.EOPNOTSUPP)
         with self._serial:
             handle = self.handles[fh]
-            node_id = self._touch(None if path is None else _rel(path), handle.fd)
+            node_id = self._touch(None if path is None else _rel(path), handle)
             os.posix_fallocate(handle.fd, offset, size)
             self.model.truncated(node_id, max(self.model.size(node_id), offset + size))
             return 0
