@@ -173,12 +173,12 @@ class LazyOps(fuse.Operations):
             return self._created(path, "mkdir")
 
     def mknod(self, path, mode, dev):
-        if not stat.S_ISFIFO(mode):
-            raise fuse.FuseOSError(errno.EPERM)
+        if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+            raise fuse.FuseOSError(errno.EPERM)  # no device nodes from an untrusted workload
         with self._serial:
             self._learn_parent(path)
-            os.mkfifo(self._full(path), stat.S_IMODE(mode))
-            return self._created(path, "mknod")
+            os.mknod(self._full(path), mode)
+            return self._created(path, "create" if stat.S_ISREG(mode) else "mknod")
 
     def symlink(self, target, source):
         with self._serial:
@@ -434,10 +434,10 @@ class LazyOps(fuse.Operations):
 
 def _backing_flags(flags: int) -> int:
     """The flags of the daemon's own fd for a client's open: readable whenever writable (it saves the
-    durable bytes a write destroys), no O_TRUNC (a truncate goes through the model), no symlink."""
+    durable bytes a write destroys), no O_TRUNC (a truncate goes through the model), no symlink, no wait."""
     if flags & os.O_ACCMODE == os.O_WRONLY:
         flags = flags & ~os.O_ACCMODE | os.O_RDWR
-    return flags & ~os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    return flags & ~os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # never hang on a FIFO
 
 
 def _set_meta(path: str, st: os.stat_result | Node) -> None:

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from killpoint.errors import ConfigError
+from killpoint.errors import ConfigError, InfrastructureError
 from killpoint.harness.lazyfs.model import VARIANTS, DropReport
 
 FSNAME = "killpoint-lazyfs"  # fsname and subtype of every mount: stale ones are found by this name only
@@ -81,6 +81,8 @@ class LazyMount:
     def start(cls, mount: Path, state: Path) -> "LazyMount":
         """Move what ``mount`` holds into ``state``/backing, then mount the lazy fs at ``mount`` over it."""
         mount, state = Path(os.path.abspath(mount)), Path(os.path.abspath(state))
+        if state == mount or state.is_relative_to(mount):
+            raise ValueError(f"the lazy fs state {state} must lie outside its mount {mount}")
         if is_mounted(mount):
             raise LazyFsUnavailable(f"{mount} is a mount point already (a stale lazy fs? `killpoint clean` removes it)")
         state.mkdir(parents=True, exist_ok=True)
@@ -126,11 +128,14 @@ class LazyMount:
         if variant not in VARIANTS:
             raise ValueError(f"unknown drop variant {variant!r}: use one of {', '.join(VARIANTS)}")
         if self._closed:
-            raise RuntimeError(f"{self!r}: drop after close")
-        self._channel.sendall(json.dumps({"variant": variant, "seed": seed}).encode() + b"\n")
-        answer = self._answer(DROP_SECONDS)
+            raise InfrastructureError(f"{self!r}: drop after close")
+        try:
+            self._channel.sendall(json.dumps({"variant": variant, "seed": seed}).encode() + b"\n")
+            answer = self._answer(DROP_SECONDS)
+        except (OSError, ValueError) as error:
+            raise InfrastructureError(f"the lazy fs at {self.mount} could not drop: {error}") from None
         if "error" in answer:
-            raise RuntimeError(f"the lazy fs drop at {self.mount} failed: {answer['error']}")
+            raise InfrastructureError(f"the lazy fs drop at {self.mount} failed: {answer['error']}")
         return DropReport.from_json(answer["report"])
 
     def close(self) -> None:

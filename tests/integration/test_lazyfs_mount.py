@@ -136,6 +136,31 @@ def test_the_mount_serves_the_durable_state_to_the_next_incarnation_and_drops_ag
     assert (lazy.mount / "journal.jsonl").read_bytes() == b'{"started": 1}\nsecond incarnation\n'
 
 
+def test_links_and_directories_follow_the_directory_fsyncs(lazy: LazyMount) -> None:
+    run_child(
+        """
+        import os, sys
+        root = sys.argv[1]
+        def fsync_dir(path):
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY); os.fsync(fd); os.close(fd)
+        os.mkdir(f"{root}/kept"); os.mkdir(f"{root}/lost")
+        os.symlink("../seeded.txt", f"{root}/kept/symlink"); os.link(f"{root}/seeded.txt", f"{root}/kept/hardlink")
+        os.mkfifo(f"{root}/kept/fifo")
+        fsync_dir(f"{root}/kept"); fsync_dir(root)
+        os.symlink("x", f"{root}/kept/unsynced-symlink"); os.rmdir(f"{root}/lost")
+        os._exit(0)
+        """,
+        str(lazy.mount),
+    )
+    report = lazy.drop()
+    kept = lazy.mount / "kept"
+    assert sorted(os.listdir(kept)) == ["fifo", "hardlink", "symlink"]
+    assert os.readlink(kept / "symlink") == "../seeded.txt" and (kept / "hardlink").read_bytes() == b"there before the mount\n"
+    assert (kept / "hardlink").stat().st_nlink == 2, "still one inode with two names"
+    assert (lazy.mount / "lost").is_dir(), "the rmdir was never made durable"
+    assert {e["change"] for e in report.entries} == {"symlink", "rmdir"}
+
+
 SQLITE = """
     import sqlite3, sys, os
     db = sqlite3.connect(sys.argv[1] + "/app.db", isolation_level=None)
