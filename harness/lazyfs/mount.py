@@ -94,7 +94,7 @@ class LazyMount:
         ours, theirs = socket.socketpair()
         with open(state / "daemon.log", "wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "killpoint.harness.lazyfs.daemon", "--state", str(state), "--mount", str(mount),
+                [sys.executable, "-m", "killpoint.harness.lazyfs.daemon", "--state", str(state), "--mount", _real(mount),
                  "--control-fd", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True, env={**os.environ, "FUSE_LIBRARY_PATH": LIBFUSE},
@@ -197,17 +197,43 @@ def _lazy_mounts() -> list[tuple[str, bool]]:
     return out
 
 
+def _real(path: Path) -> str:
+    """``path`` as /proc/self/mountinfo spells it (symlinks above it resolved, the path itself not stat'ed)."""
+    parent, name = os.path.split(os.path.abspath(path))
+    return os.path.join(os.path.realpath(parent), name)
+
+
 def is_mounted(path: Path) -> bool:
     """Whether ``path`` is a mount point, even a dead FUSE one (os.path.ismount says no to ENOTCONN)."""
-    return str(path) in (point for point, _ in _lazy_mounts())
+    return _real(path) in (point for point, _ in _lazy_mounts())
+
+
+def _served_mounts() -> set[str]:
+    """The mount points a live lazy fs daemon serves (read from each process's command line)."""
+    served = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"killpoint.harness.lazyfs.daemon" in argv and b"--mount" in argv[:-1]:
+            served.add(os.fsdecode(argv[argv.index(b"--mount") + 1]))
+    return served
 
 
 def unmount_stale(under: Path) -> list[str]:
-    """Lazily unmount every FSNAME mount at or under ``under`` (left by a SIGKILLed harness); say which."""
-    root = os.path.abspath(under).rstrip("/")
+    """Lazily unmount every FSNAME mount at or under ``under`` whose daemon is gone; say which.
+
+    Such a mount answers ENOTCONN: its daemon was SIGKILLed (a harness SIGKILLed while its daemon
+    lives is no such case: the daemon sees its control socket close and unmounts itself). A mount
+    some live daemon serves belongs to a session still running and is left alone, and the mount
+    itself is never touched (a stat of a busy one could wait).
+    """
+    root = _real(under).rstrip("/")
     found = [point for point, ours in _lazy_mounts() if ours and (point == root or point.startswith(root + "/"))]
-    out = []
-    for point in sorted(found, reverse=True):
-        unmounted = _unmount(Path(point), lazily=True)
-        out.append(f"{point}: stale lazy fs {'unmounted' if unmounted else 'could not be unmounted'}")
-    return out
+    served = _served_mounts() if found else set()
+    return [
+        f"{point} (a lazy file system whose daemon was gone)"
+        for point in sorted(set(found) - served, reverse=True)
+        if _unmount(Path(point), lazily=True)
+    ]

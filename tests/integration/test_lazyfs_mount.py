@@ -266,15 +266,21 @@ def test_close_puts_the_contents_back_even_after_the_daemon_was_killed(lazy: Laz
 
 
 def test_unmount_stale_removes_the_mount_a_killed_daemon_left(tmp_path: Path, fuse_ready: None) -> None:
-    (tmp_path / "runs" / "r1" / "workload").mkdir(parents=True)
+    for run in ("r1", "r2"):
+        (tmp_path / "runs" / run / "workload").mkdir(parents=True)
     lazy = LazyMount.start(tmp_path / "runs" / "r1" / "workload", tmp_path / "runs" / "r1" / ".lazyfs-0")
-    os.killpg(lazy._process.pid, signal.SIGKILL)
-    lazy._process.wait(DEADLINE)
-    assert mount.is_mounted(lazy.mount), "a SIGKILLed daemon leaves its mount behind (ENOTCONN)"
-    assert unmount_stale(tmp_path / "elsewhere") == []
-    assert unmount_stale(tmp_path / "runs") == [f"{lazy.mount}: stale lazy fs unmounted"]
-    assert not mount.is_mounted(lazy.mount)
-    lazy.close()
+    live = LazyMount.start(tmp_path / "runs" / "r2" / "workload", tmp_path / "runs" / "r2" / ".lazyfs-0")
+    try:
+        os.killpg(lazy._process.pid, signal.SIGKILL)
+        lazy._process.wait(DEADLINE)
+        assert mount.is_mounted(lazy.mount), "a SIGKILLed daemon leaves its mount behind (ENOTCONN)"
+        assert unmount_stale(tmp_path / "elsewhere") == []
+        assert unmount_stale(tmp_path / "runs") == [f"{lazy.mount} (a lazy file system whose daemon was gone)"]
+        assert not mount.is_mounted(lazy.mount)
+        assert mount.is_mounted(live.mount) and os.listdir(live.mount) == [], "a live session's mount is left alone"
+    finally:
+        lazy.close()
+        live.close()
 
 
 OWNER = """
