@@ -188,6 +188,7 @@ class LazyOps(fuse.Operations):
 
     def link(self, target, source):
         with self._serial:
+            self._learn_parent(source)  # so the file's other name is known when its data is restored
             self._learn_parent(target)
             os.link(self._full(source), self._full(target), follow_symlinks=False)
             self.model.created(_rel(target), node_of(os.lstat(self._full(target))), "link")

@@ -239,26 +239,19 @@ class PersistenceModel:
             parts.append(name)
         return "/".join(reversed(parts))
 
-    def _where(self, node_id: int) -> str | None:
-        """A current path of the inode, from the learnt directories; None when it has none."""
-        for dir_id, entries in self._volatile.items():
-            for name, node in entries.items():
-                if node.id == node_id and self._reachable(dir_id):
-                    return _join(self._dir_path(dir_id), name)
-        return None
-
-    def _reachable(self, dir_id: int) -> bool:
-        seen = set()
-        while dir_id != self.root_id:
-            if dir_id in seen or dir_id not in self._names:
-                return False
-            seen.add(dir_id)
-            parent, name = self._names[dir_id]
-            node = self._volatile.get(parent, {}).get(name)
-            if node is None or node.id != dir_id:
-                return False
-            dir_id = parent
-        return True
+    def _volatile_paths(self) -> dict[int, str]:
+        """A current path of every inode the learnt directories name (walked from the root)."""
+        paths: dict[int, str] = {}
+        todo = [(self.root_id, "")]
+        while todo:
+            dir_id, dir_path = todo.pop()
+            for name, node in sorted(self._volatile[dir_id].items()):
+                path = _join(dir_path, name)
+                if node.id not in paths:
+                    paths[node.id] = path
+                    if node.kind == DIR and node.id in self._volatile:
+                        todo.append((node.id, path))
+        return paths
 
     # ---- directory changes (call after the change succeeded on the backing directory)
     def created(self, path: str, node: Node, change: str = "create") -> None:
@@ -369,19 +362,21 @@ class PersistenceModel:
         if variant not in VARIANTS:
             raise ValueError(f"unknown drop variant {variant!r}: use one of {', '.join(VARIANTS)}")
         self.learn("")
-        places, durable_paths = self._durable_tree()
+        where = self._volatile_paths()
+        places, durable_paths = self._durable_tree(where)
         dirty = {i: d for i, d in self._data.items() if d.dirty}
         kept = self._torn(variant, random.Random(seed), {i: d for i, d in dirty.items() if i in durable_paths})
         restores, files = [], []
         for node_id, data in sorted(dirty.items()):
             survives = node_id in durable_paths
-            now = self._where(node_id)
+            now = where.get(node_id)
+            keep = kept.get(node_id, ())
+            buried = node_id in self._graveyard
+            # a file there before may also have names in directories never learnt: restore it whenever it is found
+            if (survives or not data.created) and (buried or now is not None):
+                restores.append(Restore(node_id, None if buried else now, tuple(data.saved), data.durable_size, keep))
             if not survives and now is None:
                 continue  # unlinked by the runtime itself: nothing it could see is lost
-            keep = kept.get(node_id, ())
-            if survives:
-                source = None if node_id in self._graveyard else now
-                restores.append(Restore(node_id, source, tuple(data.saved), data.durable_size, keep))
             kept_ranges = [(offset, offset + length) for offset, length, _ in keep]
             files.append(
                 {
@@ -403,7 +398,7 @@ class PersistenceModel:
         )
         return DropPlan(tuple(restores), tuple(places), report)
 
-    def _durable_tree(self) -> tuple[list[Place], dict[int, str]]:
+    def _durable_tree(self, where: dict[int, str]) -> tuple[list[Place], dict[int, str]]:
         places: list[Place] = []
         paths: dict[int, str] = {}
         todo = [(self.root_id, "")]
@@ -411,7 +406,7 @@ class PersistenceModel:
             dir_id, dir_path = todo.pop()
             for name, node in sorted(self._durable[dir_id].items()):
                 path = _join(dir_path, name)
-                source = self._where(node.id) if node.kind in (FILE, DIR) else None
+                source = where.get(node.id) if node.kind in (FILE, DIR) else None
                 untouched = node.kind == DIR and node.id not in self._volatile
                 places.append(Place(path, node, source, move=untouched and source is not None))
                 if node.kind == FILE:
