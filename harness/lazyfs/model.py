@@ -21,7 +21,7 @@ and sizes in, and executes the ``DropPlan`` a drop returns.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 FILE, DIR, SYMLINK, OTHER = "file", "dir", "symlink", "other"
@@ -239,18 +239,23 @@ class PersistenceModel:
             parts.append(name)
         return "/".join(reversed(parts))
 
-    def _volatile_paths(self) -> dict[int, str]:
-        """A current path of every inode the learnt directories name (walked from the root)."""
-        paths: dict[int, str] = {}
+    def _walk(self, tree: dict[int, dict[str, Node]]) -> Iterator[tuple[str, Node]]:
+        """Every entry of ``tree`` (the volatile or the durable entries) reachable from the root, parents
+        first; learnt directories are walked into, the others stand for themselves and all they hold."""
         todo = [(self.root_id, "")]
         while todo:
             dir_id, dir_path = todo.pop()
-            for name, node in sorted(self._volatile[dir_id].items()):
+            for name, node in sorted(tree[dir_id].items()):
                 path = _join(dir_path, name)
-                if node.id not in paths:
-                    paths[node.id] = path
-                    if node.kind == DIR and node.id in self._volatile:
-                        todo.append((node.id, path))
+                yield path, node
+                if node.kind == DIR and node.id in self._volatile:
+                    todo.append((node.id, path))
+
+    def _volatile_paths(self) -> dict[int, str]:
+        """A current path of every inode the learnt directories name."""
+        paths: dict[int, str] = {}
+        for path, node in self._walk(self._volatile):
+            paths.setdefault(node.id, path)
         return paths
 
     # ---- directory changes (call after the change succeeded on the backing directory)
@@ -401,18 +406,12 @@ class PersistenceModel:
     def _durable_tree(self, where: dict[int, str]) -> tuple[list[Place], dict[int, str]]:
         places: list[Place] = []
         paths: dict[int, str] = {}
-        todo = [(self.root_id, "")]
-        while todo:
-            dir_id, dir_path = todo.pop()
-            for name, node in sorted(self._durable[dir_id].items()):
-                path = _join(dir_path, name)
-                source = where.get(node.id) if node.kind in (FILE, DIR) else None
-                untouched = node.kind == DIR and node.id not in self._volatile
-                places.append(Place(path, node, source, move=untouched and source is not None))
-                if node.kind == FILE:
-                    paths.setdefault(node.id, path)
-                elif node.kind == DIR and not untouched:
-                    todo.append((node.id, path))
+        for path, node in self._walk(self._durable):
+            source = where.get(node.id) if node.kind in (FILE, DIR) else None
+            untouched = node.kind == DIR and node.id not in self._volatile
+            places.append(Place(path, node, source, move=untouched and source is not None))
+            if node.kind == FILE:
+                paths.setdefault(node.id, path)
         return places, paths
 
     def _torn(self, variant: str, rng: random.Random, candidates: dict[int, _Data]) -> dict[int, tuple]:
