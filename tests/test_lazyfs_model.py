@@ -424,22 +424,26 @@ def _apply(fs: MemFS, op: tuple) -> None:
     """Run ``op`` when it is valid in the current tree (a real file system would refuse the rest)."""
     files, dirs = set(fs.paths(FILE)), set(fs.paths(DIR)) | {""}
     kind, *args = op
-    parent_ok = lambda path: path.rpartition("/")[0] in dirs  # noqa: E731
-    if kind in ("write", "append", "truncate", "fsync", "unlink") and args[0] in files:
-        getattr(fs, kind)(*args)
-    elif kind == "fsyncdir" and args[0] in dirs:
-        fs.fsyncdir(args[0])
-    elif kind in ("create", "mkdir") and args[0] not in files | dirs and parent_ok(args[0]):
-        getattr(fs, kind)(args[0])
-    elif kind == "rename" and args[0] in files and args[1] not in dirs and parent_ok(args[1]) and args[0] != args[1]:
-        fs.rename(*args)
-    elif kind == "rename_dir" and args[0] in dirs and args[1] not in files | dirs:
-        fs.rename(*args)
-    elif kind == "link" and args[0] in files and args[1] not in files | dirs and parent_ok(args[1]):
-        fs.link(*args)
-    elif kind == "drop":
+
+    def free(path: str) -> bool:
+        return path not in files | dirs and path.rpartition("/")[0] in dirs
+
+    valid = {
+        "fsyncdir": lambda: args[0] in dirs,
+        "create": lambda: free(args[0]),
+        "mkdir": lambda: free(args[0]),
+        "rename": lambda: args[0] in files and args[1] not in dirs and args[0] != args[1] and args[1].rpartition("/")[0] in dirs,
+        "rename_dir": lambda: args[0] in dirs and free(args[1]),
+        "link": lambda: args[0] in files and free(args[1]),
+        "drop": lambda: True,
+    }.get(kind, lambda: args[0] in files)
+    if not valid():
+        return
+    if kind == "drop":
         fs.drop()
         assert fs.tree() == fs.expected()
+    else:
+        getattr(fs, "rename" if kind == "rename_dir" else kind)(*args)
 
 
 @settings(max_examples=300, deadline=None)

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import mfusepy as fuse  # type: ignore[import-untyped]
 
-from killpoint.harness.lazyfs.mount import FSNAME
 from killpoint.harness.lazyfs.model import DIR, FILE, OTHER, SYMLINK, DropPlan, DropReport, Node, PersistenceModel
+from killpoint.harness.lazyfs.mount import FSNAME
 
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 _KIND = {stat.S_IFREG: FILE, stat.S_IFDIR: DIR, stat.S_IFLNK: SYMLINK}
@@ -52,7 +52,7 @@ def _rel(path: str) -> str:
 
 
 class _Handle:
-    __slots__ = ("fd", "id", "sync", "append", "stale")
+    __slots__ = ("append", "fd", "id", "stale", "sync")
 
     def __init__(self, fd: int, node_id: int, flags: int) -> None:
         self.fd, self.id = fd, node_id
@@ -353,7 +353,7 @@ class LazyOps(fuse.Operations):
                 answer = {"error": f"{type(error).__name__}: {error}"}
             self.control.sendall(json.dumps(answer).encode() + b"\n")
         self.orphaned = True  # the harness is gone: detach, and main() puts the contents back
-        subprocess.run(["fusermount3", "-u", "-z", self.mountpoint], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["fusermount3", "-u", "-z", self.mountpoint], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
 
     def drop(self, variant: str, seed: int) -> DropReport:
         """Rewrite the backing directory to the durable state (call with the lock held)."""
@@ -480,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mount", required=True)
     parser.add_argument("--control-fd", type=int, required=True)
     args = parser.parse_args(argv)
+    os.umask(0)  # the kernel applied the client's umask to every mode it sends; apply none of our own
     control = socket.socket(fileno=args.control_fd)
     ops = LazyOps(args.state.absolute(), args.mount, control)
     _LazyFUSE(

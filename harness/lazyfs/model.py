@@ -114,7 +114,7 @@ class DropReport:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "DropReport":
+    def from_json(cls, data: dict) -> DropReport:
         return cls(
             variant=data["variant"],
             seed=data["seed"],
@@ -290,12 +290,13 @@ class PersistenceModel:
         node = self._volatile[dir_id].pop(name, None)
         self._origin.pop((dir_id, name), None)
         self._gone.setdefault((dir_id, name), change)
-        if node is not None and node.kind == FILE and node.id not in self._graveyard:
-            if not any(n.id == node.id for e in self._volatile.values() for n in e.values()):
-                self._data.pop(node.id, None)
+        if node is None or node.kind != FILE or node.id in self._graveyard:
+            return
+        if not any(n.id == node.id for e in self._volatile.values() for n in e.values()):
+            self._data.pop(node.id, None)  # its last name is gone and nothing durable needs it
 
     def renamed(self, old: str, new: str) -> None:
-        """``old`` was renamed over ``new`` (remove_or_bury ``new`` first when it existed)."""
+        """``old`` was renamed to ``new`` (when ``new`` existed, report its removal first)."""
         src_dir, src_name = self._split(old)
         dst_dir, dst_name = self._split(new)
         node = self._volatile[src_dir].pop(src_name)

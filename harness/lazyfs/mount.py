@@ -78,7 +78,7 @@ class LazyMount:
         return f"LazyMount({str(self.mount)!r}, {status})"
 
     @classmethod
-    def start(cls, mount: Path, state: Path) -> "LazyMount":
+    def start(cls, mount: Path, state: Path) -> LazyMount:
         """Move what ``mount`` holds into ``state``/backing, then mount the lazy fs at ``mount`` over it."""
         mount, state = Path(os.path.abspath(mount)), Path(os.path.abspath(state))
         if state == mount or state.is_relative_to(mount):
