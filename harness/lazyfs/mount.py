@@ -9,6 +9,7 @@ run, so a container bound to it keeps seeing it; ``drop`` rewrites the state und
 
 from __future__ import annotations
 
+import contextlib
 import ctypes.util
 import importlib.util
 import json
@@ -87,7 +88,8 @@ class LazyMount:
             raise LazyFsUnavailable(f"{mount} is a mount point already (a stale lazy fs? `killpoint clean` removes it)")
         state.mkdir(parents=True, exist_ok=True)
         backing = state / "backing"
-        _move_tree(mount, backing)
+        if os.path.lexists(backing) or not _move_tree(mount, backing):
+            raise InfrastructureError(f"cannot move {mount} into the lazy fs state {state} (is {backing} left from another run?)")
         os.mkdir(mount)
         shutil.copystat(backing, mount, follow_symlinks=False)
         os.chown(mount, (st := os.lstat(backing)).st_uid, st.st_gid)
@@ -155,9 +157,15 @@ class LazyMount:
         self._answers.close()
         self._channel.close()
         backing = self.state / "backing"
-        if backing.is_dir():
-            _move_tree(backing, self.mount)
-        shutil.rmtree(self.state, ignore_errors=True)
+        try:
+            put_back = not backing.is_dir() or (not is_mounted(self.mount) and _move_tree(backing, self.mount))
+        except OSError as error:
+            put_back = False
+            print(f"killpoint: {error}", file=sys.stderr)
+        if put_back:
+            shutil.rmtree(self.state, ignore_errors=True)
+        else:
+            print(f"killpoint: the lazy fs contents of {self.mount} could not all be put back; they are in {backing}", file=sys.stderr)
 
 
 def _unmount(mount: Path, lazily: bool = False) -> bool:
@@ -172,17 +180,26 @@ def _unmount(mount: Path, lazily: bool = False) -> bool:
     return False
 
 
-def _move_tree(src: Path, dst: Path) -> None:
-    """Put directory ``src`` at ``dst`` (an absent or empty directory), entries and all, following no symlink."""
-    if dst.is_dir() and not dst.is_symlink():
-        dst.rmdir()
-    try:
+def _move_tree(src: Path, dst: Path) -> bool:
+    """Put directory ``src`` at ``dst`` (absent, or a directory), entries and all, following no symlink.
+
+    False when something stayed in ``src``: a name ``dst`` already had, or ``dst`` is no directory.
+    """
+    if dst.is_symlink():
+        return False
+    with contextlib.suppress(OSError):
+        dst.rmdir()  # absent or empty: src takes its place whole
+    with contextlib.suppress(OSError):
         os.rename(src, dst)
-    except OSError:  # another file system: move entry by entry
-        dst.mkdir()
-        for entry in os.scandir(src):
+        return True
+    dst.mkdir(exist_ok=True)  # another file system, or dst holds something already: entry by entry
+    for entry in os.scandir(src):
+        if not os.path.lexists(dst / entry.name):
             shutil.move(entry.path, dst / entry.name)
+    with contextlib.suppress(OSError):
         src.rmdir()
+        return True
+    return False
 
 
 def _lazy_mounts() -> list[tuple[str, bool]]:
