@@ -20,7 +20,6 @@ the control thread's drop out of the middle of an operation.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import errno
 import json
@@ -474,23 +473,21 @@ class _LazyFUSE(fuse.FUSE):
         return self.operations.rename(old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="killpoint.harness.lazyfs.daemon")
-    parser.add_argument("--state", type=Path, required=True)
-    parser.add_argument("--mount", required=True)
-    parser.add_argument("--control-fd", type=int, required=True)
-    args = parser.parse_args(argv)
+def main(argv: list[str]) -> int:
+    """``--state S --mount M --control-fd N``, as LazyMount.start passes them (no argparse: start-up time)."""
+    args = dict(zip(argv[::2], argv[1::2], strict=True))
+    state, mountpoint, control_fd = Path(args["--state"]).absolute(), args["--mount"], int(args["--control-fd"])
     os.umask(0)  # the kernel applied the client's umask to every mode it sends; apply none of our own
-    control = socket.socket(fileno=args.control_fd)
-    ops = LazyOps(args.state.absolute(), args.mount, control)
+    control = socket.socket(fileno=control_fd)
+    ops = LazyOps(state, mountpoint, control)
     _LazyFUSE(
-        ops, args.mount, foreground=True, nothreads=True, allow_other=True, default_permissions=True,
+        ops, mountpoint, foreground=True, nothreads=True, allow_other=True, default_permissions=True,
         fsname=FSNAME, subtype=FSNAME, attr_timeout=0, entry_timeout=0, negative_timeout=0, hard_remove=True,
     )  # fmt: skip
     if ops.orphaned:
-        put_back(args.mount, ops.state)
+        put_back(mountpoint, ops.state)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -20,9 +20,12 @@ and sizes in, and executes the ``DropPlan`` a drop returns.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import random
 
 FILE, DIR, SYMLINK, OTHER = "file", "dir", "symlink", "other"
 VARIANTS = ("plain", "op", "seq")
@@ -367,6 +370,8 @@ class PersistenceModel:
         """What the backing directory must become: the durable state, plus a torn variant's bytes."""
         if variant not in VARIANTS:
             raise ValueError(f"unknown drop variant {variant!r}: use one of {', '.join(VARIANTS)}")
+        import random  # here, not at the top: the daemon's start-up imports as little as it can
+
         self.learn("")
         where = self._volatile_paths()
         places, durable_paths = self._durable_tree(where)

@@ -10,8 +10,6 @@ run, so a container bound to it keeps seeing it; ``drop`` rewrites the state und
 from __future__ import annotations
 
 import contextlib
-import ctypes.util
-import importlib.util
 import json
 import os
 import re
@@ -20,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -48,6 +45,10 @@ def probe() -> None:
     global _probed
     if _probed:
         return
+    import ctypes.util  # only here: the harness and the daemon import this module, and neither needs them
+    import importlib.util
+    import tempfile
+
     device = os.environ.get(FUSE_DEVICE_ENV, "/dev/fuse")
     if not os.path.exists(device):
         raise LazyFsUnavailable(f"--power-loss needs FUSE, and {device} does not exist (a container needs --device /dev/fuse): {_FIX}")
