@@ -24,7 +24,7 @@ from killpoint.harness.evidence import (
     store_at_kill_name,
     store_found_name,
 )
-from killpoint.harness.model import DurableState, Finding, StepRecord
+from killpoint.harness.model import DurableState, Finding, PowerLoss, StepRecord
 from killpoint.harness.properties import (
     PROPERTY_BY_STATUS,
     Facts,
@@ -186,10 +186,27 @@ def write_ahead(facts: Facts) -> list[Finding]:
                     f"{call}'s tool {state.tool} was invoked before the kill, but the store at the kill holds no "
                     f"record of {call}, though it records a step when it begins: the tool ran before its start "
                     f"was durable", call, kill.around.point, (state.invoked.quote(),)))
+            elif _lost_at_power_loss(kill, call):
+                assert state.invoked is not None
+                findings.append(Finding(
+                    "write-ahead",
+                    f"{call}'s tool {state.tool} was invoked before a power loss, and the store at the kill recorded "
+                    f"{call}, but after the loss of what was never durable it holds no record of it: its start was "
+                    f"written but not durable (no fsync of the file, or of its folder after a create or rename) when "
+                    f"its tool ran", call, kill.around.point,
+                    (state.invoked.quote(), *state.quoted_record, *facts.evidence.drops.get(kill.around.number, ()))))
     if kills and not any(kill.records_start for kill in kills):
         facts.notes.append(f"write-ahead's started half is not judged: the store ({_format(facts)}) records a step "
                            f"only once it returns, so a tool run before its start was durable leaves no trace there")
     return findings
+
+
+def _lost_at_power_loss(kill: StoreKill, call: str) -> bool:
+    """The call's tool ran before this kill, a power loss, and its record was in the store at the kill but not after."""
+    struck = kill.around.incarnation.kill
+    written, found = kill.written[call], kill.found.get(call)
+    return (struck is not None and isinstance(struck.fault, PowerLoss) and written.invoked is not None
+            and written.record is not None and (found is None or found.record is None))
 
 
 def liveness(facts: Facts) -> list[Finding]:

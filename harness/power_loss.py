@@ -84,7 +84,11 @@ def copy_tree(source: Path, copy: Path) -> list[str]:
             subfolders.remove(name)
         for name in sorted(names):
             path, shown = Path(folder) / name, (relative / name).as_posix()
-            mode = os.lstat(path).st_mode
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError as error:  # listed, then gone: said, never a crash of the strike
+                problems.append(f"{shown} could not be read: {error.strerror or error}")
+                continue
             if stat.S_ISLNK(mode):
                 problems.append(f"{shown} is a symlink to {os.readlink(path)!r}; not followed")
                 continue

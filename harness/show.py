@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import psutil
 
 from killpoint.errors import ConfigError
-from killpoint.harness.evidence import incarnation_problem, run_paths
+from killpoint.harness.evidence import incarnation_problem, power_loss_report_path, read_drop, run_paths
 from killpoint.harness.model import Finding, Incarnation
 from killpoint.harness.repro_safety import repro_line
 from killpoint.harness.run_record import (
@@ -87,7 +87,9 @@ def describe_run_dir(run_dir: Path) -> list[str]:
     elif judged is not None:
         lines.append(f"schedule: {_schedule(judged.schedule, judged.seed)} (from {VERDICT_NAME}: this run kept no "
                      f"{RUN_RECORD_NAME}, so its scenario, backend and argv are not known)")
-    lines += _incarnations(judged.incarnations if judged else _incarnations_so_far(run_dir))
+    incarnations = judged.incarnations if judged else _incarnations_so_far(run_dir)
+    lines += _incarnations(incarnations)
+    lines += _power_losses(run_dir, incarnations)
     lines += _verdict(judged) if judged else [f"verdict: none: {_why_no_verdict(run_dir, record)}"]
     token = judged.token if judged else record.token if record else None
     if token is not None:
@@ -156,6 +158,16 @@ def _incarnations(incarnations: tuple[Incarnation, ...]) -> Iterator[str]:
     for incarnation in incarnations:
         yield f"  incarnation {incarnation.number} (pid {incarnation.pid}, {incarnation.seconds:.3f}s): " \
               f"{incarnation_ending(incarnation)}"
+
+
+def _power_losses(run_dir: Path, incarnations: tuple[Incarnation, ...]) -> Iterator[str]:
+    """What each power loss of the run dropped, kill by kill, from its ``power-loss-N.json``."""
+    kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
+    for number in range(kills):
+        dropped = read_drop(power_loss_report_path(run_dir, number))
+        if dropped is not None:
+            yield f"power loss at kill {number}:"
+            yield from (f"  {line.partition(': ')[2]}" for line in dropped)
 
 
 def incarnation_ending(incarnation: Incarnation) -> str:
