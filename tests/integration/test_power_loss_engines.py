@@ -28,6 +28,7 @@ import pytest
 from killpoint.harness.frameworks import reader_for
 from killpoint.harness.scenario import load_scenario
 from tests.helpers import ROOT
+from tests.integration.test_framework_workloads import findings
 
 FRAMEWORKS = ROOT / "scenarios" / "frameworks"
 EXAMPLES = FRAMEWORKS / "examples"
@@ -51,10 +52,6 @@ def recorded_steps(scenario: Path, store: Path) -> set[str]:
     state = reader_for(tomllib.loads(scenario.read_text())["journal"]).read(store, load_scenario(scenario).plan)
     assert state.problems == (), state
     return set(state.records)
-
-
-def finding_lines(out: str, rule: str) -> list[str]:
-    return [line.strip() for line in out.splitlines() if line.strip().startswith(f"[{rule}]")]
 
 
 @pytest.mark.parametrize("name", ["langgraph_graph_guarded", "langgraph_functional_guarded"])
@@ -84,7 +81,7 @@ def test_dbos_on_sqlite_with_its_defaults_forgets_the_step_it_committed_last(kil
     runs = tmp_path / "runs"
     result = killpoint("run", scenario, "--kill-at", "c3:step_recorded/power", "--runs-dir", runs)
     assert result.exit_code == 1, result.out[-3000:] + result.err[-2000:]
-    named = finding_lines(result.out, "verify-before-replay")
+    named = findings(result.out, "verify-before-replay")
     assert named and all(line.split()[1] == rerun for line in named), result.out[-3000:]
     [report] = drop_reports(runs)
     assert undone(report) == [HOT_JOURNAL] and report["files"] == [], report
@@ -130,4 +127,4 @@ def test_what_the_sqlite_journal_loses_is_exactly_what_its_setting_never_made_du
     assert undone(report) == entries, report
     assert result.exit_code == (1 if entries else 0), result.out[-3000:] + result.err[-2000:]
     if entries:
-        assert any(line.split()[1] == "c5" for line in finding_lines(result.out, "write-ahead")), result.out[-3000:]
+        assert any(line.split()[1] == "c5" for line in findings(result.out, "write-ahead")), result.out[-3000:]
