@@ -176,3 +176,20 @@ def test_the_plugin_imports_no_harness_until_used(pytester):
     # _ci and defaults import nothing: the plugin reads the CI profile and words its help from them.
     assert loaded.strip().splitlines()[-1] == ("['killpoint', 'killpoint.harness', 'killpoint.harness._ci', "
                                                   "'killpoint.harness.defaults', 'killpoint.harness.pytest_plugin']")
+
+
+def test_power_loss_option_and_keyword_make_every_kill_lose_what_was_never_fsynced(pytester):
+    pytester.makepyfile(test_power=f"""
+        NEVER_FSYNCED = "{{python}} -m killpoint.scenarios.mutants.journal_never_fsynced"
+
+        def test_by_option(killpoint_run):
+            killpoint_run({str(DEMO)!r}, workload=NEVER_FSYNCED, kill_at="c3:after_effect")
+
+        def test_by_keyword(killpoint_run):
+            killpoint_run({str(DEMO)!r}, workload=NEVER_FSYNCED, kill_at="c3:after_effect", power_loss=True)
+    """)
+    pytester.runpytest().assert_outcomes(passed=1, failed=1)
+    result = pytester.runpytest("--killpoint-power-loss")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["killpoint: seed *, power loss", "*[[]write-ahead[]]*survived the loss of what was "
+                                 "never durable*", "*killpoint repro kp1.*"])
