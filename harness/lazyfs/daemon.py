@@ -447,12 +447,16 @@ def _set_meta(path: str, st: os.stat_result | Node) -> None:
 
 
 def _place_dir(dst: str, node: Node, source: str | None, move: bool) -> None:
-    if move and source is not None:
+    """Move an untouched directory whole, else make it (with the metadata of the one it replaces)."""
+    current = os.lstat(source) if source is not None else None
+    same = current is not None and stat.S_ISDIR(current.st_mode) and current.st_ino == node.id
+    if move and same and source is not None:
         os.rename(source, dst)
         return
     os.mkdir(dst)
-    current = os.lstat(source) if source is not None else None
-    _set_meta(dst, current if current is not None and stat.S_ISDIR(current.st_mode) else node)
+    _set_meta(dst, current if same and current is not None else node)
+    if move:
+        raise OSError(errno.ESTALE, "no longer the directory it was: made empty")
 
 
 def put_back(mount: str, state: Path) -> None:
