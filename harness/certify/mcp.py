@@ -12,7 +12,10 @@ unchanged. What is particular to MCP:
   it when a trial is done), so no server outlives its trial.
 - Kill points are the changes the call makes in the world (``world_events``),
   plus seeded delays within one call's duration (``timed_kills``; 0 ms is "the
-  request written, nothing done").
+  request written, nothing done"). A kill at a change holds the server at its
+  next open or write in the world (fanotify) until the certifier has decided,
+  so it lands there whatever the load; the certificate's ``adapter`` says so
+  (``kills_at_changes``), or that it was best-effort where fanotify is refused.
 - The claim is what the hints map to (``catalogue_cli.classify``), and its
   ``why`` names them, so the verdict says which hint the evidence contradicts.
 - Arguments are drawn from the tool's ``inputSchema`` with the world's names for
@@ -45,7 +48,7 @@ from killpoint.harness.certify.mcp_client import McpCall, McpServer, ServerError
 from killpoint.harness.certify.mcp_worlds import GIT_ENV, PRESETS, Vocabulary, make_world, snapshot, vocabulary
 from killpoint.harness.certify.points import ChildRun
 from killpoint.harness.certify.trials import TEMPORARY_NAME
-from killpoint.harness.certify.world_events import WorldEvents
+from killpoint.harness.certify.world_events import WorldEvents, kills_at_changes
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -244,16 +247,24 @@ class McpTarget:
         except ServerError as error:
             raise TrialError(f"{self.name}: {_scrubbed(str(error), world)}") from None
 
-    def _call(self, server: McpServer, world: Path, args: dict[str, Any], **kill: Any) -> McpCall:
-        events = WorldEvents(world)
+    def _call(self, server: McpServer, world: Path, args: dict[str, Any], *, kill_at: int | None = None,
+              kill_after_s: float | None = None) -> McpCall:
+        """The call, watched; a kill at a point holds the server at each open and write (``world_events``).
+
+        The watch starts once the server has initialized: a hold nobody reads
+        would stall a server that opens world files while it starts.
+        """
         try:
             server.initialize()
-            outcome = server.call_tool(self.name, filled(args, world), events=events, **kill)
+            events = WorldEvents(world, session=server.process.pid if kill_at is not None else None)
+            try:
+                outcome = server.call_tool(self.name, filled(args, world), events=events, kill_at=kill_at,
+                                           kill_after_s=kill_after_s)
+            finally:
+                events.close()
         except ServerError as error:
             server.close()
             raise TrialError(f"{self.name}: {_scrubbed(str(error), world)}") from None
-        finally:
-            events.close()
         return McpCall(tuple(AFTER + TEMPORARY_NAME.sub("<hex>", label) for label in outcome.labels), outcome.ok,
                        outcome.error, outcome.seconds, outcome.killed_at, outcome.killed_after_s, outcome.timed_out,
                        outcome.returncode)
@@ -427,7 +438,7 @@ def mcp_target(tool: str, spec: ExternalSpec) -> McpTarget:
     as_json = {"adapter": "mcp", "tool": tool, "mcp": spec.mcp, "mcp_env": list(spec.mcp_env),
                "world_preset": spec.world_preset, "world": str(command.template) if command.template else None,
                "allow_network": spec.allow_network, "call_timeout": spec.call_timeout, "cwd": spec.cwd,
-               "annotations": found.get("annotations")}
+               "annotations": found.get("annotations"), "kills_at_changes": kills_at_changes()}
     described = {key: found.get(key) for key in ("name", "inputSchema", "annotations")}
     base = command_identity(list(command.argv), None)
     digest = hashlib.sha256(json.dumps([base["digest"], dict(command.env), command.preset, described,

@@ -9,8 +9,10 @@ between the moment a world file changes and the kill. The client side of MCP
 over stdio is small (newline-delimited JSON-RPC: ``initialize``, the
 ``initialized`` notification, ``tools/list`` with its cursor, ``tools/call``),
 so it is spoken here in one ``select`` loop that also watches the world
-(``world_events``), and the kill lands microseconds after the event it waits
-for. The SDK's own types (``mcp_types``) still check what the server answers.
+(``world_events``), which holds the server at its next open or write there
+until the loop has decided whether the change it waits for has come: the kill
+lands there, not when the scheduler lets the loop run. The SDK's own types
+(``mcp_types``) still check what the server answers.
 
 Every path ends in ``close``: the server's process group and every descendant
 are SIGKILLed, reaped and confirmed dead (``_process_tree.kill_tree``, as for the
@@ -134,7 +136,9 @@ class McpServer:
         handed out, so counting them would make the number depend on timing).
         Changes queued when the answer comes still count (they happened before
         it), so an uninterrupted call's labels are all its points. "During the
-        call, before any change" is a delay of 0 ms.
+        call, before any change" is a delay of 0 ms. Where ``events`` holds the
+        server, it is released only once the changes read say the point has not
+        come yet, so the kill at a point comes before its next open or write.
         """
         started = time.monotonic()
         labels: list[str] = []
@@ -159,8 +163,8 @@ class McpServer:
             return ended(killed_after_s=0.0, returncode=self.kill())
         deadline = started + self.call_timeout_s
         with selectors.DefaultSelector() as selector:
-            if events is not None:
-                selector.register(events.fd, selectors.EVENT_READ, "events")
+            for fd in events.fds if events is not None else ():
+                selector.register(fd, selectors.EVENT_READ, "events")
             selector.register(self._stdout, selectors.EVENT_READ, "stdout")
             while True:
                 now = time.monotonic()
@@ -171,13 +175,16 @@ class McpServer:
                                  error=f"no answer within {self.call_timeout_s:g}s")
                 wake = deadline if kill_after_s is None else min(deadline, started + kill_after_s)
                 ready = {key.data for key, _ in selector.select(timeout=max(0.0, wake - now))}
-                if "events" in ready and events is not None and note(events.read()):
-                    return ended(killed_at=kill_at, returncode=self.kill())
+                if "events" in ready and events is not None:
+                    if note(events.read()):
+                        return ended(killed_at=kill_at, returncode=self.kill())
+                    events.release()
                 if "stdout" in ready:
                     answer = self._read_answer(request_id, f"tools/call {name}")
                     if answer is not None:
                         if events is not None:
                             note(events.read())
+                            events.release()
                         ok, error = _outcome(answer)
                         return ended(ok=ok, error=error)
 
