@@ -70,6 +70,14 @@ def test_a_runtime_that_makes_each_write_durable_before_relying_on_it_passes_eve
     assert " 0 failed" in result.out
 
 
+@pytest.mark.parametrize("scenario", [DEMO, SQLITE_SHORT], ids=["reference", "sqlite-wal-full"])
+def test_a_durable_runtime_passes_torn_power_losses_too(killpoint, scenario):
+    # Part of the last unsynced write kept, or some of the unsynced writes: never a durable one lost.
+    result = killpoint("run", scenario, "--exhaustive", "--power-loss", "--torn-tail", "-j", "2", "-q")
+    assert result.exit_code == 0, result.out[-3000:] + result.err[-2000:]
+    assert " 0 failed" in result.out
+
+
 @pytest.mark.parametrize(("journal_mode", "synchronous", "durable"), [
     ("wal", "full", True),  # the WAL fsynced at every commit
     ("delete", "extra", True),  # the rollback journal's unlink fsynced into its folder too
@@ -83,6 +91,7 @@ def test_the_sqlite_journal_survives_a_power_loss_exactly_where_sqlite_says_a_co
     workload = f"{SQLITE_RUNTIME} --journal-mode {journal_mode} --synchronous {synchronous}"
     result = killpoint("run", SQLITE_SHORT, "--exhaustive", "--power-loss", "-x", "-q", "--workload", workload)
     assert result.exit_code == (0 if durable else 1), result.out[-3000:] + result.err[-2000:]
+    assert ("[write-ahead]" in result.out) is not durable  # a commit the tool relied on was lost
 
 
 @pytest.mark.parametrize("synchronous", ["off", "full"])
