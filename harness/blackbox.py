@@ -192,8 +192,8 @@ def write_ahead(facts: Facts) -> list[Finding]:
                     "write-ahead",
                     f"{call}'s tool {state.tool} was invoked before a power loss, and the store at the kill recorded "
                     f"{call}, but after the loss of what was never durable it holds no record of it: its start was "
-                    f"written but not durable (no fsync of the file, or of its folder after a create or rename) when "
-                    f"its tool ran", call, kill.around.point,
+                    f"written but not durable (no fsync of the file, or of its folder after a create, rename or unlink) "
+                    f"when its tool ran", call, kill.around.point,
                     (state.invoked.quote(), *state.quoted_record, *facts.evidence.drops.get(kill.around.number, ()))))
     if kills and not any(kill.records_start for kill in kills):
         facts.notes.append(f"write-ahead's started half is not judged: the store ({_format(facts)}) records a step "

@@ -109,7 +109,8 @@ class ExhaustiveMode:
             level: list[Schedule] = children((), golden.points)
             index = 0
             for kills in range(1, self.depth + 1):
-                schedules = level + [torn for permille in self._tears() for torn in torn_variants(level, permille)]
+                schedules = level + [torn for permille in self._tears()
+                                     for torn in torn_variants(level, permille, anywhere=self.power_loss)]
                 jobs = [Job(index + offset, schedule, drift=drift) for offset, schedule in enumerate(schedules)]
                 index += len(jobs)
                 yield jobs

@@ -87,11 +87,18 @@ def children(schedule: Schedule, points_reached: tuple[str, ...]) -> list[Schedu
     return [schedule + (parse_point_reached(point),) for point in dict.fromkeys(points_reached)]
 
 
-def torn_variants(schedules: list[Schedule], permille: int = 500) -> list[Schedule]:
-    """For each schedule whose last kill follows a journal write, the same kill with a torn tail."""
+def torn_variants(schedules: list[Schedule], permille: int = 500, *, anywhere: bool = False) -> list[Schedule]:
+    """For each schedule whose last kill follows a journal write (``anywhere``: any crash point), the same kill
+    with a torn tail.
+
+    A torn tail cuts the journal's last record, which only a kill right after a
+    journal write can find half-written; a torn power loss tears whatever was
+    not yet synced, which may be anything anywhere (a framework's database
+    page), so under ``--power-loss`` every kill is torn too.
+    """
     return [schedule[:-1] + (replace(last, fault=TornTail(permille)),)
             for schedule in schedules
-            if isinstance(last := schedule[-1], AtPoint) and last.point in TEARABLE_POINTS]
+            if isinstance(last := schedule[-1], AtPoint) and (anywhere or last.point in TEARABLE_POINTS)]
 
 
 def power_lost(schedule: Schedule) -> Schedule:
@@ -150,6 +157,7 @@ class RandomFaults:
     torn_rate: float = 0.0
     timed_rate: float = 0.0
     timed_window_s: tuple[float, float] | None = None  # timed kills' delays; None: the golden run's working period
+    tear_anywhere: bool = False  # tear kills at any crash point, not only after a journal write (torn power losses)
 
 
 class Draw(Protocol):
@@ -168,7 +176,7 @@ class Draw(Protocol):
         """Per mille of the last record a kill after a journal write keeps, or None for no tear."""
 
 
-def draw_schedule(plan: Plan, draw: Draw, max_kills: int) -> Schedule:
+def draw_schedule(plan: Plan, draw: Draw, max_kills: int, *, tear_anywhere: bool = False) -> Schedule:
     """The one random schedule generator: 1..max_kills kills; later ones may hit recovery points.
 
     Random mode draws with ``SeededDraw`` (``random_schedule``); ``killpoint hunt``
@@ -182,7 +190,7 @@ def draw_schedule(plan: Plan, draw: Draw, max_kills: int) -> Schedule:
             continue
         point = draw.choice(protocol.CALL_POINTS + (protocol.RECOVERY_POINTS if incarnation else ()))
         call = None if point == protocol.AFTER_DECISIONS else draw.choice(plan.call_ids)
-        torn = draw.torn() if point in TEARABLE_POINTS else None
+        torn = draw.torn() if tear_anywhere or point in TEARABLE_POINTS else None
         fault: Fault = PlainKill() if torn is None else TornTail(torn)
         kills.append(AtPoint(point, call, fault))
     return tuple(kills)
@@ -212,4 +220,5 @@ class SeededDraw:
 
 def random_schedule(plan: Plan, run_seed: int, faults: RandomFaults = RandomFaults()) -> Schedule:
     """Draw one schedule from ``run_seed``: the same seed and faults always draw the same schedule."""
-    return draw_schedule(plan, SeededDraw(random.Random(run_seed), faults), faults.max_kills)
+    return draw_schedule(plan, SeededDraw(random.Random(run_seed), faults), faults.max_kills,
+                         tear_anywhere=faults.tear_anywhere)

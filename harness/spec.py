@@ -156,7 +156,7 @@ def build_spec(
             raise ConfigError(f"--no-pause makes crash-point kills /now, but the kills of {chosen_by} "
                               f"({schedule_mode.describe()}) are timed or event kills, which never pause; drop it")
     elif mode == RANDOM:
-        faults = RandomFaults(torn_rate=defaults.MIXED_FAULT_RATE if torn_tail else 0.0,
+        faults = RandomFaults(torn_rate=defaults.MIXED_FAULT_RATE if torn_tail else 0.0, tear_anywhere=power_loss,
                               timed_rate=defaults.MIXED_FAULT_RATE if timed else 0.0,
                               timed_window_s=(0.0, timed_window) if timed_window is not None else None)
         schedule_mode = RandomMode(random if random is not None else int(default["runs"]), seed, faults)

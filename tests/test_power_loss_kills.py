@@ -85,13 +85,15 @@ def test_power_loss_makes_every_kill_of_every_mode_a_power_loss(choices):
     assert "power loss" in spec.describe()
 
 
-def test_exhaustive_torn_power_losses_run_both_variants_at_each_kill_after_a_journal_write():
+def test_exhaustive_torn_power_losses_run_both_variants_at_every_kill():
     spec = build_spec(load_scenario(DEMO), power_loss=True, torn_tail=True, exhaustive=True)
     jobs = next(spec.batches()(golden_of_demo(), []))
     faults = {(str(job.schedule[0].trigger), job.schedule[0].fault) for job in jobs}
     assert ("c2:after_started", PowerLoss("op", 499)) in faults and ("c2:after_started", PowerLoss("seq", 500)) in faults
     assert ("c2:after_effect", PowerLoss()) in faults and not any(isinstance(fault, TornTail | PlainKill)
                                                                   for _, fault in faults)
+    # Un-synced writes may wait anywhere (a framework's pages), so every kill is torn, not only those after a record.
+    assert ("c2:after_effect", PowerLoss("op", 499)) in faults and ("c2:after_effect", PowerLoss("seq", 500)) in faults
 
 
 def test_a_journal_store_scenario_takes_torn_power_losses(tmp_path):

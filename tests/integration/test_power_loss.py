@@ -169,7 +169,7 @@ def test_a_harness_killed_mid_run_leaves_a_dead_mount_that_clean_unmounts(killpo
         os.killpg(harness.pid, signal.SIGKILL)
         harness.wait()
     deadline = time.monotonic() + DEADLINE_S
-    while daemons_of(runs):  # each daemon dies with the harness (PR_SET_PDEATHSIG)
+    while daemons_of(runs):  # each daemon exits once its harness's end of their socket pair closes
         assert time.monotonic() < deadline, f"lazy fs daemons outlived their harness: {daemons_of(runs)}"
         time.sleep(0.02)
     left = mounts_under(runs)
