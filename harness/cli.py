@@ -25,9 +25,9 @@ from killpoint.harness import defaults, explore
 from killpoint.harness.catalogue_cli import add_catalogue_parser, command_catalogue
 from killpoint.harness.certify.cli import add_certify_parser, command_certify
 from killpoint.harness.hunt import hunt
-from killpoint.harness.model import BACKENDS, RESTART_MODES, AfterDelay, Scenario, parse_kill
+from killpoint.harness.model import BACKENDS, RESTART_MODES, AfterDelay, GoldenRun, Scenario, parse_kill
 from killpoint.harness.progress import SessionPrinter
-from killpoint.harness.report import describe_failure, write_json_report, write_timeline
+from killpoint.harness.report import describe_failure, session_fields, write_json_report, write_timeline
 from killpoint.harness.repro import reproduction
 from killpoint.harness.repro_safety import (
     RUN_EMBEDDED_FLAG,
@@ -40,6 +40,7 @@ from killpoint.harness.scenario import load_scenario, scenario_from_flags, with_
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import (
     RESULTS,
+    RunOutcome,
     SessionInterrupted,
     Terminated,
     raise_terminated,
@@ -47,7 +48,7 @@ from killpoint.harness.session import (
 from killpoint.harness.show import add_show_parser, command_show
 from killpoint.harness.schedule import EveryKill
 from killpoint.harness.spec import run_spec, spec_for_token, spec_from_args
-from killpoint.harness.summary import summarise
+from killpoint.harness.summary import Summary, summarise
 from killpoint.harness.token import ReproToken
 
 EXIT_PASSED, EXIT_VIOLATION, EXIT_USAGE, EXIT_NOT_ESTABLISHED, EXIT_INFRASTRUCTURE = 0, 1, 2, 3, 4
@@ -138,6 +139,22 @@ def build_parser() -> argparse.ArgumentParser:
     _container_flags(repro)
     repro.add_argument("--runs-dir", type=Path)
 
+    merge = commands.add_parser("merge", help="combine the JSON reports of one session's shards into one verdict, "
+                                              "summary, coverage map and report",
+                                epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    merge.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json",
+                       help="the report of each shard (killpoint run --shard K/N --json REPORT.json)")
+    merge.add_argument("--min-coverage", type=float, metavar="PCT",
+                       help="exit 3 unless the shards together killed at least PCT%% (0-100) of the crash-free "
+                            "run's crash points")
+    merge.add_argument("--json", type=Path, metavar="REPORT.json", help="write the merged report as JSON")
+    merge.add_argument("--html", type=Path, metavar="REPORT.html", help="write the merged self-contained HTML report")
+    merge_modes = merge.add_mutually_exclusive_group()
+    merge_modes.add_argument("-q", "--quiet", action="store_true", help="print only failing runs and the summary line")
+    merge_modes.add_argument("--machine", action="store_true",
+                             help="print one JSON line per run, then a summary line")
+    merge.set_defaults(runs_dir=None)  # check_outputs' --runs-dir: merge writes no evidence
+
     prune = commands.add_parser("prune", help="remove old sessions' evidence from a runs directory")
     prune.add_argument("--runs-dir", type=Path, default=Path("killpoint-runs"),
                        help="the folder of sessions (default ./killpoint-runs)")
@@ -175,6 +192,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
             return command_catalogue(args, out)
         if args.command == "certify":
             return command_certify(args, out)
+        if args.command == "merge":
+            return command_merge(args, out)
         if args.command == "prune":
             return command_prune(args, out)
         if args.command == "show":
@@ -267,7 +286,7 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
         golden, outcomes = run_spec(spec, on_outcome=printer.on_outcome, track=printer.track)
     summary = summarise(golden, outcomes, time.monotonic() - started)
     if args.json:
-        write_json_report(args.json, scenario, golden, outcomes, summary)
+        write_json_report(args.json, scenario, golden, outcomes, summary, session_fields(spec))
     if args.html:
         from killpoint.harness.html_report import write_html_report
 
@@ -342,6 +361,55 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
     code, message = reproduction(token.expect, outcome.verdict, outcome.unreached)
     out.write(f"{message}\n")
     return code
+
+
+def command_merge(args: argparse.Namespace, out: TextIO) -> int:
+    """``killpoint merge``: the shards' reports judged as their one session, exiting as ``killpoint run`` would."""
+    from killpoint.harness.merge import merge_reports, write_merged_json
+
+    if args.min_coverage is not None and not 0 <= args.min_coverage <= 100:
+        raise ConfigError(f"--min-coverage {args.min_coverage}: give a percentage from 0 to 100")
+    check_outputs(args)
+    merged = merge_reports(args.reports)
+    scenario, golden, outcomes, summary = merged.scenario, merged.golden, list(merged.outcomes), merged.summary
+    printer = SessionPrinter(out, mode="machine" if args.machine else "quiet" if args.quiet else "normal",
+                             progress_bar=False)
+    printer.header(f"killpoint merge: {merged.describe()}")
+    for outcome in outcomes:
+        printer.on_outcome(outcome)
+    printer.finish(scenario, golden, outcomes, summary, show_coverage=True)
+    if args.json:
+        write_merged_json(args.json, merged)
+    if args.html:
+        from killpoint.harness.html_report import write_html_report
+
+        write_html_report(args.html, scenario, golden, outcomes, summary)
+        if missing := merged.evidence_missing():
+            print(f"killpoint: the evidence of {len(missing)} failing or unknown run(s) is not here (first: "
+                  f"{missing[0]}), so the HTML report draws their timelines empty; download each shard's runs "
+                  f"directory with its report (docs/ci.md)", file=sys.stderr)
+    incomplete = merged.incomplete()
+    for gap in incomplete:
+        print(f"killpoint: the merged session is incomplete: {gap}", file=sys.stderr)
+    if incomplete and not summary.failed:  # a failure among the shards given is a real bug all the same
+        return EXIT_NOT_ESTABLISHED
+    return session_exit(summary, golden, outcomes, args.min_coverage)
+
+
+def session_exit(summary: Summary, golden: GoldenRun, outcomes: list[RunOutcome], min_coverage: float | None) -> int:
+    """A judged session's exit code, saying on stderr why one is not established (``EXIT_CODES``)."""
+    if summary.failed:
+        return EXIT_VIOLATION
+    if summary.unknown:
+        reasons = "; ".join(f"{reason} ({count})" for reason, count in summary.unknown_reasons.items())
+        print(f"killpoint: {summary.unknown} run(s) could not be judged, so nothing is established: {reasons}",
+              file=sys.stderr)
+        return EXIT_NOT_ESTABLISHED
+    shortfall = explore.untested(golden, outcomes, min_coverage)
+    if shortfall is not None:
+        print(f"killpoint: not enough was tested: {shortfall}", file=sys.stderr)
+        return EXIT_NOT_ESTABLISHED
+    return EXIT_PASSED
 
 
 def command_prune(args: argparse.Namespace, out: TextIO) -> int:

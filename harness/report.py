@@ -8,10 +8,11 @@ checker could not judge is labelled UNKNOWN with its reason, never PASS or FAIL.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from killpoint import protocol as p
 from killpoint.harness._command import killpoint_command  # noqa: F401  (re-exported: the CLI and tests print with it)
@@ -23,6 +24,9 @@ from killpoint.harness.repro_safety import repro_line
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import RunOutcome, outcome_to_json
 from killpoint.harness.summary import Summary, unknown_reason
+
+if TYPE_CHECKING:
+    from killpoint.harness.spec import SessionSpec
 
 # Runs described in full in the plugin's failure message; the HTML report has them all.
 MAX_DESCRIBED = 3
@@ -130,13 +134,47 @@ def judged_from(scenario: Scenario) -> str:
     return judged_black_box(scenario.journal) if scenario.journal is not None else "judged from killpoint's journal"
 
 
+# What a JSON report says it is first; ``killpoint merge`` reads no file that does not say it.
+REPORT_FORMAT = "killpoint-report/1"
+
+
+def session_fields(spec: SessionSpec) -> dict[str, object]:
+    """What a JSON report says of the session that ran: what ``killpoint merge`` checks its shards agree on.
+
+    ``session_digest`` covers every choice that decides which schedules run and how they are judged (the
+    mode with all its parameters, the fault every kill carries, drift, the incarnation timeout), so two
+    shards whose descriptions read alike but were run with different options are still told apart. The
+    seed is the one a mode draws from (random and timed); an exhaustive session draws nothing, so its
+    shards need not agree on a seed nobody used.
+    """
+    choices = f"{spec.mode!r}; {spec.every_kill!r}; drift {spec.drift!r}; timeout {spec.scenario.timeout_s!r}"
+    return {
+        "session": spec.mode.describe() + str(spec.every_kill) + (f", drift {spec.drift}" if spec.drift else ""),
+        "session_digest": hashlib.sha256(choices.encode()).hexdigest()[:12],
+        "seed": getattr(spec.mode, "seed", None),
+        "backend": spec.describe_backend(),
+        "shard": list(spec.shard) if spec.shard else None,
+    }
+
+
 def write_json_report(path: Path, scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome],
-                      summary: Summary) -> None:
+                      summary: Summary, session: dict[str, object] | None = None) -> None:
+    """The whole session as JSON; ``session`` (``session_fields``) says how it was run, for ``killpoint merge``.
+
+    It carries what merging shards needs besides the runs: the workload, plan and catalogue themselves (their
+    digests are checked against them), so a merged report and its HTML are built from the reports alone.
+    """
     report = {
+        "format": REPORT_FORMAT,
         "scenario": scenario.name,
         "origin": scenario.origin,
         "plan_digest": scenario.plan.digest,
+        "catalogue_digest": scenario.catalogue_digest,
         "judged": judged_from(scenario),
+        **(session or {}),
+        "workload": list(scenario.workload),
+        "plan": scenario.plan.to_json(),
+        "catalogue": scenario.catalogue.to_protocol(),
         "golden": {"run_dir": str(golden.run_dir), "seconds": golden.seconds, "points": list(golden.points)},
         "summary": summary.to_json(),
         "runs": [outcome_to_json(outcome) for outcome in outcomes],
