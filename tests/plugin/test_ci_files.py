@@ -1,16 +1,22 @@
 """The CI files run as written: their pytest command, in a user's project with a five-line chaos
 test, runs its shard under xdist, writes the JUnit XML and keeps the failing session's evidence
-and HTML report where the artifact steps pick them up."""
+and HTML report where the artifact steps pick them up; their `killpoint run --shard` jobs and the
+`killpoint merge` job after them, run on runner folders of their own with the artifacts carried
+between them as each CI system carries them, give one merged verdict."""
 
 from __future__ import annotations
 
+import fnmatch
+import json
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
 from killpoint.harness.explore import shard_of
 from killpoint.harness.scenario import load_scenario
@@ -71,3 +77,98 @@ def test_the_ci_files_pytest_command_runs_as_written(pytester, monkeypatch, ci_f
     repro = subprocess.run([sys.executable, "-m", "killpoint.harness.cli", "repro", token, "--runs-dir", "repro-runs"],
                            cwd=pytester.path, capture_output=True, text=True, timeout=120)
     assert repro.returncode == 1 and "[interrupted-action]" in repro.stdout, repro.stdout + repro.stderr
+
+
+# -- the sweep and verdict jobs: `killpoint run --shard` in each job, `killpoint merge` after them ----------------
+#
+# No schema check: jsonschema is installed but neither CI system's schema is (check-jsonschema, which
+# vendors both, is not a dependency, and nothing may be fetched here), so the jobs are checked by what
+# they do: each shard job's commands run as written, on a fresh runner folder of its own; its
+# artifact is laid where the verdict job's download puts it; the verdict job's commands run there.
+
+SWEEP_RUNS = 8  # random schedules, seed 0 under CI: a few of them kill the mutant mid-append and fail
+
+
+def sweep_scenario() -> str:
+    """The demo run by a runtime that re-runs a non-idempotent tool, as a few random schedules."""
+    text = DEMO.read_text().replace('"killpoint.scenarios.reference_runtime"',
+                                    '"killpoint.scenarios.mutants.retry_non_idempotent"')
+    return text.replace('[schedule]\nmode = "exhaustive"', f'[schedule]\nmode = "random"\nruns = {SWEEP_RUNS}')
+
+
+def github_jobs(document: dict) -> dict:
+    """The sweep and verdict jobs of the GitHub workflow: commands per shard, and where artifacts go."""
+    sweep, verdict = document["jobs"]["sweep"], document["jobs"]["verdict"]
+    assert verdict["needs"] == "sweep" and "!cancelled()" in verdict["if"], "the verdict must follow failing shards"
+    shards = sweep["strategy"]["matrix"]["shard"]
+    assert sweep["strategy"]["fail-fast"] is False and sweep["env"]["SHARDS"] == str(len(shards))
+    (upload,) = [step for step in sweep["steps"] if step.get("uses", "").startswith("actions/upload-artifact")]
+    (download,) = [step for step in verdict["steps"] if step.get("uses", "").startswith("actions/download-artifact")]
+    assert upload["if"] == "always()", "a failing shard's report must be uploaded too"
+    assert all(fnmatch.fnmatch(upload["with"]["name"].replace("${{ matrix.shard }}", str(shard)),
+                               download["with"]["pattern"]) for shard in shards)
+    assert download["with"]["merge-multiple"] is True  # every artifact's files under one path, as uploaded
+
+    def commands(job: dict, shard: int | None = None) -> list[str]:
+        return [step["run"].replace("${{ matrix.shard }}", str(shard)).replace("${{ env.SHARDS }}", "$SHARDS")
+                for step in job["steps"] if "run" in step and "pip install" not in step["run"]]
+
+    # An artifact holds what is under its path; the download puts that under its own path.
+    return {"shards": shards, "sweep": lambda shard: commands(sweep, shard), "verdict": commands(verdict),
+            "env": lambda shard: sweep["env"], "verdict_env": verdict["env"],
+            "artifacts": [(upload["with"]["path"], download["with"]["path"])]}
+
+
+def gitlab_jobs(document: dict) -> dict:
+    """The sweep and verdict jobs of the GitLab pipeline, as ``github_jobs`` gives them."""
+    sweep, verdict = document["killpoint-sweep"], document["killpoint-verdict"]
+    stages = document["stages"]
+    assert stages.index(sweep["stage"]) < stages.index(verdict["stage"])
+    assert verdict["needs"] == ["killpoint-sweep"] and verdict["when"] == "always"
+    assert sweep["artifacts"]["when"] == "always", "a failing shard's report must be kept too"
+    total = sweep["parallel"]
+
+    def commands(job: dict) -> list[str]:
+        return [line for line in job["script"] if "pip install" not in line]
+
+    # A job's artifact paths come back at the same paths in a job that needs it.
+    return {"shards": list(range(1, total + 1)), "sweep": lambda shard: commands(sweep), "verdict": commands(verdict),
+            "env": lambda shard: {**sweep["variables"], "CI_NODE_INDEX": str(shard), "CI_NODE_TOTAL": str(total)},
+            "verdict_env": verdict["variables"],
+            "artifacts": [(path, path) for path in sweep["artifacts"]["paths"]]}
+
+
+def run_job(commands: list[str], folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A job's commands as a runner runs them: one bash -e script in the job's folder, killpoint on the PATH."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    return subprocess.run(["bash", "-e", "-c", "\n".join(commands)], cwd=folder, capture_output=True, text=True,
+                          env={**os.environ, **env, "CI": "true", "PATH": path}, timeout=600)
+
+
+@pytest.mark.parametrize(("ci_file", "jobs_of"), [("github-actions.yml", github_jobs), ("gitlab-ci.yml", gitlab_jobs)])
+def test_the_ci_files_shard_jobs_and_merge_job_run_as_written(tmp_path, ci_file, jobs_of):
+    jobs = jobs_of(yaml.safe_load((ROOT / "ci" / ci_file).read_text()))
+    merge_folder = tmp_path / "verdict"
+    merge_folder.mkdir()
+    codes = []
+    for shard in jobs["shards"]:
+        runner = tmp_path / f"shard-{shard}"  # every matrix or parallel job starts on a runner of its own
+        env = {key: str(value) for key, value in jobs["env"](shard).items()}
+        scenario = runner / env["KILLPOINT_SCENARIO"]
+        scenario.parent.mkdir(parents=True)
+        scenario.write_text(sweep_scenario())
+        result = run_job(jobs["sweep"](shard), runner, env)
+        assert result.returncode in (0, 1), result.stdout + result.stderr
+        codes.append(result.returncode)
+        for uploaded, downloaded in jobs["artifacts"]:
+            shutil.copytree(runner / uploaded, merge_folder / downloaded, dirs_exist_ok=True)
+
+    merged = run_job(jobs["verdict"], merge_folder, {key: str(value) for key, value in jobs["verdict_env"].items()})
+    assert codes.count(1) >= 1, "seed 0's schedules were meant to catch the mutant in some shard"
+    assert merged.returncode == 1, merged.stdout + merged.stderr
+    assert f"{SWEEP_RUNS} random schedules, seed 0; 3 of 3 shard(s)" in merged.stdout
+    assert "[interrupted-action]" in merged.stdout and "first failure reproduces with:" in merged.stdout
+    report = json.loads((merge_folder / "killpoint-merged" / "report.json").read_text())
+    assert report["merged"]["given"] == [1, 2, 3] and len(report["runs"]) == SWEEP_RUNS
+    assert "Failing runs" in (merge_folder / "killpoint-merged" / "report.html").read_text()
+    assert "draws their timelines empty" not in merged.stderr, "the shards' evidence is not where their reports say"
