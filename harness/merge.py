@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,8 @@ SAME_SESSION: tuple[tuple[str, str], ...] = (
     ("workload", "run every shard with the same --workload (or none)"),
     ("judged", "the scenario's [journal] changed between the shards: run every shard from one commit"),
     ("seed", "give every shard the same --seed (under CI, CI=true, the seed is 0 unless one is given)"),
-    ("session_digest", "run every shard with the same flags, all but --shard (mode, depth, faults, --drift, "
-                       "--timeout, --timed-window)"),
+    ("session_digest", ("run every shard with the same flags, all but --shard (mode, depth, faults, --drift, "
+                        "--timeout, --timed-window)")),
     ("backend", "run every shard on the same --backend (and --image, --restart)"),
     ("shards", "give every shard the same N in --shard K/N"),
 )
@@ -147,7 +148,7 @@ def merge_reports(paths: Sequence[Path]) -> MergedSession:
     """The session the reports at ``paths`` are shards of; ConfigError naming the file, field and fix otherwise."""
     reports = sorted((read_shard_report(path) for path in paths), key=lambda report: report.shard)
     problems = [problem for report in reports[1:] for problem in _differences(reports[0], report)]
-    for earlier, later in zip(reports, reports[1:]):
+    for earlier, later in pairwise(reports):
         if earlier.shard == later.shard and not problems:
             problems.append(f"{earlier.path} and {later.path} are both shard {later.shard} of "
                             f"{later.identity['shards']}: give each shard's report once")
@@ -236,8 +237,8 @@ def _report_problems(data: Any) -> list[str]:
                                        f"session); rerun the shard with this killpoint: {WRITTEN_BY}" if older
                                        else f"this is no killpoint report; give the file {WRITTEN_BY} wrote")]
     if data["format"] != REPORT_FORMAT:
-        return [f"format: {data['format']!r:.40}, but this killpoint reads {REPORT_FORMAT!r}: merge reports written "
-                f"by the killpoint version that merges them"]
+        return [(f"format: {data['format']!r:.40}, but this killpoint reads {REPORT_FORMAT!r}: merge reports "
+                 f"written by the killpoint version that merges them")]
     if "merged" in data:
         return ["merged: this report is already a merge of shards; merge the shards' own reports instead"]
     problems = field_problems(data, REPORT_TYPES, text_lists=("workload",), exact=False)

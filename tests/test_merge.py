@@ -16,7 +16,7 @@ from killpoint import protocol as p
 from killpoint.harness.cli import main
 from killpoint.harness.explore import shard_of
 from killpoint.harness.merge import merge_reports
-from killpoint.harness.model import AtPoint, Finding, GoldenRun, Incarnation, Plan, PlannedCall, Scenario, Verdict
+from killpoint.harness.model import AtPoint, Finding, GoldenRun, Incarnation, Plan, Scenario, Verdict
 from killpoint.harness.report import session_fields, write_coverage, write_json_report
 from killpoint.harness.scenario import load_scenario
 from killpoint.harness.session import Job, RunOutcome
@@ -249,4 +249,4 @@ def test_a_run_in_a_shard_its_first_kill_does_not_belong_to_is_refused(tmp_path,
     first, second, _ = shard_reports(tmp_path, session())
     stray = json.loads(second.read_text())["runs"][0]
     err = refused(capsys, edited(first, lambda report: report["runs"].append(stray)))
-    assert f"is shard 2's of 3, not this report's shard 1" in err
+    assert "is shard 2's of 3, not this report's shard 1" in err
