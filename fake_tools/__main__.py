@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         ledger = Ledger(env.ledger_path, env.incarnation)
     except OSError as error:
         parser.error(f"cannot open the ledger {protocol.ENV_LEDGER}={env.ledger_path} ({error.strerror})")
-    world = World(env.world)
+    world = World(env.world, durable=env.world_durable)
     try:
         if args.command == "probe":
             found = verify(args.tool, args.call, args.args, world=world, ledger=ledger)

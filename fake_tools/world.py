@@ -73,7 +73,24 @@ def _refuse_unless_plain(status: os.stat_result, label: str) -> None:
                            "outside the world")
 
 
-def _open_folder(base: Path, names: tuple[str, ...], label: str, *, create: bool = False) -> int:
+def _exists(folder: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _fsync_folder(path: Path) -> None:
+    fd = os.open(path, _FOLDER)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _open_folder(base: Path, names: tuple[str, ...], label: str, *, create: bool = False,
+                 durable: bool = False) -> int:
     """An fd on ``base/names...``, each folder opened without following a symlink (created first if ``create``).
 
     Checking a path and then opening it leaves a window in which a folder can be
@@ -81,6 +98,8 @@ def _open_folder(base: Path, names: tuple[str, ...], label: str, *, create: bool
     """
     if create and not os.path.lexists(base):
         base.mkdir(parents=True)
+        if durable:
+            _fsync_folder(base.parent)
     try:
         folder = os.open(base, _FOLDER)
     except OSError as error:
@@ -92,6 +111,8 @@ def _open_folder(base: Path, names: tuple[str, ...], label: str, *, create: bool
             if create:
                 try:
                     os.mkdir(name, dir_fd=folder)
+                    if durable:  # the new folder's name lives in its parent
+                        os.fsync(folder)
                 except FileExistsError:
                     pass
             try:
@@ -168,12 +189,14 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _replace_plain(folder: int, name: str, data: bytes, label: str) -> None:
+def _replace_plain(folder: int, name: str, data: bytes, label: str, durable: bool = False) -> None:
     """Write ``data`` to a temporary file and rename it over ``name``: a kill leaves the old file or the new.
 
     The temporary name is fixed, so the next write reuses what a kill left; it is
     removed only when it is a file of its own, and created exclusively, never
     through a symlink. A rename replaces the name, never a hard-linked file's content.
+    ``durable``: the file is fsynced before the rename and the folder after it,
+    so a power loss leaves the old file or the new one too.
     """
     temporary = f".{name}.tmp"
     try:
@@ -185,9 +208,13 @@ def _replace_plain(folder: int, name: str, data: bytes, label: str) -> None:
                  dir_fd=folder)
     try:
         _write_all(fd, data)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(temporary, name, src_dir_fd=folder, dst_dir_fd=folder)
+    if durable:
+        os.fsync(folder)
 
 
 class World:
@@ -198,8 +225,11 @@ class World:
     regular file with a single name alone (``_open_plain``).
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, durable: bool = False) -> None:
         self.root = Path(root)
+        # Every change fsynced (the file, and the folder whose names changed): the world is on a device
+        # that a power loss drops from, and its tools must be durable there.
+        self.durable = durable
         self.files_root = self.root / "files"
         self.state_root = self.root / "state"
 
@@ -231,7 +261,7 @@ class World:
         names = PurePosixPath(relative).parts
         if not names:
             raise SandboxError(f"path {relative!r} refused: it names the world's top folder, not a file")
-        folder = _open_folder(self.files_root, names[:-1], relative, create=create)
+        folder = _open_folder(self.files_root, names[:-1], relative, create=create, durable=self.durable)
         try:
             yield folder, names[-1]
         finally:
@@ -249,14 +279,19 @@ class World:
     def write_bytes(self, relative: str, data: bytes, *, create_folders: bool = True) -> None:
         """Replace a world file atomically (see ``_replace_plain``), creating its folders if asked."""
         with self._folder_of(relative, create=create_folders) as (folder, name):
-            _replace_plain(folder, name, data, relative)
+            _replace_plain(folder, name, data, relative, self.durable)
 
     def append_bytes(self, relative: str, data: bytes, *, create_folders: bool = True) -> int:
         """Append to a world file (created if absent) and return its new size."""
         with self._folder_of(relative, create=create_folders) as (folder, name):
+            created = self.durable and not _exists(folder, name)
             fd = _open_plain(folder, name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, relative)
             try:
                 _write_all(fd, data)
+                if self.durable:
+                    os.fsync(fd)
+                    if created:
+                        os.fsync(folder)
                 return os.fstat(fd).st_size
             finally:
                 os.close(fd)
@@ -264,18 +299,24 @@ class World:
     def make_folders(self, relative: str) -> None:
         """mkdir -p inside the world, never through a symlink."""
         self.path(relative)
-        os.close(_open_folder(self.files_root, PurePosixPath(relative).parts, relative, create=True))
+        os.close(_open_folder(self.files_root, PurePosixPath(relative).parts, relative, create=True,
+                              durable=self.durable))
 
     def remove(self, relative: str) -> None:
         """Remove a file's name from the world (a symlink itself, never its target)."""
         with self._folder_of(relative) as (folder, name):
             os.unlink(name, dir_fd=folder)
+            if self.durable:
+                os.fsync(folder)
 
     def rename(self, source: str, destination: str) -> None:
         """Rename a world file to ``destination`` (its folders created), replacing a file there."""
         with self._folder_of(source) as (source_folder, source_name), \
                 self._folder_of(destination, create=True) as (folder, name):
             os.replace(source_name, name, src_dir_fd=source_folder, dst_dir_fd=folder)
+            if self.durable:
+                os.fsync(folder)
+                os.fsync(source_folder)
 
     def describe(self, refusal: BaseException) -> str:
         """A refusal as the agent sees it: an OS error names the world-relative path, never the host's.
@@ -310,10 +351,10 @@ class World:
     def save(self, area: str, value: Any) -> None:
         """Replace a service's state atomically (temp file, rename): a kill leaves old or new."""
         label = f"state/{area}.json"
-        folder = _open_folder(self.state_root, (), label, create=True)
+        folder = _open_folder(self.state_root, (), label, create=True, durable=self.durable)
         try:
             _replace_plain(folder, f"{area}.json", (json.dumps(value, indent=1, sort_keys=True) + "\n").encode(),
-                           label)
+                           label, self.durable)
         finally:
             os.close(folder)
 

@@ -243,6 +243,16 @@ def power_loss_report_path(run_dir: Path, kill_number: int) -> Path:
     return run_dir / f"power-loss-{kill_number}.json"
 
 
+def world_report_path(run_dir: Path, kill_number: int) -> Path:
+    """What power loss ``kill_number`` dropped from the fake world, when the world is on the device too."""
+    return run_dir / f"power-loss-{kill_number}.world.json"
+
+
+def world_copy_path(run_dir: Path, kill_number: int, when: str) -> Path:
+    """The fake world on the device ``when`` ("at-kill", "after-drop") power loss ``kill_number`` dropped."""
+    return run_dir / f"world-{when}-{kill_number}"
+
+
 def disk_at_kill_path(run_dir: Path, kill_number: int) -> Path:
     """The runtime's storage (its lazy file system) as power loss ``kill_number``'s kill left it, before the drop."""
     return run_dir / f"disk-at-kill-{kill_number}"
@@ -389,8 +399,8 @@ def read_evidence(run_dir: Path, store: StoreReading | None = None) -> Evidence:
         else:
             unreadable[name] = why or name
     stores = _read_stores(run_dir, kills, store, unreadable) if store is not None else {}
-    drops = {number: lines for number in range(kills)
-             if (lines := read_drop(power_loss_report_path(run_dir, number))) is not None}
+    drops = {number: lines + (read_drop(world_report_path(run_dir, number)) or ())
+             for number in range(kills) if (lines := read_drop(power_loss_report_path(run_dir, number))) is not None}
     return Evidence(
         journal=read_lines(paths["journal"], "journal.jsonl"),
         journals_at_kill=at_kill,

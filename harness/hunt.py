@@ -274,5 +274,7 @@ def write_scenario(path: Path, scenario: Scenario, description: str) -> Path:
     }
     if scenario.journal is not None:  # judged black-box from the runtime's own store, as the hunted scenario was
         document["journal"] = scenario.journal
+    if scenario.world_on_device:  # a power loss drops from the world as it did in the hunt
+        document["world_on_device"] = True
     path.write_text(tomli_w.dumps(document))
     return path

@@ -152,6 +152,9 @@ class Scenario:
     default_schedule: dict[str, Any] = field(default_factory=dict, hash=False)
     backend: str | None = None  # the file's choice; --backend overrides it
     image: str | None = None  # for the docker backend; --image overrides it
+    # The fake world is on the device a power loss drops from, beside KILLPOINT_RUN_DIR; else it stands for the
+    # world outside the device, which no power loss touches.
+    world_on_device: bool = False
     # The scenario's [journal] table: the runtime keeps its own durable record (a framework's database, a
     # mapped journal) and is judged from it and the ledger (black-box), not from killpoint's journal.
     journal: dict[str, Any] | None = field(default=None, hash=False, compare=False)

@@ -16,7 +16,6 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 from killpoint import protocol
 from killpoint.client import encode_record
@@ -31,10 +30,7 @@ from killpoint.harness._safe_files import (
 from killpoint.harness.backends import Launched
 from killpoint.harness.evidence import refusal_path
 from killpoint.harness.model import TIMEOUT, AfterDelay, Fault, Kill, PlainKill, PowerLoss, TornTail
-from killpoint.harness.power_loss import lose_power
-
-if TYPE_CHECKING:
-    from killpoint.harness.lazyfs import LazyMount
+from killpoint.harness.power_loss import Disks, lose_power
 
 
 @dataclass(frozen=True)
@@ -69,9 +65,10 @@ class StoreCopies:
 
 @dataclass(frozen=True)
 class Disk:
-    """The lazy file system under the runtime's storage, for a power loss to drop from (kill ``kill_number``)."""
+    """The lazy file systems of the run (the runtime's storage, maybe the world), for a power loss to drop from
+    (kill ``kill_number``)."""
 
-    mount: LazyMount
+    mounts: Disks
     run_dir: Path
     kill_number: int
 
@@ -114,7 +111,7 @@ def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: P
     if isinstance(fault, PowerLoss):
         if disk is None:
             raise ValueError("a power loss needs the lazy file system the runner mounted (disk)")
-        problems += lose_power(disk.mount, fault, run_dir=disk.run_dir, kill_number=disk.kill_number, journal=journal)
+        problems += lose_power(disk.mounts, fault, run_dir=disk.run_dir, kill_number=disk.kill_number, journal=journal)
         if store is not None:
             problems += [f"after the drop, {problem}" for problem in copy_store(store.workload, store.files,
                                                                                 store.torn_copy)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,8 @@ from killpoint.harness._safe_files import UntrustedFile, copy_evidence
 from killpoint.harness.evidence import (
     journal_after_drop_path,
     power_loss_report_path,
+    world_copy_path,
+    world_report_path,
     disk_after_drop_path,
     disk_at_kill_path,
 )
@@ -30,30 +33,53 @@ from killpoint.harness.model import PowerLoss
 if TYPE_CHECKING:
     from killpoint.harness.lazyfs import DropReport, LazyMount
 
+
+@dataclass(frozen=True)
+class Disks:
+    """The lazy file systems of one power-loss run: the runtime's storage, and the fake world when it is on the
+    device too (a scenario's ``world_on_device``)."""
+
+    storage: LazyMount
+    world: LazyMount | None = None
+
+    def close(self) -> None:
+        """Unmount both (each leaves a plain folder again); the world first, as it was mounted last."""
+        try:
+            if self.world is not None:
+                self.world.close()
+        finally:
+            self.storage.close()
+
 # A storage copy stops here: no honest runtime keeps more, and a hostile one must not fill the disk through us.
 COPY_MAX_FILES = 2000
 COPY_MAX_BYTES = 256 * 1024 * 1024
 COPY_MAX_DEPTH = 32
 
 
-def lose_power(mount: LazyMount, fault: PowerLoss, *, run_dir: Path, kill_number: int, journal: Path) -> list[str]:
+def lose_power(disks: Disks, fault: PowerLoss, *, run_dir: Path, kill_number: int, journal: Path) -> list[str]:
     """Copy the storage, drop what was never durable, write the report and copy again; the problems met.
 
     A copy that meets something it will not follow (a symlink, a FIFO, a file
     past the bounds) leaves it out and says so: the copies are evidence for a
-    person, the checker judges from the journal after the drop.
+    person, the checker judges from the journal after the drop. A world on the
+    device is dropped the same way, its evidence beside (``world_copy_path``).
     """
-    problems = [f"storage at the kill: {problem}"
-                for problem in copy_tree(mount.mount, disk_at_kill_path(run_dir, kill_number))]
-    report = mount.drop(fault.variant, fault.seed)
-    write_report(power_loss_report_path(run_dir, kill_number), report)
-    problems += [f"storage after the drop: {problem}"
-                 for problem in copy_tree(mount.mount, disk_after_drop_path(run_dir, kill_number))]
+    problems = _drop_one(disks.storage, fault, "storage", disk_at_kill_path(run_dir, kill_number),
+                         power_loss_report_path(run_dir, kill_number), disk_after_drop_path(run_dir, kill_number))
+    if disks.world is not None:
+        problems += _drop_one(disks.world, fault, "world", world_copy_path(run_dir, kill_number, "at-kill"),
+                              world_report_path(run_dir, kill_number), world_copy_path(run_dir, kill_number, "after-drop"))
     try:
         copy_evidence(journal, journal_after_drop_path(run_dir, kill_number))
     except UntrustedFile as refusal:
         problems.append(f"after the drop, {refusal}")
     return problems
+
+
+def _drop_one(mount: LazyMount, fault: PowerLoss, what: str, before: Path, report: Path, after: Path) -> list[str]:
+    problems = [f"{what} at the kill: {problem}" for problem in copy_tree(mount.mount, before)]
+    write_report(report, mount.drop(fault.variant, fault.seed))
+    return problems + [f"{what} after the drop: {problem}" for problem in copy_tree(mount.mount, after)]
 
 
 def write_report(path: Path, report: DropReport) -> None:

@@ -15,6 +15,7 @@ when the run ends (``store-final``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -43,6 +44,7 @@ from killpoint.harness.evidence import (
 )
 from killpoint.harness.frameworks import reader_for
 from killpoint.harness.lazyfs import LazyMount
+from killpoint.harness.power_loss import Disks
 from killpoint.harness.model import Drift, GoldenRun, Incarnation, Kill, OnEvent, PowerLoss, Scenario
 from killpoint.harness.rendezvous import RendezvousServer, Served
 from killpoint.harness.run_record import write_json_atomically
@@ -104,9 +106,11 @@ def _stderr_tail(path: Path) -> str:
         return stream.read().decode(errors="replace").strip()
 
 
-def _environment(paths: dict[str, Path], control: Path, number: int, drift: Drift | None) -> dict[str, str]:
+def _environment(paths: dict[str, Path], control: Path, number: int, drift: Drift | None, *,
+                 world_durable: bool = False) -> dict[str, str]:
     catalogue = paths["drifted_catalogue"] if drift is not None and number > 0 else paths["catalogue"]
     return {
+        **({protocol.ENV_WORLD_DURABLE: "1"} if world_durable else {}),
         protocol.ENV_RUN_DIR: str(paths["workload"].resolve()),
         protocol.ENV_PLAN: str(paths["plan"].resolve()),
         protocol.ENV_CATALOGUE: str(catalogue.resolve()),
@@ -169,15 +173,16 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     incarnations: list[Incarnation] = []
     window = None
     files = store_files(scenario)
-    disk: LazyMount | None = None
+    disk: Disks | None = None
     try:
         if any(isinstance(kill.fault, PowerLoss) for kill in schedule):
-            disk = mount_disk(run_dir)
+            disk = mount_disks(run_dir, world=scenario.world_on_device)
         for number in range(bound):
             kill: Kill | None = schedule[number] if number < len(schedule) else None
             started = time.monotonic()
             launched = backend.launch(
-                scenario.workload, cwd=scenario.cwd, env=_environment(paths, server.path, number, drift),
+                scenario.workload, cwd=scenario.cwd,
+                env=_environment(paths, server.path, number, drift, world_durable=disk is not None and disk.world is not None),
                 stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
             # Timed kills count from here: a backend's start-up (a fork server warming, a container
             # being created) is not the workload's time.
@@ -228,23 +233,32 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
         shutil.rmtree(control_dir, ignore_errors=True)
         if disk is not None:
             disk.close()
+            with contextlib.suppress(OSError):  # each mount removed its own state; their folder goes when empty
+                (run_dir / LAZYFS_STATE).rmdir()
     return incarnations, window
 
 
-LAZYFS_STATE = ".lazyfs"  # in a power-loss run's directory: the lazy file system's backing store and durable copies
+LAZYFS_STATE = ".lazyfs"  # in a power-loss run's directory: each lazy file system's backing store and undo log
 
 
-def mount_disk(run_dir: Path) -> LazyMount:
-    """Put the runtime's storage (``KILLPOINT_RUN_DIR``) on a lazy file system, for power losses to drop from.
+def mount_disks(run_dir: Path, *, world: bool) -> Disks:
+    """Put the runtime's storage (``KILLPOINT_RUN_DIR``) on a lazy file system, for power losses to drop from,
+    and with ``world`` the fake world on one too (a scenario's ``world_on_device``).
 
-    The mount lives for the whole run, so a container bound to it at its
-    creation sees every drop; closing it leaves a plain folder again.
+    The mounts live for the whole run, so a container bound to them at its
+    creation sees every drop; closing them leaves plain folders again.
     """
-    return LazyMount.start(run_paths(run_dir)["workload"], run_dir / LAZYFS_STATE)
+    paths = run_paths(run_dir)
+    storage = LazyMount.start(paths["workload"], run_dir / LAZYFS_STATE / "workload")
+    try:
+        return Disks(storage, LazyMount.start(paths["world"], run_dir / LAZYFS_STATE / "world") if world else None)
+    except BaseException:
+        storage.close()
+        raise
 
 
 def _strike(launched: Launched, served: Served, run_dir: Path, number: int, files: tuple[str, ...] | None,
-            disk: LazyMount | None, *, kills: int) -> nemesis.Strike:
+            disk: Disks | None, *, kills: int) -> nemesis.Strike:
     """The nemesis's strike at the moment ``served`` ended on (a kill point, or the timeout), with its evidence paths.
 
     ``files`` are the runtime's own store's (None: it keeps none), copied at the kill too; ``disk`` the lazy

@@ -127,6 +127,7 @@ def load_scenario(path: str | Path) -> Scenario:
         backend=data.get("backend"),
         image=data.get("image"),
         journal=journal,
+        world_on_device=data.get("world_on_device", False),
     )
 
 

@@ -64,6 +64,10 @@ def _string(value: Any) -> str | None:
     return None if isinstance(value, str) else f"{value!r} is not a string"
 
 
+def _boolean(value: Any) -> str | None:
+    return None if isinstance(value, bool) else f"{value!r} is not true or false"
+
+
 def _text(value: Any) -> str | None:
     return None if isinstance(value, str) and value.strip() else f"{value!r} is not a non-empty string"
 
@@ -156,6 +160,8 @@ SCENARIO_FIELDS = (
     Field("backend", _one_of(BACKENDS), 'backend = "forkserver", "subprocess" or "docker"'),
     Field("image", _text, 'image = "killpoint-host:1" (a local Docker image)'),
     # Its keys are the store readers' (harness.frameworks.journal_problems checks them with the scenario).
+    Field("world_on_device", _boolean, "world_on_device = true (a power loss drops what the fake tools never "
+                                       "fsynced in the world too: their own durability under test)"),
     Field("journal", _table, '[journal] format = "killpoint" (the runtime\'s own durable record: '
                              'docs/journal-mapping.md)'),
 )

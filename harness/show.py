@@ -21,7 +21,13 @@ from typing import Any, TextIO
 import psutil
 
 from killpoint.errors import ConfigError
-from killpoint.harness.evidence import incarnation_problem, power_loss_report_path, read_drop, run_paths
+from killpoint.harness.evidence import (
+    incarnation_problem,
+    power_loss_report_path,
+    read_drop,
+    run_paths,
+    world_report_path,
+)
 from killpoint.harness.model import Finding, Incarnation
 from killpoint.harness.repro_safety import repro_line
 from killpoint.harness.run_record import (
@@ -167,7 +173,7 @@ def _power_losses(run_dir: Path, incarnations: tuple[Incarnation, ...]) -> Itera
         dropped = read_drop(power_loss_report_path(run_dir, number))
         if dropped is not None:
             yield f"power loss at kill {number}:"
-            yield from (f"  {line.partition(': ')[2]}" for line in dropped)
+            yield from (f"  {line}" for line in (*dropped, *(read_drop(world_report_path(run_dir, number)) or ())))
 
 
 def incarnation_ending(incarnation: Incarnation) -> str:

@@ -232,6 +232,7 @@ class WorkloadEnv:
     ledger_path: Path
     control_path: str | None
     incarnation: int
+    world_durable: bool = False  # the fake world is on the device a power loss drops from (ENV_WORLD_DURABLE)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> WorkloadEnv:
@@ -252,6 +253,7 @@ class WorkloadEnv:
             ledger_path=Path(env[protocol.ENV_LEDGER]),
             control_path=env.get(protocol.ENV_CONTROL) or None,
             incarnation=_whole_number(env, protocol.ENV_INCARNATION),
+            world_durable=env.get(protocol.ENV_WORLD_DURABLE) == "1",
         )
 
     @property

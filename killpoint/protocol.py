@@ -15,6 +15,9 @@ ENV_WORLD = "KILLPOINT_WORLD"
 ENV_LEDGER = "KILLPOINT_LEDGER"
 ENV_CONTROL = "KILLPOINT_CONTROL"
 ENV_INCARNATION = "KILLPOINT_INCARNATION"
+# "1" when the fake world is on the device a power loss drops from (a scenario's world_on_device): the fake
+# tools then fsync every world write and its folder, as durable tools must.
+ENV_WORLD_DURABLE = "KILLPOINT_WORLD_DURABLE"
 # Every incarnation hashes strings the same way, so a workload iterating a set behaves the same each run.
 WORKLOAD_HASH_SEED = "0"
 

@@ -51,7 +51,7 @@ class ReferenceRuntime:
         self.plan = json.loads(env.plan_path.read_text())
         self.catalogue = json.loads(env.catalogue_path.read_text())
         self.calls = {call["call_id"]: call for call in self.plan["calls"]}
-        self.world = World(env.world)
+        self.world = World(env.world, durable=env.world_durable)
         self.ledger = Ledger(env.ledger_path, env.incarnation)
         self.rendezvous = Rendezvous(env.control_path, env.incarnation)
         self.operations: dict[str, Operation] = {}

@@ -29,6 +29,7 @@ def scenario(tmp_path, top: str = "", tail: str = "", plan: str = PLAN):
     ('schedule = "exhaustive"\n', "", ("schedule: 'exhaustive' is not a table", '[schedule] mode = "exhaustive"')),
     ("timeout = nan\n", "", ("timeout: nan is not a number of seconds above 0 and at most 86400",)),
     ("catalogue = 5\n", "", ("catalogue: 5 is not a string",)),
+    ('world_on_device = "yes"\n', "", ("world_on_device: 'yes' is not true or false", "world_on_device = true")),
     ('name = "/../../x"\n', "", ("name: '/../../x' is not a plain name (it names the evidence folder)",)),
     ('backend = "forkservr"\n', "", ("did you mean 'forkserver'?",)),
     ("", '[schedule]\nmode = "exhausitve"\n', ("schedule.mode: 'exhausitve' is not one of exhaustive, random "

@@ -115,7 +115,34 @@ def test_a_mutant_that_never_fsyncs_passes_a_kill_and_is_caught_by_the_same_kill
     assert any(line.startswith("power-loss-0.json: journal.jsonl: bytes 0..") and "never fsynced" in line
                for line in finding["evidence"]), finding
     shown = killpoint("show", data["runs"][0]["run_dir"])
-    assert "power loss at kill 0:\n  journal.jsonl: bytes 0.." in shown.out, shown.out
+    assert "power loss at kill 0:\n  power-loss-0.json: journal.jsonl: bytes 0.." in shown.out, shown.out
+
+
+@pytest.fixture
+def world_on_device(tmp_path) -> Path:
+    """The demo with its fake world on the device too (``world_on_device = true``)."""
+    text = DEMO.read_text()
+    start = text.index("\n[")
+    path = tmp_path / "demo_device.toml"
+    path.write_text(f"{text[:start]}\nworld_on_device = true\n{text[start:]}")
+    return path
+
+
+def test_a_world_on_the_device_is_dropped_too_and_the_fake_tools_keep_it_by_syncing_it(killpoint, tmp_path,
+                                                                                        world_on_device):
+    code, data, out = report(killpoint, tmp_path, world_on_device, "--exhaustive", "--power-loss", "--keep-all",
+                             "-j", "2")
+    assert code == 0, out[-3000:]
+    run_dir = Path(data["runs"][-1]["run_dir"])
+    assert json.loads((run_dir / "power-loss-0.world.json").read_text())["variant"] == "plain"
+    assert (run_dir / "world-at-kill-0").is_dir() and (run_dir / "world-after-drop-0").is_dir()
+    assert not os.path.ismount(run_paths(run_dir)["world"]) and mounts_under(tmp_path) == []
+    # Fake tools that never sync the world (the workload drops the flag that asks them to): their effects are lost.
+    code, data, out = report(killpoint, tmp_path, world_on_device, "--kill-at", "c4:before_started/power",
+                             "--workload", "env -u KILLPOINT_WORLD_DURABLE {python} -m killpoint.scenarios.reference_runtime")
+    assert code == 1, out[-3000:]
+    assert any(finding["property"] == "world-equals-golden" and "missing files/orders/summary.txt" in finding["evidence"]
+               for finding in data["runs"][0]["findings"]), data["runs"][0]["findings"]
 
 
 def test_a_torn_power_loss_token_reproduces_its_failure_twenty_times_out_of_twenty(killpoint, tmp_path):
