@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from killpoint.errors import ConfigError
 from killpoint.harness.hunt import hunt
 from killpoint.harness.scenario import load_scenario, with_workload
 from killpoint.harness.session import RunOutcome
@@ -44,6 +45,7 @@ def modes(runs: int) -> dict[str, dict[str, Any]]:
         "timed 60": {"timed": True, "runs": 60, "seed": 0},
         "torn tail": {"exhaustive": True, "torn_tail": True},
         "drift": {"exhaustive": True, "drift": "append=READ_ONLY"},
+        "power loss": {"exhaustive": True, "power_loss": True},
     }
 
 
@@ -65,7 +67,7 @@ def run_cell(spec: SessionSpec) -> Cell:
     return Cell(True, outcome.verdict.properties, schedules, seconds)
 
 
-def render(rows: list[tuple[Mutant, dict[str, Cell], int | None]], mode_names: list[str], command: str,
+def render(rows: list[tuple[Mutant, dict[str, Cell | None], int | None]], mode_names: list[str], command: str,
            backends: str) -> str:
     lines = [
         "# Detection matrix",
@@ -73,7 +75,8 @@ def render(rows: list[tuple[Mutant, dict[str, Cell], int | None]], mode_names: l
         "Every mutant runtime of `scenarios/mutants/` (the reference runtime with one realistic bug) under",
         "every mode. A cell reads `caught: schedules to the first catch / seconds`, with the property named",
         "in the first failing run; ✔ marks the intended property among those named, ✘ a catch under another",
-        "property. `-` means the mode did not catch the bug (all its schedules passed). The last column is",
+        "property. `-` means the mode did not catch the bug (all its schedules passed); `n/a` that the mode",
+        "does not apply to the mutant's scenario (a torn tail of a runtime judged from its own store). The last column is",
         "the number of calls in the plan `killpoint hunt` shrinks the bug to.",
         "",
         f"Backend of the mode columns: {backends}; `hunt` runs on the workload's default backend.",
@@ -87,6 +90,9 @@ def render(rows: list[tuple[Mutant, dict[str, Cell], int | None]], mode_names: l
         rendered = []
         for name in mode_names:
             cell = cells[name]
+            if cell is None:
+                rendered.append("n/a")
+                continue
             if not cell.caught:
                 rendered.append("-")
                 continue
@@ -96,7 +102,8 @@ def render(rows: list[tuple[Mutant, dict[str, Cell], int | None]], mode_names: l
                      + f" | {shrunk if shrunk is not None else '-'} |")
     lines += ["", "## The bugs", ""]
     lines += [f"- `{mutant.name}` ({mutant.scenario}): {mutant.bug}" for mutant, _, _ in rows]
-    caught_all = all(any(cell.caught and mutant.caught_by in cell.properties for cell in cells.values())
+    caught_all = all(any(cell is not None and cell.caught and mutant.caught_by in cell.properties
+                         for cell in cells.values())
                      for mutant, cells, _ in rows)
     lines += ["", f"Every mutant caught with its intended property by at least one mode: {'yes' if caught_all else 'NO'}.", ""]
     return "\n".join(lines)
@@ -116,10 +123,14 @@ def main() -> None:
     backends: set[str] = set()
     for mutant in zoo():
         scenario = with_workload(load_scenario(ROOT / "scenarios" / f"{mutant.scenario}.toml"), mutant.workload)
-        cells = {}
+        cells: dict[str, Cell | None] = {}
         for name, choices in modes(args.random).items():
-            spec = build_spec(scenario, **choices, backend=args.backend, jobs=args.jobs, exitfirst=True,
-                              runs_dir=Path(tempfile.mkdtemp(dir=work)))
+            try:
+                spec = build_spec(scenario, **choices, backend=args.backend, jobs=args.jobs, exitfirst=True,
+                                  runs_dir=Path(tempfile.mkdtemp(dir=work)))
+            except ConfigError:  # the mode does not apply to this scenario
+                cells[name] = None
+                continue
             backends.add(spec.backend)
             cells[name] = run_cell(spec)
             print(f"{mutant.name:<30} {name:<12} {cells[name]}", flush=True)
