@@ -292,18 +292,7 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
 
         write_html_report(args.html, scenario, golden, outcomes, summary)
     printer.finish(scenario, golden, outcomes, summary, show_coverage=args.exhaustive)
-    if summary.failed:
-        return EXIT_VIOLATION
-    if summary.unknown:
-        reasons = "; ".join(f"{reason} ({count})" for reason, count in summary.unknown_reasons.items())
-        print(f"killpoint: {summary.unknown} run(s) could not be judged, so nothing is established: {reasons}",
-              file=sys.stderr)
-        return EXIT_NOT_ESTABLISHED
-    shortfall = explore.untested(golden, outcomes, spec.min_coverage)
-    if shortfall is not None:
-        print(f"killpoint: not enough was tested: {shortfall}", file=sys.stderr)
-        return EXIT_NOT_ESTABLISHED
-    return EXIT_PASSED
+    return session_exit(summary, golden, outcomes, spec.min_coverage)
 
 
 def command_hunt(args: argparse.Namespace, out: TextIO) -> int:

@@ -49,7 +49,7 @@ from killpoint.harness.report import REPORT_FORMAT, write_json_report
 from killpoint.harness.run_record import field_problems
 from killpoint.harness.scenario import parse_plan
 from killpoint.harness.session import Job, RunOutcome
-from killpoint.harness.show import _verdict_problems, incarnations_of
+from killpoint.harness.show import verdict_problems, incarnations_of
 from killpoint.harness.summary import Summary, summarise
 
 _NONE = type(None)
@@ -64,7 +64,7 @@ REPORT_TYPES: dict[str, tuple[type, ...]] = {
 RULE_STATUSES = (PASSED, FAILED, UNKNOWN)
 GOLDEN_TYPES: dict[str, tuple[type, ...]] = {"run_dir": (str,), "seconds": (int, float), "points": (list,)}
 CATALOGUE_TYPES: dict[str, tuple[type, ...]] = {"default": (str,), "interactive": (list,), "tools": (dict,)}
-# The fields of a run that verdict.json does not hold too (show._verdict_problems checks those).
+# The fields of a run that verdict.json does not hold too (show.verdict_problems checks those).
 RUN_TYPES: dict[str, tuple[type, ...]] = {
     "index": (int,), "drift": (str, _NONE), "run_dir": (str,), "valid": (bool, _NONE), "rules": (dict,),
     "seconds": (int, float),
@@ -271,7 +271,7 @@ def _digest_problems(data: dict[str, Any], scenario: Scenario) -> list[str]:
 
 def _outcome(entry: Any, shard: int, shards: int) -> tuple[RunOutcome | None, list[str]]:
     """A run of the report as the ``RunOutcome`` it was written from (``session.outcome_to_json``), or its problems."""
-    problems = _verdict_problems(entry)
+    problems = verdict_problems(entry)
     if isinstance(entry, dict):
         problems += field_problems(entry, RUN_TYPES, exact=False)
     if not problems:

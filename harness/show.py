@@ -224,7 +224,7 @@ def read_verdict(path: Path) -> JudgedRun:
     """What verdict.json says; ConfigError naming the file and every problem if it is not one killpoint wrote."""
     what_it_is = f"{VERDICT_NAME} is written by killpoint when it judges a run"
     data = read_json_file(path, what_it_is)
-    problems = _verdict_problems(data)
+    problems = verdict_problems(data)
     if problems:
         raise ConfigError(f"{path}: not a verdict as killpoint writes it ({what_it_is})", tuple(problems))
     incarnations = incarnations_of(data["incarnations"])
@@ -235,7 +235,7 @@ def read_verdict(path: Path) -> JudgedRun:
                      incarnations=incarnations, token=data["token"])
 
 
-def _verdict_problems(data: Any) -> list[str]:
+def verdict_problems(data: Any) -> list[str]:
     if not isinstance(data, dict):
         return [f"holds {type(data).__name__}, not an object"]
     problems = field_problems(data, VERDICT_TYPES, text_lists=("schedule", "notes", "unreached"), exact=False)
