@@ -140,7 +140,8 @@ def examples(templates: tuple[PlannedCall, ...], catalogue_classes: tuple[str, .
     def draw(data: st.DrawFn) -> Example:
         chosen = data(st.lists(st.sampled_from(templates), min_size=1, max_size=max_calls))
         plan = Plan("hunt", tuple(PlannedCall(f"c{index + 1}", call.tool, call.args) for index, call in enumerate(chosen)))
-        schedule = every_kill.apply(draw_schedule(plan, HypothesisDraw(data), MAX_KILLS))
+        schedule = every_kill.apply(draw_schedule(plan, HypothesisDraw(data), MAX_KILLS,
+                                                  tear_anywhere=every_kill.power_loss))
         drift = None
         if data(st.booleans()):
             tool = data(st.sampled_from(sorted({call.tool for call in plan.calls})))

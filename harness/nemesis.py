@@ -64,20 +64,20 @@ class StoreCopies:
 
 
 @dataclass(frozen=True)
-class Disk:
+class DropSite:
     """The lazy file systems of the run (the runtime's storage, maybe the world), for a power loss to drop from
     (kill ``kill_number``)."""
 
-    mounts: Disks
+    disks: Disks
     run_dir: Path
     kill_number: int
 
 
 def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: Path, journal: Path,
-           journal_copy: Path, torn_copy: Path, store: StoreCopies | None = None, disk: Disk | None = None) -> Strike:
+           journal_copy: Path, torn_copy: Path, store: StoreCopies | None = None, drop: DropSite | None = None) -> Strike:
     """Kill ``launched`` at ``kill`` (None: at its timeout), confirm it dead, and write the evidence of it.
 
-    A power loss (``disk`` given) drops what the runtime never made durable
+    A power loss (``drop`` given) drops what the runtime never made durable
     once the journal and store are copied as the kill left them; the store is
     copied again after the drop, as the next incarnation finds it.
 
@@ -109,9 +109,9 @@ def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: P
     except UntrustedFile as refusal:
         problems.append(f"at the kill, {refusal}")
     if isinstance(fault, PowerLoss):
-        if disk is None:
-            raise ValueError("a power loss needs the lazy file system the runner mounted (disk)")
-        problems += lose_power(disk.mounts, fault, run_dir=disk.run_dir, kill_number=disk.kill_number, journal=journal)
+        if drop is None:
+            raise ValueError("a power loss needs the lazy file systems the runner mounted (drop)")
+        problems += lose_power(drop.disks, fault, run_dir=drop.run_dir, kill_number=drop.kill_number, journal=journal)
         if store is not None:
             problems += [f"after the drop, {problem}" for problem in copy_store(store.workload, store.files,
                                                                                 store.torn_copy)]

@@ -51,7 +51,7 @@ class Disks:
             self.storage.close()
 
 # A storage copy stops here: no honest runtime keeps more, and a hostile one must not fill the disk through us.
-COPY_MAX_FILES = 2000
+COPY_MAX_FILES = 2000  # files, and folders
 COPY_MAX_BYTES = 256 * 1024 * 1024
 COPY_MAX_DEPTH = 32
 
@@ -95,8 +95,16 @@ def copy_tree(source: Path, copy: Path) -> list[str]:
     """
     copy.mkdir()
     problems: list[str] = []
-    files = size = 0
-    for folder, subfolders, names in os.walk(source, followlinks=False):
+    files = size = folders = 0
+
+    def unreadable(error: OSError) -> None:
+        problems.append(f"{error.filename} could not be listed: {error.strerror or error}")
+
+    for folder, subfolders, names in os.walk(source, onerror=unreadable, followlinks=False):
+        folders += 1
+        if folders > COPY_MAX_FILES:
+            problems.append(f"the copy stopped at {COPY_MAX_FILES} folders, before {folder}")
+            return problems
         relative = Path(folder).relative_to(source)
         for name in sorted(subfolders):
             shown = (relative / name).as_posix()

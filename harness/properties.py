@@ -13,12 +13,13 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from killpoint import protocol as p
 from killpoint.catalogue import Catalogue
 from killpoint.fake_tools.world import diff_snapshots
-from killpoint.harness.evidence import Evidence, Line, handed_catalogue_file
+from killpoint.harness.evidence import Evidence, Line, handed_catalogue_file, power_loss_report_path
 from killpoint.harness.model import Finding, GoldenRun, Incarnation, PowerLoss
 
 if TYPE_CHECKING:
@@ -299,6 +300,7 @@ def _started_lost_at_power_loss(kill: StruckKill, invoked: Counter[str], drop: t
     journal, or of its directory for a new journal) when its tool ran.
     """
     findings = []
+    journal_lines = f"{power_loss_report_path(Path(), kill.number).name}: {p.JOURNAL_NAME}: "  # the journal's, not the world's
     for call, count in invoked.items():
         written = kill.written[call].starts if call in kill.written else 0
         survived = kill.found[call].starts if call in kill.found else 0
@@ -312,7 +314,7 @@ def _started_lost_at_power_loss(kill: StruckKill, invoked: Counter[str], drop: t
                 f"started record(s), but only {survived} survived the loss of what was never durable: {how} when "
                 f"its tool ran",
                 call, kill.point, (of_kind(kill.before, p.LEDGER_INVOKED, call)[-1].quote(),
-                                   *(line for line in drop if f": {p.JOURNAL_NAME}" in line))))
+                                   *(line for line in drop if line.startswith(journal_lines)))))
     return findings
 
 

@@ -173,16 +173,17 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     incarnations: list[Incarnation] = []
     window = None
     files = store_files(scenario)
-    disk: Disks | None = None
+    disks: Disks | None = None
     try:
         if any(isinstance(kill.fault, PowerLoss) for kill in schedule):
-            disk = mount_disks(run_dir, world=scenario.world_on_device)
+            disks = mount_disks(run_dir, world=scenario.world_on_device)
         for number in range(bound):
             kill: Kill | None = schedule[number] if number < len(schedule) else None
             started = time.monotonic()
             launched = backend.launch(
                 scenario.workload, cwd=scenario.cwd,
-                env=_environment(paths, server.path, number, drift, world_durable=disk is not None and disk.world is not None),
+                env=_environment(paths, server.path, number, drift,
+                                 world_durable=disks is not None and disks.world is not None),
                 stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
             # Timed kills count from here: a backend's start-up (a fork server warming, a container
             # being created) is not the workload's time.
@@ -200,7 +201,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                     exit_code = launched.wait()
                     leftovers = tuple(launched.sweep())
                 else:
-                    struck = _strike(launched, served, run_dir, number, files, disk, kills=sum(
+                    struck = _strike(launched, served, run_dir, number, files, disks, kills=sum(
                         1 for incarnation in incarnations if incarnation.killed_at is not None))
                     killed_at, leftovers, kill_problems = struck.point, struck.leftovers, struck.problems
                 latency = watcher.latency_s() if watcher is not None and event and served.hit is not None else None
@@ -231,8 +232,8 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     finally:
         server.close()
         shutil.rmtree(control_dir, ignore_errors=True)
-        if disk is not None:
-            disk.close()
+        if disks is not None:
+            disks.close()
             with contextlib.suppress(OSError):  # each mount removed its own state; their folder goes when empty
                 (run_dir / LAZYFS_STATE).rmdir()
     return incarnations, window
@@ -258,10 +259,10 @@ def mount_disks(run_dir: Path, *, world: bool) -> Disks:
 
 
 def _strike(launched: Launched, served: Served, run_dir: Path, number: int, files: tuple[str, ...] | None,
-            disk: Disks | None, *, kills: int) -> nemesis.Strike:
+            disks: Disks | None, *, kills: int) -> nemesis.Strike:
     """The nemesis's strike at the moment ``served`` ended on (a kill point, or the timeout), with its evidence paths.
 
-    ``files`` are the runtime's own store's (None: it keeps none), copied at the kill too; ``disk`` the lazy
+    ``files`` are the runtime's own store's (None: it keeps none), copied at the kill too; ``disks`` the lazy
     file system a power loss drops from (None: the run has no power loss).
     """
     paths = run_paths(run_dir)
@@ -270,7 +271,7 @@ def _strike(launched: Launched, served: Served, run_dir: Path, number: int, file
     return nemesis.strike(launched, served.hit, incarnation=number, ledger=paths["ledger"], journal=paths["journal"],
                           journal_copy=journal_at_kill_path(run_dir, kills),
                           torn_copy=torn_journal_path(run_dir, kills), store=store,
-                          disk=None if disk is None else nemesis.Disk(disk, run_dir, kills))
+                          drop=None if disks is None else nemesis.DropSite(disks, run_dir, kills))
 
 
 def _copy_final_store(paths: dict[str, Path], files: tuple[str, ...], run_dir: Path,
