@@ -21,7 +21,7 @@ and sizes in, and executes the ``DropPlan`` a drop returns.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -427,12 +427,14 @@ class PersistenceModel:
         last, node_id = max(writes, key=lambda pair: pair[0].seq)
         if variant == "op":
             prefix = rng.randrange(last.length)  # 0 <= prefix < length: a torn write, never the whole
-            return {node_id: ((last.offset, prefix, last.log_at),)} if prefix else {}
-        own = sorted((w for w in candidates[node_id].writes if w.length), key=lambda w: w.seq)
-        chosen = own
-        while len(own) >= 2 and len(chosen) in (0, len(own)):
-            chosen = [w for w in own if rng.random() < 0.5]
-        return {node_id: tuple((w.offset, w.length, w.log_at) for w in chosen)}
+            chosen = [replace(last, length=prefix)] if prefix else []
+        else:
+            own = sorted((w for w in candidates[node_id].writes if w.length), key=lambda w: w.seq)
+            chosen = own
+            while len(own) >= 2 and len(chosen) in (0, len(own)):
+                chosen = [w for w in own if rng.random() < 0.5]
+        kept = _without_holes(chosen, candidates[node_id].durable_size)
+        return {node_id: tuple((w.offset, w.length, w.log_at) for w in kept)} if kept else {}
 
     def _undone_entries(self) -> list[dict]:
         out = []
@@ -449,6 +451,25 @@ class PersistenceModel:
                 else:
                     out.append({"path": path, "change": self._gone.get((dir_id, name), "unlink"), "undone": why})
         return out
+
+
+def _without_holes(chosen: list[Write], durable_size: int) -> list[Write]:
+    """The chosen writes (in order) a real disk could show after the power loss.
+
+    Below the durable size any subset may land (an overwrite in place), but past it only a run
+    growing from the durable end: ext4 (data=ordered) never shows a hole of zeros past the old end
+    of a file, and the journal rule reads a newline-terminated line as written whole. So a write
+    that would leave such a hole is not kept, and neither is any later one past the durable end.
+    """
+    out, end, holed = [], durable_size, False
+    for write in chosen:
+        if write.offset + write.length > durable_size:
+            if holed or write.offset > end:
+                holed = True
+                continue
+            end = max(end, write.offset + write.length)
+        out.append(write)
+    return out
 
 
 def _drop_ranges(data: _Data, kept: list[tuple[int, int]], survives: bool) -> list[list[int]]:

@@ -218,17 +218,27 @@ APPENDER = """
 
 
 def test_torn_op_keeps_a_seeded_prefix_of_the_last_write(lazy: LazyMount) -> None:
-    run_child(APPENDER, str(lazy.mount))
+    run_child(APPENDER.replace("os._exit(0)", 'os.fsync(fd); os.write(fd, b"five\\n"); os._exit(0)'), str(lazy.mount))
     report = lazy.drop("op", 11)
     content = (lazy.mount / "journal.jsonl").read_bytes()
-    (start, end), = report.files[0]["kept"] or [(21, 21)]
-    # the earlier unsynced writes are lost, so the kept prefix lands after a hole (as on a real disk)
-    assert content == b"synced\n" + bytes(14) + b"four\n"[: end - start] if end > start else content == b"synced\n"
-    assert start == 21 and end - start < len(b"four\n")
-    assert report.unsynced_writes == 4 and report.variant == "op"
+    (start, end), = report.files[0]["kept"] or [(26, 26)]
+    assert content == b"synced\none\ntwo\nthree\nfour\n" + b"five\n"[: end - start]
+    assert start == 26 and end - start < len(b"five\n")
+    assert report.unsynced_writes == 1 and report.variant == "op"
 
 
-def test_torn_seq_keeps_a_seeded_proper_subset_of_the_unsynced_writes(tmp_path: Path, fuse_ready: None) -> None:
+def test_torn_drops_never_leave_zeros_past_the_durable_end(lazy: LazyMount) -> None:
+    """The earlier unsynced appends are lost, so a kept prefix of the last would sit after a hole: not kept."""
+    for variant, seed in [("op", 11), ("op", 3), ("seq", 5), ("seq", 500)]:
+        name = f"journal-{variant}-{seed}.jsonl"
+        run_child(APPENDER.replace("journal.jsonl", name), str(lazy.mount))
+        report = lazy.drop(variant, seed)
+        content = (lazy.mount / name).read_bytes()
+        assert b"\0" not in content and (b"synced\none\ntwo\nthree\nfour\n").startswith(content), (variant, seed, content)
+        assert report.files[0]["kept"] == ([[7, len(content)]] if len(content) > 7 else [])
+
+
+def test_torn_seq_keeps_a_seeded_run_of_the_unsynced_writes(tmp_path: Path, fuse_ready: None) -> None:
     contents = []
     for attempt in range(2):
         (tmp_path / f"w{attempt}").mkdir()
@@ -239,9 +249,9 @@ def test_torn_seq_keeps_a_seeded_proper_subset_of_the_unsynced_writes(tmp_path: 
             contents.append((lazy.mount / "journal.jsonl").read_bytes())
         finally:
             lazy.close()
-        assert 1 <= report.kept_writes <= 3 and report.unsynced_writes == 4
+        assert report.kept_writes <= 3 and report.unsynced_writes == 4
     assert contents[0] == contents[1], "the same seed keeps the same writes"
-    assert contents[0].startswith(b"synced\n") and contents[0] != b"synced\n"
+    assert (b"synced\none\ntwo\nthree\nfour\n").startswith(contents[0])
 
 
 def test_close_leaves_a_plain_directory_holding_the_volatile_contents(tmp_path: Path, fuse_ready: None) -> None:
