@@ -488,3 +488,22 @@ def test_after_a_drop_the_tree_is_the_replay_of_the_synced_operations_only(trace
     assert fs.tree() == expected
     fs.drop()
     assert fs.tree() == expected, "a second drop changed the durable state"
+
+
+def test_a_new_directory_on_a_removed_ones_inode_starts_empty() -> None:
+    """The backing file system reuses inode numbers: a new directory must not inherit the old one's entries."""
+    model = PersistenceModel(ROOT, lambda path: {})
+    model.learn("")
+    model.created("E", Node(DIR, 5), "mkdir")
+    model.fsyncdir("")
+    model.created("E/marker", Node(FILE, 6))
+    model.fsync(6)
+    model.fsyncdir("E")
+    model.removed("E/marker")
+    model.removed("E", "rmdir")
+    model.fsyncdir("")
+    model.created("D0", Node(DIR, 5), "mkdir")
+    model.fsyncdir("")
+    plan = model.drop()
+    assert [place.path for place in plan.places] == ["D0"]
+    assert not plan.report.lost_anything, plan.report.lines()

@@ -267,11 +267,17 @@ class PersistenceModel:
         self._volatile[dir_id][name] = node
         self._origin[(dir_id, name)] = change
         if node.kind == DIR:
+            self._forget_changes_in(node.id)  # a new directory may reuse a removed one's inode: nothing of it carries over
             self._names[node.id] = (dir_id, name)
-            self._volatile.setdefault(node.id, {})
-            self._durable.setdefault(node.id, {})
+            self._volatile[node.id], self._durable[node.id] = {}, {}
         elif node.kind == FILE and change != "link":
             self._data[node.id] = _Data(size=0, durable_size=0, created=True)
+
+    def _forget_changes_in(self, dir_id: int) -> None:
+        self._synced_dirs.discard(dir_id)
+        for key in [k for k in (*self._origin, *self._gone) if k[0] == dir_id]:
+            self._origin.pop(key, None)
+            self._gone.pop(key, None)
 
     def keep_on_unlink(self, path: str) -> int | None:
         """The inode to preserve in the graveyard before ``path``'s unlink, or None to let it go."""
@@ -314,10 +320,8 @@ class PersistenceModel:
         """The directory's entries are durable now; return graveyard inodes no longer needed."""
         dir_id = self.learn(path)
         self._durable[dir_id] = dict(self._volatile[dir_id])
+        self._forget_changes_in(dir_id)
         self._synced_dirs.add(dir_id)
-        for key in [k for k in (*self._origin, *self._gone) if k[0] == dir_id]:
-            self._origin.pop(key, None)
-            self._gone.pop(key, None)
         linked = {n.id for e in self._durable.values() for n in e.values()}
         freed = sorted(i for i in self._graveyard if i not in linked)
         for node_id in freed:
