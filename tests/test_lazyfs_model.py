@@ -507,3 +507,13 @@ def test_a_new_directory_on_a_removed_ones_inode_starts_empty() -> None:
     plan = model.drop()
     assert [place.path for place in plan.places] == ["D0"]
     assert not plan.report.lost_anything, plan.report.lines()
+
+
+def test_renames_that_make_the_durable_tree_a_cycle_place_each_directory_once() -> None:
+    fs = MemFS({"a/b/f": b"x"})
+    fs.rename("a/b", "b")
+    fs.rename("a", "b/a")
+    fs.fsyncdir("b")  # durable: ./ names a, a names b, b names a
+    report = fs.drop()
+    assert fs.tree() == {"a": None, "a/b": None, "a/b/f": b"x"}
+    assert report.problems == ("a/b/a: not restored (the directory is a already: the durable entries name it twice)",)

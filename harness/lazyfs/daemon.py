@@ -366,7 +366,7 @@ class LazyOps(fuse.Operations):
         self.log_end = 0
         self.model = self._fresh_model()
         report = plan.report
-        return dataclasses.replace(report, problems=tuple(problems)) if problems else report
+        return dataclasses.replace(report, problems=(*report.problems, *problems)) if problems else report
 
     def _open_inode(self, node_id: int, source: str | None) -> int | str:
         """An O_WRONLY fd on inode ``node_id`` at ``source`` (or its grave), else why not."""

@@ -242,14 +242,26 @@ class PersistenceModel:
             parts.append(name)
         return "/".join(reversed(parts))
 
-    def _walk(self, tree: dict[int, dict[str, Node]]) -> Iterator[tuple[str, Node]]:
+    def _walk(self, tree: dict[int, dict[str, Node]], problems: list[str] | None = None) -> Iterator[tuple[str, Node]]:
         """Every entry of ``tree`` (the volatile or the durable entries) reachable from the root, parents
-        first; learnt directories are walked into, the others stand for themselves and all they hold."""
+        first; learnt directories are walked into, the others stand for themselves and all they hold.
+
+        A directory is yielded once: the durable entries of directories synced between unsynced renames
+        can name one directory twice, even inside itself (a/b -> b, a -> b/a, fsync b), and a walk that
+        followed that would never end. Each later name is left out and said in ``problems``.
+        """
+        seen = {self.root_id: "."}
         todo = [(self.root_id, "")]
         while todo:
             dir_id, dir_path = todo.pop()
             for name, node in sorted(tree[dir_id].items()):
                 path = _join(dir_path, name)
+                if node.kind == DIR:
+                    if node.id in seen:
+                        if problems is not None:
+                            problems.append(f"{path}: not restored (the directory is {seen[node.id]} already: the durable entries name it twice)")
+                        continue
+                    seen[node.id] = path
                 yield path, node
                 if node.kind == DIR and node.id in self._volatile:
                     todo.append((node.id, path))
@@ -378,7 +390,8 @@ class PersistenceModel:
 
         self.learn("")
         where = self._volatile_paths()
-        places, durable_paths = self._durable_tree(where)
+        problems: list[str] = []
+        places, durable_paths = self._durable_tree(where, problems)
         dirty = {i: d for i, d in self._data.items() if d.dirty}
         kept = self._torn(variant, random.Random(seed), {i: d for i, d in dirty.items() if i in durable_paths})
         restores, files = [], []
@@ -410,13 +423,14 @@ class PersistenceModel:
             entries=tuple(self._undone_entries()),
             unsynced_writes=sum(len(d.writes) for d in dirty.values()),
             kept_writes=sum(len(k) for k in kept.values()),
+            problems=tuple(problems),
         )
         return DropPlan(tuple(restores), tuple(places), report)
 
-    def _durable_tree(self, where: dict[int, str]) -> tuple[list[Place], dict[int, str]]:
+    def _durable_tree(self, where: dict[int, str], problems: list[str]) -> tuple[list[Place], dict[int, str]]:
         places: list[Place] = []
         paths: dict[int, str] = {}
-        for path, node in self._walk(self._durable):
+        for path, node in self._walk(self._durable, problems):
             source = where.get(node.id) if node.kind in (FILE, DIR) else None
             untouched = node.kind == DIR and node.id not in self._volatile
             places.append(Place(path, node, source, move=untouched and source is not None))
