@@ -24,7 +24,6 @@ import dataclasses
 import errno
 import json
 import os
-import shutil
 import socket
 import stat
 import subprocess
@@ -34,6 +33,7 @@ from pathlib import Path
 
 import mfusepy as fuse  # type: ignore[import-untyped]
 
+from killpoint.harness._safe_files import remove_tree
 from killpoint.harness.lazyfs.model import DIR, FILE, OTHER, SYMLINK, DropPlan, DropReport, Node, PersistenceModel
 from killpoint.harness.lazyfs.mount import FSNAME
 
@@ -357,14 +357,16 @@ class LazyOps(fuse.Operations):
     def drop(self, variant: str, seed: int) -> DropReport:
         """Rewrite the backing directory to the durable state (call with the lock held)."""
         plan = self.model.drop(variant, seed)
-        problems = [*self._restore_bytes(plan), *self._rebuild(plan)]
-        for handle in self.handles.values():
-            handle.stale = True  # a late write of a dead writer must not land in the durable state
-        for grave in self.graveyard.iterdir():
-            grave.unlink()
-        os.ftruncate(self.log, 0)
-        self.log_end = 0
-        self.model = self._fresh_model()
+        try:
+            problems = [*self._restore_bytes(plan), *self._rebuild(plan)]
+        finally:  # even a failed drop leaves a model of what the backing holds now, never one of the tree before
+            for handle in self.handles.values():
+                handle.stale = True  # a late write of a dead writer must not land in the durable state
+            for grave in self.graveyard.iterdir():
+                grave.unlink()
+            os.ftruncate(self.log, 0)
+            self.log_end = 0
+            self.model = self._fresh_model()
         report = plan.report
         return dataclasses.replace(report, problems=(*report.problems, *problems)) if problems else report
 
@@ -401,7 +403,8 @@ class LazyOps(fuse.Operations):
     def _rebuild(self, plan: DropPlan) -> list[str]:
         problems = []
         fresh, old = self.state / "next", self.state / "old"
-        shutil.rmtree(fresh, ignore_errors=True)
+        remove_tree(fresh)  # both left by an earlier drop that failed half-way, if any
+        remove_tree(old)
         root = os.lstat(self.backing)
         os.mkdir(fresh)
         _set_meta(str(fresh), root)
@@ -428,7 +431,10 @@ class LazyOps(fuse.Operations):
                 problems.append(f"{place.path}: not restored ({error.strerror or error})")
         os.rename(self.backing, old)
         os.rename(fresh, self.backing)
-        shutil.rmtree(old, ignore_errors=True)
+        try:
+            remove_tree(old)
+        except OSError as error:
+            problems.append(f"the volatile tree at {old} could not all be removed ({error}); the durable one is in place")
         return problems
 
 
@@ -467,7 +473,10 @@ def put_back(mount: str, state: Path) -> None:
     except OSError as error:
         print(f"lazyfs: could not put {state / 'backing'} back at {mount}: {error}", file=sys.stderr)
         return
-    shutil.rmtree(state, ignore_errors=True)
+    try:
+        remove_tree(state)
+    except OSError as error:
+        print(f"lazyfs: could not remove {state}: {error}", file=sys.stderr)
 
 
 class _LazyFUSE(fuse.FUSE):

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from killpoint.errors import ConfigError, InfrastructureError
+from killpoint.harness._safe_files import remove_tree
 from killpoint.harness.lazyfs.model import VARIANTS, DropReport
 
 FSNAME = "killpoint-lazyfs"  # fsname and subtype of every mount: stale ones are found by this name only
@@ -142,31 +143,44 @@ class LazyMount:
         return DropReport.from_json(answer["report"])
 
     def close(self) -> None:
-        """Unmount, confirm the daemon gone, put the backing contents back at ``mount``, remove ``state``."""
+        """Unmount, confirm the daemon gone, put the backing contents back at ``mount``, remove ``state``.
+
+        It runs in the runner's ``finally``: it never raises, it says on stderr what it could not do.
+        """
         if self._closed:
             return
         self._closed = True
+        try:
+            self._stop()
+            self._put_back()
+        except Exception as error:  # noqa: BLE001 - a raise here would hide the run's own outcome
+            print(f"killpoint: closing the lazy fs at {self.mount} failed ({type(error).__name__}: {error}); what it held is under {self.state}", file=sys.stderr)
+
+    def _stop(self) -> None:
         if is_mounted(self.mount):
             _unmount(self.mount)
         try:
             self._process.wait(EXIT_SECONDS)
         except subprocess.TimeoutExpired:
-            os.killpg(self._process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait(EXIT_SECONDS)
         if is_mounted(self.mount):
             _unmount(self.mount, lazily=True)
         self._answers.close()
         self._channel.close()
+
+    def _put_back(self) -> None:
         backing = self.state / "backing"
-        try:
-            put_back = not backing.is_dir() or (not is_mounted(self.mount) and _move_tree(backing, self.mount))
-        except OSError as error:
-            put_back = False
-            print(f"killpoint: {error}", file=sys.stderr)
-        if put_back:
-            shutil.rmtree(self.state, ignore_errors=True)
-        else:
+        if not backing.is_dir():
+            half_dropped = [name for name in ("old", "next") if os.path.lexists(self.state / name)]
+            if half_dropped:  # the daemon died between the two renames of a drop: the trees are in those
+                print(f"killpoint: the lazy fs at {self.mount} died mid-drop; its trees are in {self.state} ({', '.join(half_dropped)})", file=sys.stderr)
+                return
+        elif is_mounted(self.mount) or not _move_tree(backing, self.mount):
             print(f"killpoint: the lazy fs contents of {self.mount} could not all be put back; they are in {backing}", file=sys.stderr)
+            return
+        remove_tree(self.state)
 
 
 def _unmount(mount: Path, lazily: bool = False) -> bool:

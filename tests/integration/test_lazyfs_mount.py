@@ -413,3 +413,27 @@ def _reuse_a_removed_directorys_inode(lazy: LazyMount) -> None:
         """,
         str(lazy.mount),
     )
+
+
+def test_a_tree_1500_folders_deep_drops_and_closes(tmp_path: Path, fuse_ready: None) -> None:
+    """shutil.rmtree recursed once per level: the drop failed after the swap and close() raised."""
+    (tmp_path / "workload").mkdir()
+    lazy = LazyMount.start(tmp_path / "workload", tmp_path / ".lazyfs-0")
+    try:
+        run_child(
+            """
+            import os, sys
+            os.chdir(sys.argv[1])
+            for _ in range(1500):
+                os.mkdir("d"); os.chdir("d")
+            os._exit(0)
+            """,
+            str(lazy.mount),
+        )
+        assert "d: mkdir undone (./ never fsynced)" in lazy.drop().lines()
+        assert os.listdir(lazy.mount) == [] and sorted(os.listdir(lazy.state)) == ["backing", "daemon.log", "graveyard", "log"]
+        run_child("import os, sys; os.mkdir(sys.argv[1] + '/after'); os._exit(0)", str(lazy.mount))
+        assert lazy.drop().lines() == ["after: mkdir undone (./ never fsynced)"], "the drop after it starts from the new tree"
+    finally:
+        lazy.close()
+    assert not (tmp_path / ".lazyfs-0").exists() and os.listdir(tmp_path / "workload") == []
