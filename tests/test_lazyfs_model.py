@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from killpoint.harness.lazyfs.model import DIR, FILE, DropReport, Node, PersistenceModel
+from killpoint.harness.lazyfs.model import DIR, FILE, HOLE, DropReport, Node, PersistenceModel
 
 ROOT = 1
 
@@ -165,7 +165,7 @@ class MemFS:
             content = self.data[restore.id]
             for start, end, at in restore.pieces:
                 content.extend(bytes(max(0, end - len(content))))
-                content[start:end] = self.log[at : at + end - start]
+                content[start:end] = bytes(end - start) if at == HOLE else self.log[at : at + end - start]
             del content[restore.size :]
             content.extend(bytes(restore.size - len(content)))
             for offset, length, at in restore.kept:

@@ -34,10 +34,11 @@ from pathlib import Path
 import mfusepy as fuse  # type: ignore[import-untyped]
 
 from killpoint.harness._safe_files import remove_tree
-from killpoint.harness.lazyfs.model import DIR, FILE, OTHER, SYMLINK, DropPlan, DropReport, Node, PersistenceModel
+from killpoint.harness.lazyfs.model import DIR, FILE, HOLE, OTHER, SYMLINK, DropPlan, DropReport, Node, PersistenceModel
 from killpoint.harness.lazyfs.mount import FSNAME
 
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+CHUNK = 1 << 20  # bytes copied at a time: a sparse file of any apparent size costs no more memory
 _KIND = {stat.S_IFREG: FILE, stat.S_IFDIR: DIR, stat.S_IFLNK: SYMLINK}
 
 
@@ -112,8 +113,13 @@ class LazyOps(fuse.Operations):
         return handle.id
 
     def _save(self, node_id: int, fd: int, start: int, end: int) -> None:
+        """Copy the durable bytes of [start, end) to the log, a chunk at a time; a hole is saved as HOLE."""
         for s, e in self.model.to_save(node_id, start, end):
-            self.model.saved(node_id, s, e, self._append_log(os.pread(fd, e - s, s)))
+            for run_start, run_end, is_data in _runs(fd, s, e):
+                log_at = self.log_end if is_data else HOLE
+                for at in range(run_start, run_end, CHUNK) if is_data else ():
+                    self._append_log(os.pread(fd, min(CHUNK, run_end - at), at))
+                self.model.saved(node_id, run_start, run_end, log_at)
 
     def _bury(self, path: str) -> int | None:
         node_id = self.model.keep_on_unlink(_rel(path))
@@ -392,13 +398,20 @@ class LazyOps(fuse.Operations):
                 continue
             try:
                 for start, end, at in restore.pieces:
-                    os.pwrite(fd, os.pread(self.log, end - start, at), start)
+                    self._write_back(fd, start, end, at)
                 os.ftruncate(fd, restore.size)
                 for offset, length, at in restore.kept:
                     os.pwrite(fd, os.pread(self.log, length, at), offset)
             finally:
                 os.close(fd)
         return problems
+
+    def _write_back(self, fd: int, start: int, end: int, log_at: int) -> None:
+        """Put the saved durable bytes of [start, end) back, a chunk at a time (a hole: zeros where data is now)."""
+        for run_start, run_end, is_data in _runs(fd, start, end) if log_at == HOLE else [(start, end, True)]:
+            for at in range(run_start, run_end, CHUNK) if is_data else ():
+                length = min(CHUNK, run_end - at)
+                os.pwrite(fd, bytes(length) if log_at == HOLE else os.pread(self.log, length, log_at + at - start), at)
 
     def _rebuild(self, plan: DropPlan) -> list[str]:
         problems = []
@@ -436,6 +449,23 @@ class LazyOps(fuse.Operations):
         except OSError as error:
             problems.append(f"the volatile tree at {old} could not all be removed ({error}); the durable one is in place")
         return problems
+
+
+def _runs(fd: int, start: int, end: int) -> list[tuple[int, int, bool]]:
+    """[start, end) of the file at ``fd`` cut into (start, end, holds data) runs, by SEEK_DATA and SEEK_HOLE."""
+    runs, at = [], start
+    while at < end:
+        try:
+            data = min(os.lseek(fd, at, os.SEEK_DATA), end)
+        except OSError:  # ENXIO: no data from here to the end of the file
+            data = end
+        if data > at:
+            runs.append((at, data, False))
+        if data == end:
+            break
+        at = min(os.lseek(fd, data, os.SEEK_HOLE), end)
+        runs.append((data, at, True))
+    return runs
 
 
 def _backing_flags(flags: int) -> int:

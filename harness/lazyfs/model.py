@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import random
 
 FILE, DIR, SYMLINK, OTHER = "file", "dir", "symlink", "other"
+HOLE = -1  # the log_at of saved durable bytes that were a hole: zeros, never copied to the log
 VARIANTS = ("plain", "op", "seq")
 
 
@@ -64,7 +65,7 @@ class _Data:
     durable_size: int
     ever_synced: bool = False
     created: bool = False  # created through the mount since the last drop: no other name can hold it
-    saved: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, log_at), sorted, disjoint
+    saved: list[tuple[int, int, int]] = field(default_factory=list)  # (start, end, log_at or HOLE), sorted, disjoint
     writes: list[Write] = field(default_factory=list)
 
     @property
@@ -78,7 +79,7 @@ class Restore:
 
     id: int
     source: str | None  # a current path of the inode, None: it is in the graveyard
-    pieces: tuple[tuple[int, int, int], ...]  # (start, end, log_at): durable bytes to write back
+    pieces: tuple[tuple[int, int, int], ...]  # (start, end, log_at or HOLE): durable bytes to write back
     size: int  # the durable size (before the kept writes)
     kept: tuple[tuple[int, int, int], ...]  # (offset, length, log_at), in order
 

@@ -437,3 +437,38 @@ def test_a_tree_1500_folders_deep_drops_and_closes(tmp_path: Path, fuse_ready: N
     finally:
         lazy.close()
     assert not (tmp_path / ".lazyfs-0").exists() and os.listdir(tmp_path / "workload") == []
+
+
+def _peak_rss(pid: int) -> int:
+    """The process's peak resident set size in bytes (VmHWM: psutil reports only the current one)."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+
+
+def test_truncating_a_sparse_durable_file_costs_neither_memory_nor_log_for_its_holes(lazy: LazyMount) -> None:
+    size = 64 << 20
+    run_child(
+        """
+        import os, sys
+        root, size = sys.argv[1], int(sys.argv[2])
+        fd = os.open(root + "/sparse", os.O_RDWR | os.O_CREAT, 0o644)
+        os.ftruncate(fd, size); os.pwrite(fd, b"head", 0); os.pwrite(fd, b"tail", size - 4); os.fsync(fd)
+        dfd = os.open(root, os.O_RDONLY); os.fsync(dfd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, b"volatile", 1 << 20)  # data where the durable file had a hole
+        os._exit(0)
+        """,
+        str(lazy.mount),
+        str(size),
+    )
+    daemon = lazy._process.pid
+    assert os.path.getsize(lazy.state / "log") < 1 << 20, "a hole is not copied to the log"
+    lazy.drop()
+    assert _peak_rss(daemon) < psutil.Process(daemon).memory_info().rss + (32 << 20), "the daemon read the holes into memory"
+    with open(lazy.mount / "sparse", "rb") as restored:
+        assert os.fstat(restored.fileno()).st_size == size
+        assert restored.read(4) == b"head"
+        restored.seek(1 << 20)
+        assert restored.read(8) == bytes(8), "the durable hole is a hole again"
+        restored.seek(size - 4)
+        assert restored.read() == b"tail"
