@@ -517,3 +517,20 @@ def test_renames_that_make_the_durable_tree_a_cycle_place_each_directory_once() 
     report = fs.drop()
     assert fs.tree() == {"a": None, "a/b": None, "a/b/f": b"x"}
     assert report.problems == ("a/b/a: not restored (the directory is a already: the durable entries name it twice)",)
+
+
+def test_report_lines_escape_what_a_name_could_forge_and_list_by_path() -> None:
+    fs = MemFS({"z": b"", "a": b""})
+    fs.append("z", b"1")
+    fs.append("a", b"2")
+    fs.create(b"\xff\nfake: bytes 0..9 dropped".decode("utf-8", "surrogateescape"))
+    fs.create("\udcff\\x")
+    report = fs.drop()
+    assert [f["path"] for f in report.files] == ["a", "z"], "by path, not by inode number"
+    assert report.lines() == [
+        "a: bytes 0..1 dropped (never fsynced)",
+        "z: bytes 0..1 dropped (never fsynced)",
+        "\\xff\\nfake: bytes 0..9 dropped: create undone (./ never fsynced)",
+        "\\xff\\\\x: create undone (./ never fsynced)",
+    ]
+    assert all(line.isprintable() for line in report.lines())

@@ -139,7 +139,7 @@ class DropReport:
                 out.append(f"{f['path']}: size {f['size_before']} back to {f['size_after']} bytes ({why})")
         out.extend(f"{e['path']}: {e['change']} undone ({e['undone']})" for e in self.entries)
         out.extend(self.problems)
-        return out or ["nothing was lost: every write and directory change was durable"]
+        return [_printable(line) for line in out] or ["nothing was lost: every write and directory change was durable"]
 
     @property
     def lost_anything(self) -> bool:
@@ -153,6 +153,24 @@ class DropPlan:
     restores: tuple[Restore, ...]
     places: tuple[Place, ...]
     report: DropReport
+
+
+def _printable(text: str) -> str:
+    """``text`` with every control character, backslash and lone surrogate escaped (\\n, \\xNN, \\uNNNN).
+
+    The paths in a report are the workload's names: a newline in one would forge a report line, and
+    a name that is not UTF-8 arrives as lone surrogates (surrogateescape), which no printer takes.
+    """
+    out = []
+    for char in text:
+        code = ord(char)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")  # the byte the name held
+        elif char == "\\" or not char.isprintable():  # a lone surrogate is not printable either
+            out.append(char.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(char)
+    return "".join(out)
 
 
 def _join(parent: str, name: str) -> str:
@@ -420,8 +438,8 @@ class PersistenceModel:
         report = DropReport(
             variant=variant,
             seed=seed,
-            files=tuple(files),
-            entries=tuple(self._undone_entries()),
+            files=tuple(sorted(files, key=lambda f: f["path"])),  # by path: inode numbers differ between a run and its repro
+            entries=tuple(sorted(self._undone_entries(), key=lambda e: e["path"])),
             unsynced_writes=sum(len(d.writes) for d in dirty.values()),
             kept_writes=sum(len(k) for k in kept.values()),
             problems=tuple(problems),
