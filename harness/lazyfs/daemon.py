@@ -29,6 +29,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import mfusepy as fuse  # type: ignore[import-untyped]
@@ -38,6 +39,8 @@ from killpoint.harness.lazyfs.model import DIR, FILE, HOLE, OTHER, SYMLINK, Drop
 from killpoint.harness.lazyfs.mount import FSNAME
 
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+UTIME_NOW, UTIME_OMIT = (1 << 30) - 1, (1 << 30) - 2  # tv_nsec values of utimensat(2)
+OMIT = -1  # a time utimens leaves as it is (None: set it to now)
 CHUNK = 1 << 20  # bytes copied at a time: a sparse file of any apparent size costs no more memory
 _KIND = {stat.S_IFREG: FILE, stat.S_IFDIR: DIR, stat.S_IFLNK: SYMLINK}
 
@@ -161,7 +164,15 @@ class LazyOps(fuse.Operations):
         return 0
 
     def utimens(self, path, times=None):
-        os.utime(self._full(path), ns=times, follow_symlinks=False)
+        """``times``: (atime, mtime), each in ns, None for now or OMIT; None alone: both now."""
+        full = self._full(path)
+        if times is None:
+            os.utime(full, follow_symlinks=False)
+            return 0
+        st, now = os.lstat(full), time.time_ns()
+        old = (st.st_atime_ns, st.st_mtime_ns)
+        ns = tuple(now if t is None else was if t == OMIT else t for t, was in zip(times, old, strict=True))
+        os.utime(full, ns=ns, follow_symlinks=False)
         return 0
 
     # ---- directory changes: learn the parent first, change, then tell the model
@@ -178,7 +189,7 @@ class LazyOps(fuse.Operations):
             return self._created(path, "mkdir")
 
     def mknod(self, path, mode, dev):
-        if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)):  # bind(2) of a Unix socket makes one
             raise fuse.FuseOSError(errno.EPERM)  # no device nodes from an untrusted workload
         with self._serial:
             self._learn_parent(path)
@@ -435,8 +446,8 @@ class LazyOps(fuse.Operations):
                 elif node.kind == SYMLINK:
                     os.symlink(node.target, dst)
                     os.chown(dst, node.uid, node.gid, follow_symlinks=False)
-                elif stat.S_ISFIFO(node.mode):
-                    os.mkfifo(dst, stat.S_IMODE(node.mode))
+                elif stat.S_ISFIFO(node.mode) or stat.S_ISSOCK(node.mode):  # a socket comes back unbound, as after a reboot
+                    os.mknod(dst, stat.S_IFMT(node.mode) | stat.S_IMODE(node.mode))
                     os.chown(dst, node.uid, node.gid)
                 else:
                     problems.append(f"{place.path}: not restored (a special file)")
@@ -470,10 +481,11 @@ def _runs(fd: int, start: int, end: int) -> list[tuple[int, int, bool]]:
 
 def _backing_flags(flags: int) -> int:
     """The flags of the daemon's own fd for a client's open: readable whenever writable (it saves the
-    durable bytes a write destroys), no O_TRUNC (a truncate goes through the model), no symlink, no wait."""
+    durable bytes a write destroys), no O_TRUNC (a truncate goes through the model), no O_DIRECT (FUSE hands
+    the daemon unaligned buffers, which O_DIRECT refuses with EINVAL), no symlink, no wait."""
     if flags & os.O_ACCMODE == os.O_WRONLY:
         flags = flags & ~os.O_ACCMODE | os.O_RDWR
-    return flags & ~os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # never hang on a FIFO
+    return flags & ~(os.O_TRUNC | os.O_DIRECT) | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # never hang on a FIFO
 
 
 def _set_meta(path: str, st: os.stat_result | Node) -> None:
@@ -514,6 +526,17 @@ class _LazyFUSE(fuse.FUSE):
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
         return self.operations.rename(old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags)
+
+    def utimens_fuse_3(self, path: bytes | None, buf, fip) -> int:  # noqa: ANN001 - mfusepy's ctypes pointers
+        """mfusepy reads UTIME_NOW and UTIME_OMIT as literal times (touch -a set the mtime to 1970): pass them on."""
+        times = None if not buf else tuple(_raw_time(t) for t in (buf.contents.actime, buf.contents.modtime))
+        return self.operations.utimens(None if path is None else path.decode(self.encoding, self.errors), times)
+
+
+def _raw_time(spec) -> int | None:  # noqa: ANN001 - a c_timespec
+    if spec.tv_nsec == UTIME_NOW:
+        return None
+    return OMIT if spec.tv_nsec == UTIME_OMIT else spec.tv_sec * 1_000_000_000 + spec.tv_nsec
 
 
 def main(argv: list[str]) -> int:

@@ -472,3 +472,32 @@ def test_truncating_a_sparse_durable_file_costs_neither_memory_nor_log_for_its_h
         assert restored.read(8) == bytes(8), "the durable hole is a hole again"
         restored.seek(size - 4)
         assert restored.read() == b"tail"
+
+
+def test_what_a_plain_folder_allows_the_mount_allows_too(lazy: LazyMount) -> None:
+    """A Unix socket bound in the run dir, an O_DIRECT write, and touch's UTIME_OMIT / UTIME_NOW."""
+    run_child(
+        """
+        import mmap, os, socket, sys
+        root = sys.argv[1]
+        server = socket.socket(socket.AF_UNIX); server.bind(root + "/ctl.sock"); server.listen()
+        socket.socket(socket.AF_UNIX).connect(root + "/ctl.sock")
+        aligned = mmap.mmap(-1, 4096); aligned.write(b"D" * 4096)
+        fd = os.open(root + "/direct", os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+        assert os.write(fd, aligned) == 4096
+        os.fsync(fd)
+        dfd = os.open(root, os.O_RDONLY); os.fsync(dfd)
+        os._exit(0)
+        """,
+        str(lazy.mount),
+    )
+    report = lazy.drop()
+    assert not report.problems and not report.entries, report.lines()
+    assert (lazy.mount / "ctl.sock").is_socket() and (lazy.mount / "direct").read_bytes() == b"D" * 4096
+    seeded = lazy.mount / "seeded.txt"
+    mtime = os.stat(seeded).st_mtime_ns
+    subprocess.run(["touch", "-a", "-d", "@978307200", str(seeded)], check=True)
+    assert os.stat(seeded).st_mtime_ns == mtime and os.stat(seeded).st_atime == 978307200.0, "UTIME_OMIT keeps the mtime"
+    before = time.time()
+    subprocess.run(["touch", str(seeded)], check=True)
+    assert os.stat(seeded).st_mtime >= before - 1, "UTIME_NOW is now, not 1970"
