@@ -534,3 +534,18 @@ def test_report_lines_escape_what_a_name_could_forge_and_list_by_path() -> None:
         "\\xff\\\\x: create undone (./ never fsynced)",
     ]
     assert all(line.isprintable() for line in report.lines())
+
+
+def test_a_removed_directory_tree_reports_only_the_entry_that_named_it() -> None:
+    fs = MemFS()
+    fs.mkdir("g")
+    fs.fsyncdir("")
+    fs.mkdir("g/d")
+    fs.create("g/d/f")
+    fs.fsyncdir("g/d")
+    fs.rename("g", "d")  # g's subtree now lives at d; then d/d/f goes and d/d with it
+    fs._unlink("d/d/f", "unlink")
+    fs.dirs[fs.lookup("d")].pop("d")
+    fs.model.removed("d/d", "rmdir")
+    report = fs.drop()
+    assert [e["path"] for e in report.entries] == ["d", "g"], report.lines()

@@ -207,7 +207,9 @@ class LazyOps(fuse.Operations):
             self._learn_parent(source)  # so the file's other name is known when its data is restored
             self._learn_parent(target)
             os.link(self._full(source), self._full(target), follow_symlinks=False)
-            self.model.created(_rel(target), node_of(os.lstat(self._full(target))), "link")
+            full = self._full(target)
+            st = os.lstat(full)
+            self.model.created(_rel(target), node_of(st, os.readlink(full) if stat.S_ISLNK(st.st_mode) else ""), "link")
             return 0
 
     def unlink(self, path):

@@ -439,7 +439,7 @@ class PersistenceModel:
             variant=variant,
             seed=seed,
             files=tuple(sorted(files, key=lambda f: f["path"])),  # by path: inode numbers differ between a run and its repro
-            entries=tuple(sorted(self._undone_entries(), key=lambda e: e["path"])),
+            entries=tuple(sorted(self._undone_entries({p.node.id for p in places} | set(where)), key=lambda e: e["path"])),
             unsynced_writes=sum(len(d.writes) for d in dirty.values()),
             kept_writes=sum(len(k) for k in kept.values()),
             problems=tuple(problems),
@@ -473,9 +473,13 @@ class PersistenceModel:
         kept = _without_holes(chosen, candidates[node_id].durable_size)
         return {node_id: tuple((w.offset, w.length, w.log_at) for w in kept)} if kept else {}
 
-    def _undone_entries(self) -> list[dict]:
+    def _undone_entries(self, reachable: set[int]) -> list[dict]:
+        """The entry changes a drop undoes, in the directories either tree still reaches (``reachable``:
+        their ids; a directory removed with its parent, synced or not, has nothing left to report)."""
         out = []
         for dir_id in sorted(self._volatile):
+            if dir_id != self.root_id and dir_id not in reachable:
+                continue
             dir_path = self._dir_path(dir_id)
             why = f"{dir_path or '.'}/ " + ("not fsynced since" if dir_id in self._synced_dirs else "never fsynced")
             now, durable = self._volatile[dir_id], self._durable[dir_id]

@@ -501,3 +501,19 @@ def test_what_a_plain_folder_allows_the_mount_allows_too(lazy: LazyMount) -> Non
     before = time.time()
     subprocess.run(["touch", str(seeded)], check=True)
     assert os.stat(seeded).st_mtime >= before - 1, "UTIME_NOW is now, not 1970"
+
+
+def test_a_hard_link_to_a_symlink_keeps_its_target_through_a_drop(lazy: LazyMount) -> None:
+    run_child(
+        """
+        import os, sys
+        root = sys.argv[1]
+        os.symlink("seeded.txt", root + "/s")
+        os.link(root + "/s", root + "/s2", follow_symlinks=False)
+        dfd = os.open(root, os.O_RDONLY); os.fsync(dfd)
+        os._exit(0)
+        """,
+        str(lazy.mount),
+    )
+    assert not lazy.drop().problems
+    assert os.readlink(lazy.mount / "s2") == os.readlink(lazy.mount / "s") == "seeded.txt"
