@@ -517,3 +517,13 @@ def test_a_hard_link_to_a_symlink_keeps_its_target_through_a_drop(lazy: LazyMoun
     )
     assert not lazy.drop().problems
     assert os.readlink(lazy.mount / "s2") == os.readlink(lazy.mount / "s") == "seeded.txt"
+
+
+def test_close_keeps_the_trees_of_a_daemon_killed_mid_drop(lazy: LazyMount, capsys: pytest.CaptureFixture[str]) -> None:
+    daemon = lazy._process.pid
+    os.kill(daemon, signal.SIGKILL)
+    wait_until(lambda: not psutil.pid_exists(daemon) or psutil.Process(daemon).status() == psutil.STATUS_ZOMBIE, "dead")
+    os.rename(lazy.state / "backing", lazy.state / "old")  # as between the two renames of a drop
+    lazy.close()
+    assert (lazy.state / "old" / "seeded.txt").read_bytes() == b"there before the mount\n", "nothing is deleted"
+    assert f"died mid-drop; its trees are in {lazy.state} (old)" in capsys.readouterr().err
