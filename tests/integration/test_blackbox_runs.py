@@ -99,7 +99,7 @@ def test_a_torn_tail_is_judged_on_the_store_the_next_incarnation_found(killpoint
     assert result.exit_code == 0, result.out + result.err
     run = runs / "run-00000"
     assert (run / "store-at-kill-0" / "journal.jsonl").read_bytes().endswith(b'"status":"SUCCEEDED"}\n')
-    assert not (run / "store-at-kill-0.torn" / "journal.jsonl").read_bytes().endswith(b"\n")
+    assert not (run / "store-at-kill-0.found" / "journal.jsonl").read_bytes().endswith(b"\n")
     assert (run / "store-final" / "journal.jsonl").is_file() and (runs / "golden" / "store-final").is_dir()
 
 
