@@ -9,6 +9,7 @@ daemon died with it; ``killpoint clean`` (and the next session) unmounts it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from killpoint.harness import lazyfs
@@ -29,6 +31,7 @@ from killpoint.harness.evidence import (
     power_loss_report_path,
     run_paths,
 )
+from tests.conftest import workload_processes
 from tests.helpers import DEMO, ROOT, mutant_workload
 from tests.integration.test_docker_backend import docker_engine  # noqa: F401  (a fixture)
 
@@ -195,6 +198,11 @@ def test_a_harness_killed_mid_run_leaves_a_dead_mount_that_clean_unmounts(killpo
     finally:
         os.killpg(harness.pid, signal.SIGKILL)
         harness.wait()
+    # An incarnation the dead harness can no longer kill may hold files of the mount open, which keeps its
+    # daemon serving the (lazily detached) mount: a harness SIGKILLed mid-run leaves such orphans to clean-up.
+    for orphan in workload_processes(tmp_path):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            orphan.kill()
     deadline = time.monotonic() + DEADLINE_S
     while daemons_of(runs):  # each daemon exits once its harness's end of their socket pair closes
         assert time.monotonic() < deadline, f"lazy fs daemons outlived their harness: {daemons_of(runs)}"
@@ -206,8 +214,6 @@ def test_a_harness_killed_mid_run_leaves_a_dead_mount_that_clean_unmounts(killpo
 
 
 def daemons_of(runs: Path) -> list[int]:
-    import psutil
-
     found = []
     for process in psutil.process_iter(["pid", "cmdline"]):
         cmdline = process.info["cmdline"] or []
