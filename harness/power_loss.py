@@ -50,6 +50,7 @@ class Disks:
         finally:
             self.storage.close()
 
+
 # A storage copy stops here: no honest runtime keeps more, and a hostile one must not fill the disk through us.
 COPY_MAX_FILES = 2000  # files, and folders
 COPY_MAX_BYTES = 256 * 1024 * 1024
