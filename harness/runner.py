@@ -45,10 +45,10 @@ from killpoint.harness.evidence import (
 from killpoint.harness.frameworks import reader_for
 from killpoint.harness.lazyfs import LazyMount
 from killpoint.harness.power_loss import Disks
-from killpoint.harness.model import Drift, GoldenRun, Incarnation, Kill, OnEvent, PowerLoss, Scenario
+from killpoint.harness.model import Drift, GoldenRun, Incarnation, Kill, OnEvent, Scenario
 from killpoint.harness.rendezvous import RendezvousServer, Served
 from killpoint.harness.run_record import write_json_atomically
-from killpoint.harness.schedule import Schedule
+from killpoint.harness.schedule import Schedule, has_power_loss
 from killpoint.harness.watch import EventWatcher
 
 STDERR_TAIL_BYTES = 600
@@ -175,7 +175,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     files = store_files(scenario)
     disks: Disks | None = None
     try:
-        if any(isinstance(kill.fault, PowerLoss) for kill in schedule):
+        if has_power_loss(schedule):
             disks = mount_disks(run_dir, world=scenario.world_on_device)
         for number in range(bound):
             kill: Kill | None = schedule[number] if number < len(schedule) else None

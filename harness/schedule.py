@@ -113,6 +113,11 @@ def power_lost(schedule: Schedule) -> Schedule:
                  for kill in schedule)
 
 
+def has_power_loss(schedule: Schedule) -> bool:
+    """Whether a kill of ``schedule`` is a power loss: its run needs the lazy file system then."""
+    return any(isinstance(kill.fault, PowerLoss) for kill in schedule)
+
+
 def _power_loss_for(fault: Fault) -> PowerLoss:
     if isinstance(fault, TornTail):
         return PowerLoss(POWER_VARIANTS[(fault.permille + 1) % 2], fault.permille)

@@ -35,9 +35,9 @@ from killpoint.harness.explore import (
     sharded,
     with_schedules,
 )
-from killpoint.harness.model import Drift, GoldenRun, PowerLoss, Scenario, TornTail
+from killpoint.harness.model import Drift, GoldenRun, Scenario, TornTail
 from killpoint.harness.scenario_fields import EXHAUSTIVE, GIVEN, MAX_DEPTH, MAX_TIMEOUT_S, RANDOM, file_schedule_mode
-from killpoint.harness.schedule import EveryKill, RandomFaults, parse_kill_point
+from killpoint.harness.schedule import EveryKill, RandomFaults, has_power_loss, parse_kill_point
 from killpoint.harness.session import JobBatches, RunOutcome, default_runs_dir, run_session
 from killpoint.harness.token import ReproToken
 
@@ -167,18 +167,13 @@ def build_spec(
                                        power_loss=power_loss)
     if not power_loss:  # under --power-loss, a tear is a torn power loss: it tears any store, not killpoint's journal
         _check_tears_apply(scenario, torn_tail, schedule_mode)
-    if power_loss or _chooses_power_loss(schedule_mode):
+    if power_loss or (isinstance(schedule_mode, GivenMode) and has_power_loss(schedule_mode.schedule)):
         lazyfs.probe()
     backend_name, backend_options = resolve_backend(scenario, backend, image=image, restart=restart)
     return SessionSpec(scenario, schedule_mode, backend_name, runs_dir or default_runs_dir(scenario), backend_options,
                        drift=parsed_drift, jobs=jobs or defaults.JOBS, keep_all=keep_all,
                        stop_at_first_failure=exitfirst, shard=parse_shard(shard) if shard else None,
                        min_coverage=min_coverage, no_pause=no_pause, power_loss=power_loss)
-
-
-def _chooses_power_loss(mode: ScheduleMode) -> bool:
-    """A given kill that is a power loss (``--kill-at c3:after_effect/power``) needs the lazy file system too."""
-    return isinstance(mode, GivenMode) and any(isinstance(kill.fault, PowerLoss) for kill in mode.schedule)
 
 
 def _check_tears_apply(scenario: Scenario, torn_tail: bool, mode: ScheduleMode) -> None:
@@ -200,7 +195,7 @@ def spec_for_token(token: ReproToken, scenario: Scenario, *, backend: str | None
     """The one run a repro token names, on its backend unless ``backend`` is chosen; its whole evidence is kept
     (the timeline is read from it, and it is what was asked for)."""
     schedule = tuple(parse_kill_point(text, scenario.plan) for text in token.schedule)
-    if _chooses_power_loss(GivenMode(schedule)):
+    if has_power_loss(schedule):
         lazyfs.probe()
     backend_name, backend_options = resolve_backend(scenario, backend, image=image, restart=restart,
                                                     fallback=token.backend, fallback_options=token.backend_options)
