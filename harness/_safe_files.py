@@ -147,3 +147,73 @@ def remove_tree(root: Path) -> None:
     finally:
         os.close(fd)
     os.rmdir(root)
+
+
+# A tree copy (a power loss's storage, a scratch run's evidence) stops here: no honest runtime keeps more,
+# and a hostile one must not fill the disk through us.
+COPY_MAX_FILES = 2000  # files, and folders
+COPY_MAX_BYTES = 256 * 1024 * 1024
+COPY_MAX_DEPTH = 32
+
+
+def copy_tree(source: Path, copy: Path) -> list[str]:
+    """Copy the regular files and folders under ``source`` into the folder ``copy``; what was left out, and why.
+
+    ``copy`` is made if absent; a file already in it is never overwritten (each
+    copy is created new, and a clash is said). Walks without following links (a
+    symlink is recorded by its target's text, never read through), opens every
+    file as ``copy_evidence`` does (no FIFO blocks it; a file with a second hard
+    link may be a file outside, so it is not read), and stops at
+    ``COPY_MAX_FILES`` files or ``COPY_MAX_BYTES``.
+    """
+    try:
+        copy.mkdir()
+    except FileExistsError:
+        if not stat.S_ISDIR(os.lstat(copy).st_mode):  # a link planted there is never copied through
+            raise
+    problems: list[str] = []
+    files = size = folders = 0
+
+    def unreadable(error: OSError) -> None:
+        problems.append(f"{error.filename} could not be listed: {error.strerror or error}")
+
+    for folder, subfolders, names in os.walk(source, onerror=unreadable, followlinks=False):
+        folders += 1
+        if folders > COPY_MAX_FILES:
+            problems.append(f"the copy stopped at {COPY_MAX_FILES} folders, before {folder}")
+            return problems
+        relative = Path(folder).relative_to(source)
+        for name in sorted(subfolders):
+            shown = (relative / name).as_posix()
+            if stat.S_ISLNK(os.lstat(Path(folder) / name).st_mode):
+                problems.append(f"{shown} is a symlink to {os.readlink(Path(folder) / name)!r}; not followed")
+            elif len(relative.parts) >= COPY_MAX_DEPTH:
+                problems.append(f"{shown} is nested past {COPY_MAX_DEPTH} folders; not copied")
+            else:
+                (copy / relative / name).mkdir()
+                continue
+            subfolders.remove(name)
+        for name in sorted(names):
+            path, shown = Path(folder) / name, (relative / name).as_posix()
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError as error:  # listed, then gone: said, never a crash of the strike
+                problems.append(f"{shown} could not be read: {error.strerror or error}")
+                continue
+            if stat.S_ISLNK(mode):
+                problems.append(f"{shown} is a symlink to {os.readlink(path)!r}; not followed")
+                continue
+            if not stat.S_ISREG(mode):
+                problems.append(f"{shown} is not a regular file; not copied")
+                continue
+            files += 1
+            size += os.lstat(path).st_size
+            if files > COPY_MAX_FILES or size > COPY_MAX_BYTES:
+                problems.append(f"the copy stopped at {COPY_MAX_FILES} files or {COPY_MAX_BYTES} bytes, "
+                                f"before {shown}")
+                return problems
+            try:
+                copy_evidence(path, copy / relative / name)
+            except (UntrustedFile, OSError) as refusal:
+                problems.append(f"{shown}: {refusal}")
+    return problems

@@ -13,13 +13,11 @@ incarnation found).
 from __future__ import annotations
 
 import json
-import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from killpoint.harness._safe_files import UntrustedFile, copy_evidence
+from killpoint.harness._safe_files import UntrustedFile, copy_evidence, copy_tree
 from killpoint.harness.evidence import (
     journal_after_drop_path,
     power_loss_report_path,
@@ -51,12 +49,6 @@ class Disks:
             self.storage.close()
 
 
-# A storage copy stops here: no honest runtime keeps more, and a hostile one must not fill the disk through us.
-COPY_MAX_FILES = 2000  # files, and folders
-COPY_MAX_BYTES = 256 * 1024 * 1024
-COPY_MAX_DEPTH = 32
-
-
 def lose_power(disks: Disks, fault: PowerLoss, *, run_dir: Path, kill_number: int, journal: Path) -> list[str]:
     """Copy the storage, drop what was never durable, write the report and copy again; the problems met.
 
@@ -85,59 +77,3 @@ def _drop_one(mount: LazyMount, fault: PowerLoss, what: str, before: Path, repor
 
 def write_report(path: Path, report: DropReport) -> None:
     path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
-
-
-def copy_tree(source: Path, copy: Path) -> list[str]:
-    """Copy the regular files and folders under ``source`` into the new folder ``copy``; what was left out, and why.
-
-    Walks without following links (a symlink is recorded by its target's text,
-    never read through), opens every file as ``copy_evidence`` does (no FIFO
-    blocks it), and stops at ``COPY_MAX_FILES`` files or ``COPY_MAX_BYTES``.
-    """
-    copy.mkdir()
-    problems: list[str] = []
-    files = size = folders = 0
-
-    def unreadable(error: OSError) -> None:
-        problems.append(f"{error.filename} could not be listed: {error.strerror or error}")
-
-    for folder, subfolders, names in os.walk(source, onerror=unreadable, followlinks=False):
-        folders += 1
-        if folders > COPY_MAX_FILES:
-            problems.append(f"the copy stopped at {COPY_MAX_FILES} folders, before {folder}")
-            return problems
-        relative = Path(folder).relative_to(source)
-        for name in sorted(subfolders):
-            shown = (relative / name).as_posix()
-            if stat.S_ISLNK(os.lstat(Path(folder) / name).st_mode):
-                problems.append(f"{shown} is a symlink to {os.readlink(Path(folder) / name)!r}; not followed")
-            elif len(relative.parts) >= COPY_MAX_DEPTH:
-                problems.append(f"{shown} is nested past {COPY_MAX_DEPTH} folders; not copied")
-            else:
-                (copy / relative / name).mkdir()
-                continue
-            subfolders.remove(name)
-        for name in sorted(names):
-            path, shown = Path(folder) / name, (relative / name).as_posix()
-            try:
-                mode = os.lstat(path).st_mode
-            except OSError as error:  # listed, then gone: said, never a crash of the strike
-                problems.append(f"{shown} could not be read: {error.strerror or error}")
-                continue
-            if stat.S_ISLNK(mode):
-                problems.append(f"{shown} is a symlink to {os.readlink(path)!r}; not followed")
-                continue
-            if not stat.S_ISREG(mode):
-                problems.append(f"{shown} is not a regular file; not copied")
-                continue
-            files += 1
-            size += os.lstat(path).st_size
-            if files > COPY_MAX_FILES or size > COPY_MAX_BYTES:
-                problems.append(f"the copy stopped at {COPY_MAX_FILES} files or {COPY_MAX_BYTES} bytes, "
-                                f"before {shown}")
-                return problems
-            try:
-                copy_evidence(path, copy / relative / name)
-            except (UntrustedFile, OSError) as refusal:
-                problems.append(f"{shown}: {refusal}")
-    return problems
