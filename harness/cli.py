@@ -36,6 +36,7 @@ from killpoint.harness.repro_safety import (
 )
 from killpoint.harness.retention import prune
 from killpoint.harness.runner import sweep_abandoned_control_dirs
+from killpoint.harness.scratch import sweep_abandoned
 from killpoint.harness.scenario import load_scenario, scenario_from_flags, with_workload
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import (
@@ -109,9 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--keep-all", action="store_true",
                         help="keep every run's whole evidence (default: a passing run keeps only its verdict.json)")
     output.add_argument("-x", "--exitfirst", action="store_true", help="stop after the first failing run")
-    output.add_argument("-j", "--jobs", type=int, metavar="N", help=f"run N schedules in parallel (default {defaults.JOBS})")
+    output.add_argument("-j", "--jobs", type=int, metavar="N", help=f"run N schedules in parallel (default {defaults.JOBS_HELP})")
     output.add_argument("--shard", metavar="K/N", help="run only shard K of N (CI matrix jobs; the shards partition the set)")
     output.add_argument("--runs-dir", type=Path, help=f"where run evidence goes (default {defaults.RUNS_DIR_HELP})")
+    output.add_argument("--scratch", type=Path, metavar="DIR", help=defaults.SCRATCH_HELP)
+    output.add_argument("--no-scratch", action="store_true", help=defaults.NO_SCRATCH_HELP)
     output.add_argument("--json", type=Path, metavar="REPORT.json", help="write the full report as JSON")
     output.add_argument("--html", type=Path, metavar="REPORT.html", help="write a self-contained HTML report")
     modes = output.add_mutually_exclusive_group()
@@ -161,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument("--keep", type=int, metavar="N", help="keep the N newest sessions")
     prune.add_argument("--older-than", type=float, metavar="DAYS", help="remove sessions older than DAYS days")
 
-    clean = commands.add_parser("clean", help="remove containers of killpoint runs whose harness is gone (by label), and unmount lazy file systems (--power-loss) whose daemon is gone")
+    clean = commands.add_parser("clean", help="remove containers of killpoint runs whose harness is gone (by label), "
+                                              "scratch folders in /dev/shm and control folders whose harness is gone, "
+                                              "and unmount lazy file systems (--power-loss) whose daemon is gone")
     clean.add_argument("--all", action="store_true", help="also the containers of harnesses still running")
     image = commands.add_parser("image", help="the docker backend's local image (built here, never pulled)")
     image.add_argument("action", choices=["build"], help="build: (re)build it from an empty root filesystem")
@@ -423,6 +428,7 @@ def command_containers(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.command == "clean":
         out.writelines(f"removed {path}, the control directory of a harness process now gone\n" for path in sweep_abandoned_control_dirs())
+        out.writelines(f"removed {path}, the scratch folder of a harness process now gone\n" for path in sweep_abandoned())
         out.writelines(f"unmounted {mount}\n" for mount in lazyfs.unmount_stale(Path("/")))
         removed = _engine.remove_leftovers(_engine.connect(), everything=args.all)
         out.writelines(f"removed {description}\n" for description in removed)

@@ -18,7 +18,10 @@ session whose runs killed fewer of the crash-free run's crash points),
 ``--killpoint-keep-all`` (keep passing runs' whole evidence, not only their
 verdicts), ``--killpoint-no-pause`` (every crash-point kill ``/now``: the
 workload kills itself at the point, no pause) and ``--killpoint-power-loss``
-(every kill ``/power``: what the runtime never fsynced is lost). Under the CI profile (``CI`` set) the seed is 0. A session none of
+(every kill ``/power``: what the runtime never fsynced is lost), ``--killpoint-jobs N`` (schedules run in
+parallel; default: the machine's cores, shared out among xdist workers; 1 runs them one at a time),
+``--killpoint-scratch DIR`` and ``--killpoint-no-scratch`` (where runs are carried out: default /dev/shm
+when it is a tmpfs, see ``killpoint run --scratch``). Under the CI profile (``CI`` set) the seed is 0. A session none of
 whose scheduled kills landed fails too: it tested nothing.
 
 The options and ``killpoint_run``'s keywords map onto the choices of
@@ -60,6 +63,9 @@ class Settings:
     keep_all: bool = False
     no_pause: bool = False  # every crash-point kill /now
     power_loss: bool = False  # every kill /power
+    jobs: int | None = None  # None: the machine's cores (defaults.JOBS)
+    scratch: Path | None = None  # where runs are carried out; None: build_spec's default (/dev/shm if a tmpfs)
+    no_scratch: bool = False  # carry runs out in the runs directory itself
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="keep every run's whole evidence (default: a passing run keeps only its verdict.json)")
     group.addoption("--killpoint-no-pause", action="store_true", help=defaults.NO_PAUSE_HELP)
     group.addoption("--killpoint-power-loss", action="store_true", help=defaults.POWER_LOSS_HELP)
+    group.addoption("--killpoint-jobs", metavar="N",
+                    help=f"run N schedules of a session in parallel (default {defaults.JOBS_HELP}; "
+                         f"under pytest-xdist the cores are shared out among its workers)")
+    group.addoption("--killpoint-scratch", metavar="DIR", help=defaults.SCRATCH_HELP.replace("--runs-dir", "the "
+                                                                                              "test's folder"))
+    group.addoption("--killpoint-no-scratch", action="store_true",
+                    help=defaults.NO_SCRATCH_HELP.replace("--runs-dir", "the test's folder"))
 
 
 def _option_number(config: pytest.Config, flag: str, problems: list[str], convert: Callable[[str], Any],
@@ -114,15 +127,17 @@ def _whole_number(config: pytest.Config, flag: str, problems: list[str], *, leas
                           f"give a whole number >= {least}, e.g. {flag} {max(least, 1) * 50}")
 
 
-def settings_from(config: pytest.Config, drawn_seed: int | None = None) -> Settings:
+def settings_from(config: pytest.Config, drawn_seed: int | None = None, workers: int = 1) -> Settings:
     """Check every killpoint option at once; a bad one is a usage error naming its flag.
 
-    The harness is imported only to check an option that was given.
+    The harness is imported only to check an option that was given. ``workers``
+    (pytest-xdist's) share the machine's cores when ``--killpoint-jobs`` is not given.
     """
     problems: list[str] = []
     seed = _whole_number(config, "--killpoint-seed", problems, least=0)
     runs = _whole_number(config, "--killpoint-runs", problems, least=1)
     depth = _whole_number(config, "--killpoint-depth", problems, least=1)
+    jobs = _whole_number(config, "--killpoint-jobs", problems, least=1)
     shard = None
     if (shard_text := config.getoption("--killpoint-shard")) is not None:
         from killpoint.errors import ConfigError
@@ -139,6 +154,17 @@ def settings_from(config: pytest.Config, drawn_seed: int | None = None) -> Setti
             problems.append(f"--killpoint-backend {backend!r}: unknown backend; choose one of {', '.join(BACKENDS)}")
     min_coverage = _option_number(config, "--killpoint-min-coverage", problems, float, lambda value: 0 <= value <= 100,
                                   "give a percentage from 0 to 100, e.g. --killpoint-min-coverage 90")
+    scratch = None
+    if (scratch_text := config.getoption("--killpoint-scratch")) is not None:
+        from killpoint.errors import ConfigError as BadScratch
+        from killpoint.harness.scratch import chosen_root
+
+        try:
+            scratch = chosen_root(Path(scratch_text), flag="--killpoint-scratch")
+        except BadScratch as error:
+            problems.append(str(error))
+        if config.getoption("--killpoint-no-scratch"):
+            problems.append("--killpoint-scratch and --killpoint-no-scratch are exclusive; drop one of them")
     if runs is not None and depth is not None:
         problems.append("--killpoint-depth goes with exhaustive sessions, and --killpoint-runs makes them random; "
                         "drop one of them")
@@ -153,7 +179,9 @@ def settings_from(config: pytest.Config, drawn_seed: int | None = None) -> Setti
     report_dir = config.getoption("--killpoint-report-dir")
     return Settings(seed, drawn, runs, depth, shard, backend, Path(report_dir).resolve() if report_dir else None,
                     min_coverage, config.getoption("--killpoint-keep-all"), config.getoption("--killpoint-no-pause"),
-                    config.getoption("--killpoint-power-loss"))
+                    config.getoption("--killpoint-power-loss"),
+                    jobs if jobs is not None else max(1, defaults.JOBS // workers) if workers > 1 else None,
+                    scratch, config.getoption("--killpoint-no-scratch"))
 
 
 
@@ -162,7 +190,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "that uses the killpoint_run fixture)")
     # An xdist worker takes the controller's seed, so every worker runs the same schedules.
     workerinput = getattr(config, "workerinput", None)
-    config.stash[SETTINGS] = settings_from(config, workerinput.get("killpoint_seed") if workerinput else None)
+    config.stash[SETTINGS] = settings_from(config, workerinput.get("killpoint_seed") if workerinput else None,
+                                           workerinput.get("workercount", 1) if workerinput else 1)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -191,20 +220,20 @@ def killpoint_run(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..
     """Run a killpoint session; fail the test, ending with ``killpoint repro TOKEN``, if a run breaks a rule.
 
     ``killpoint_run(scenario, *, workload=None, kill_at=None, runs=None, depth=None,
-    seed=None, jobs=1, timeout=None, no_pause=None, power_loss=None)``: ``scenario`` is a scenario
+    seed=None, jobs=None, timeout=None, no_pause=None, power_loss=None)``: ``scenario`` is a scenario
     file (relative to pytest's rootdir); ``workload`` replaces its command
     ({python} is this interpreter); ``kill_at`` runs one schedule (a kill point,
     or one per incarnation); ``runs`` draws random schedules; else every schedule
     up to ``depth`` kills; ``no_pause`` makes every crash-point kill ``/now``,
-    ``power_loss`` every kill ``/power``.
-    Keywords override the ``--killpoint-*`` options.
+    ``power_loss`` every kill ``/power``; ``jobs`` schedules run in parallel (default
+    ``--killpoint-jobs``, else the machine's cores). Keywords override the ``--killpoint-*`` options.
     """
     settings = request.config.stash[SETTINGS]
     kept = settings.report_dir / re.sub(r"[^\w.-]+", "_", request.node.nodeid).strip("_") if settings.report_dir else None
     sessions = 0
 
     def run(scenario: str | Path, *, workload: str | None = None, kill_at: str | Sequence[str] | None = None,
-            runs: int | None = None, depth: int | None = None, seed: int | None = None, jobs: int = 1,
+            runs: int | None = None, depth: int | None = None, seed: int | None = None, jobs: int | None = None,
             timeout: float | None = None, no_pause: bool | None = None,
             power_loss: bool | None = None) -> KillpointResult:
         nonlocal sessions
@@ -231,7 +260,7 @@ def _scenario_path(path: Path, rootpath: Path) -> Path:
 
 
 def session_choices(settings: Settings, runs_dir: Path, *, kill_at: Sequence[str] | None = None, runs: int | None = None, depth: int | None = None,
-                    seed: int | None = None, jobs: int = 1, timeout: float | None = None,
+                    seed: int | None = None, jobs: int | None = None, timeout: float | None = None,
                     no_pause: bool | None = None, power_loss: bool | None = None) -> dict[str, Any]:
     """``killpoint_run``'s keywords over the ``--killpoint-*`` options, as ``spec.build_spec``'s choices.
 
@@ -239,7 +268,9 @@ def session_choices(settings: Settings, runs_dir: Path, *, kill_at: Sequence[str
     same session; what neither gives (the mode too) is ``build_spec``'s default.
     A keyword's mode beats an option's: ``kill_at``, then ``runs``, then ``depth``.
     """
-    choices: dict[str, Any] = {"runs_dir": runs_dir, "jobs": jobs, "timeout": timeout, "backend": settings.backend,
+    choices: dict[str, Any] = {"runs_dir": runs_dir, "jobs": settings.jobs if jobs is None else jobs,
+                               "timeout": timeout, "backend": settings.backend,
+                               "scratch": settings.scratch, "no_scratch": settings.no_scratch,
                                "keep_all": settings.keep_all, "min_coverage": settings.min_coverage,
                                "shard": f"{settings.shard[0]}/{settings.shard[1]}" if settings.shard else None,
                                "session_seed": settings.seed if seed is None else seed,

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -34,7 +34,8 @@ from killpoint.harness.repro_safety import recorded_origin
 from killpoint.harness.run_record import RUN_RECORD_NAME, new_run_record, write_json_atomically, write_run_record
 from killpoint.harness import lazyfs
 from killpoint.harness.runner import execute_run, require_rendezvous, run_golden, sweep_abandoned_control_dirs
-from killpoint.harness.schedule import Schedule, parse_point_reached
+from killpoint.harness.schedule import Schedule, has_power_loss, parse_point_reached
+from killpoint.harness.scratch import SCRATCH_COPY_NAME, Scratch, keep_on_disk, open_scratch, sweep_abandoned
 from killpoint.harness.token import ReproToken
 
 
@@ -153,10 +154,12 @@ def pinned_schedule(job: Job, incarnations: tuple[Incarnation, ...], golden: Gol
 
 
 def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, backend: Backend, *,
-            keep_all: bool = False) -> RunOutcome:
+            keep_all: bool = False, scratch: Scratch | None = None) -> RunOutcome:
     """Run one schedule in its own directory and judge it; the verdict is saved beside the evidence.
 
     Unless ``keep_all``, a valid run's directory is then reduced to its verdict (``reduce_to_verdict``).
+    With ``scratch``, a schedule with no power loss is carried out in its scratch
+    run directory (``harness/scratch.py``) and leaves the same on disk.
     """
     started = time.monotonic()
     run_dir = runs_dir / f"run-{job.index:05d}"
@@ -166,14 +169,65 @@ def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, bac
         scenario, run=job.index, schedule=tuple(str(kill) for kill in job.schedule), seed=job.seed,
         drift=str(job.drift) if job.drift else None, token=token_for(scenario, job, Verdict(None), backend),
         backend=backend.name, backend_options=backend.options))
+    if scratch is not None and not has_power_loss(job.schedule) and scratch.has_room():
+        return _run_in_scratch(scenario, golden, job, run_dir, scratch.run_dir(job.index), backend, keep_all=keep_all,
+                               started=started)
     incarnations = tuple(execute_run(scenario, job.schedule, run_dir, backend, drift=job.drift))
     verdict = check(scenario, run_evidence(scenario, run_dir, golden), golden)
-    token = token_for(scenario, job, verdict, backend, pinned_schedule(job, incarnations, golden))
-    outcome = RunOutcome(job, run_dir, verdict, incarnations, token, round(time.monotonic() - started, 4))
+    outcome = _outcome(scenario, golden, job, run_dir, verdict, incarnations, backend, started)
     write_verdict(outcome)
     if verdict.valid and not keep_all:
         reduce_to_verdict(run_dir)
     return outcome
+
+
+def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Path, scratch_run: Path,
+                    backend: Backend, *, keep_all: bool, started: float) -> RunOutcome:
+    """``run_job`` carried out in ``scratch_run``: a valid run leaves run.json and verdict.json in ``run_dir``, any
+    other (or every one with ``keep_all``) its whole evidence too, copied before its verdict is saved."""
+    incarnations = tuple(execute_run(scenario, job.schedule, scratch_run, backend, drift=job.drift))
+    verdict = check(scenario, run_evidence(scenario, scratch_run, golden), golden)
+    moved = _MovedRun(str(scratch_run), str(run_dir))
+    verdict, incarnations = moved.verdict(verdict), tuple(map(moved.incarnation, incarnations))
+    if verdict.valid and not keep_all:
+        remove_tree(scratch_run)
+    elif left_out := keep_on_disk(scratch_run, run_dir):
+        verdict = replace(verdict, notes=(*verdict.notes, f"the copy of this run's evidence from tmpfs left out "
+                                          f"{len(left_out)} entr{'y' if len(left_out) == 1 else 'ies'} "
+                                          f"({SCRATCH_COPY_NAME} lists them); the first: {left_out[0]}"))
+    outcome = _outcome(scenario, golden, job, run_dir, verdict, incarnations, backend, started)
+    write_verdict(outcome)
+    return outcome
+
+
+@dataclass(frozen=True)
+class _MovedRun:
+    """A run carried out in ``before`` and kept in ``after``: the harness's words about its files name ``after``."""
+
+    before: str
+    after: str
+
+    def text(self, text: str) -> str:
+        return text.replace(self.before, self.after)
+
+    def verdict(self, verdict: Verdict) -> Verdict:
+        return replace(
+            verdict, notes=tuple(map(self.text, verdict.notes)),
+            error=self.text(verdict.error) if verdict.error is not None else None,
+            findings=tuple(replace(finding, message=self.text(finding.message),
+                                   evidence=tuple(map(self.text, finding.evidence))) for finding in verdict.findings),
+            rules=tuple(replace(rule, reason=self.text(rule.reason) if rule.reason is not None else None)
+                        for rule in verdict.rules))
+
+    def incarnation(self, incarnation: Incarnation) -> Incarnation:
+        """Its protocol problems are the harness's words; its stderr is the workload's and stays as written."""
+        return replace(incarnation, protocol_problems=tuple(map(self.text, incarnation.protocol_problems)))
+
+
+def _outcome(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Path, verdict: Verdict,
+             incarnations: tuple[Incarnation, ...], backend: Backend, started: float) -> RunOutcome:
+    token = token_for(scenario, job, verdict, backend, pinned_schedule(job, incarnations, golden))
+    return RunOutcome(job, run_dir, verdict, incarnations, token, round(time.monotonic() - started, 4))
 
 
 def run_evidence(scenario: Scenario, run_dir: Path, golden: GoldenRun) -> Evidence:
@@ -231,14 +285,14 @@ def _stop_worker(signum: int, frame: object) -> None:
 
 
 def _run_in_worker(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, backend_name: str,
-                   backend_options: dict[str, str], keep_all: bool) -> RunOutcome:
+                   backend_options: dict[str, str], keep_all: bool, scratch: Scratch | None) -> RunOutcome:
     """Entry point of a parallel worker: one backend per worker process, made on first use."""
     global _worker_backend, _worker_busy
     _worker_busy = True
     try:
         if _worker_backend is None:
             _worker_backend = make_backend(backend_name, **backend_options)
-        return run_job(scenario, golden, job, runs_dir, _worker_backend, keep_all=keep_all)
+        return run_job(scenario, golden, job, runs_dir, _worker_backend, keep_all=keep_all, scratch=scratch)
     except _WorkerStopped:
         if _worker_backend is not None:
             _worker_backend.close()
@@ -282,6 +336,7 @@ def run_session(
     needs_rendezvous: bool,
     stop_at_first_failure: bool,
     keep_all: bool,
+    scratch_root: Path | None,
     on_outcome: Callable[[RunOutcome], None],
 ) -> tuple[GoldenRun, list[RunOutcome]]:
     """The golden run, then every batch; ``jobs`` > 1 runs a batch in that many worker processes.
@@ -291,7 +346,9 @@ def run_session(
     With ``stop_at_first_failure`` the session ends after the first run that is not valid
     (runs already under way in workers finish and are reported too). A valid run's
     directory keeps only its verdict.json unless ``keep_all``; failing and unknown
-    runs and the golden run are always kept whole.
+    runs and the golden run are always kept whole. With ``scratch_root``, runs with no power
+    loss are carried out in a scratch folder made there for the session (``harness/scratch.py``),
+    removed when it ends; a run it ends before its verdict has its evidence copied to disk all the same.
     """
     if (runs_dir / "golden").exists():
         raise ConfigError(f"--runs-dir {runs_dir} already holds a session's evidence, which is never overwritten; "
@@ -299,13 +356,17 @@ def run_session(
     runs_dir.mkdir(parents=True, exist_ok=True)
     for path in sweep_abandoned_control_dirs():
         print(f"killpoint: removed {path}, left by a harness process now gone", file=sys.stderr)
+    for path in sweep_abandoned(scratch_root):
+        print(f"killpoint: removed {path}, the scratch folder of a harness process now gone", file=sys.stderr)
     for mount in lazyfs.unmount_stale(Path("/")):
         print(f"killpoint: unmounted {mount}", file=sys.stderr)
     backend = make_backend(backend_name, **backend_options)
     outcomes: list[RunOutcome] = []
     under_way = [runs_dir / "golden"]  # run directories of the jobs started and not yet reported
     pool = None
+    scratch = None
     try:
+        scratch = open_scratch(scratch_root) if scratch_root is not None else None
         golden = run_golden(scenario, runs_dir / "golden", backend)
         if needs_rendezvous:
             require_rendezvous(scenario, golden)
@@ -314,10 +375,11 @@ def run_session(
         for batch in batches(golden, outcomes):
             under_way = [runs_dir / f"run-{job.index:05d}" for job in batch]
             if pool is None:
-                done = (run_job(scenario, golden, job, runs_dir, backend, keep_all=keep_all) for job in batch)
+                done = (run_job(scenario, golden, job, runs_dir, backend, keep_all=keep_all, scratch=scratch)
+                        for job in batch)
             else:
                 futures = [pool.submit(_run_in_worker, scenario, golden, job, runs_dir, backend_name,
-                                       backend_options, keep_all) for job in batch]
+                                       backend_options, keep_all, scratch) for job in batch]
                 done = (future.result() for future in as_completed(futures))
             for outcome in done:
                 under_way.remove(outcome.run_dir)
@@ -346,6 +408,21 @@ def run_session(
         if pool is not None:
             pool.shutdown(cancel_futures=True)
         backend.close()
+        if scratch is not None:
+            _close_scratch(scratch, runs_dir)
+
+
+def _close_scratch(scratch: Scratch, runs_dir: Path) -> None:
+    """Copy to disk the evidence of every run the session left in ``scratch`` (it ended mid-run), then remove it.
+
+    Best effort, as the session is ending (perhaps for a signal): a failure
+    leaves the folder for the next session's sweep, and never hides why it ended.
+    """
+    with contextlib.suppress(OSError):
+        for left in sorted(scratch.folder.iterdir()):
+            with contextlib.suppress(OSError):
+                keep_on_disk(left, runs_dir / left.name)
+        scratch.close()
 
 
 def outcome_to_json(outcome: RunOutcome) -> dict[str, object]:

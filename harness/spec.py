@@ -37,6 +37,7 @@ from killpoint.harness.explore import (
 )
 from killpoint.harness.model import Drift, GoldenRun, Scenario, TornTail
 from killpoint.harness.scenario_fields import EXHAUSTIVE, GIVEN, MAX_DEPTH, MAX_TIMEOUT_S, RANDOM, file_schedule_mode
+from killpoint.harness.scratch import chosen_root, default_root
 from killpoint.harness.schedule import EveryKill, RandomFaults, has_power_loss, parse_kill_point
 from killpoint.harness.session import JobBatches, RunOutcome, default_runs_dir, run_session
 from killpoint.harness.token import ReproToken
@@ -59,6 +60,7 @@ class SessionSpec:
     min_coverage: float | None = None  # percent of the crash-free run's crash points to kill, or no gate
     no_pause: bool = False  # every crash-point kill is /now: the workload kills itself at the point, no pause
     power_loss: bool = False  # every kill is /power: what the runtime never made durable is lost at it
+    scratch: Path | None = None  # where runs with no power loss are carried out (harness/scratch.py); None: in runs_dir
 
     @property
     def needs_rendezvous(self) -> bool:
@@ -91,7 +93,7 @@ def run_spec(spec: SessionSpec, *, on_outcome: Callable[[RunOutcome], None] = la
     return run_session(spec.scenario, track(spec.batches()), spec.runs_dir, backend_name=spec.backend,
                        backend_options=dict(spec.backend_options), jobs=spec.jobs,
                        needs_rendezvous=spec.needs_rendezvous, stop_at_first_failure=spec.stop_at_first_failure,
-                       keep_all=spec.keep_all, on_outcome=on_outcome)
+                       keep_all=spec.keep_all, scratch_root=spec.scratch, on_outcome=on_outcome)
 
 
 TIMED = "timed"  # only a flag chooses it; the file's modes are scenario_fields' GIVEN, EXHAUSTIVE and RANDOM
@@ -120,6 +122,8 @@ def build_spec(
     jobs: int | None = None,
     runs_dir: Path | None = None,
     keep_all: bool = False,
+    scratch: Path | None = None,
+    no_scratch: bool = False,
     exitfirst: bool = False,
     shard: str | None = None,
     min_coverage: float | None = None,
@@ -132,7 +136,9 @@ def build_spec(
     The mode is the one chosen, else the scenario file's ``[schedule]``, else
     exhaustive. The seed of a mode that draws is ``seed``, else the file's, else
     ``session_seed`` (the plugin draws one per pytest session, so xdist workers
-    agree), else 0 under CI, else drawn here.
+    agree), else 0 under CI, else drawn here. Runs are carried out in the
+    ``scratch`` folder given, else in /dev/shm when it is a tmpfs with room
+    (``scratch_root``), and never with ``no_scratch``.
     """
     if timeout is not None:
         _positive_seconds("--timeout", timeout)
@@ -173,7 +179,22 @@ def build_spec(
     return SessionSpec(scenario, schedule_mode, backend_name, runs_dir or default_runs_dir(scenario), backend_options,
                        drift=parsed_drift, jobs=jobs or defaults.JOBS, keep_all=keep_all,
                        stop_at_first_failure=exitfirst, shard=parse_shard(shard) if shard else None,
-                       min_coverage=min_coverage, no_pause=no_pause, power_loss=power_loss)
+                       min_coverage=min_coverage, no_pause=no_pause, power_loss=power_loss,
+                       scratch=scratch_root(scratch, no_scratch=no_scratch, power_loss=power_loss))
+
+
+def scratch_root(chosen: Path | None, *, no_scratch: bool, power_loss: bool) -> Path | None:
+    """Where a session's runs are carried out (``harness/scratch.py``): ``--scratch DIR``, else /dev/shm if it
+    is a tmpfs with room; None (in the runs directory) with ``--no-scratch``, or when every kill is a power loss,
+    which needs the disk's own file system under its lazy one."""
+    if chosen is not None and no_scratch:
+        raise ConfigError(f"--scratch {chosen} and --no-scratch are exclusive; pick where runs are carried out")
+    if chosen is not None and power_loss:
+        raise ConfigError(f"--scratch {chosen}: a power-loss run is carried out on its runs directory's own file "
+                          f"system (a lazy file system over it), never in scratch; drop --scratch")
+    if no_scratch or power_loss:
+        return None
+    return chosen_root(chosen) if chosen is not None else default_root()
 
 
 def _check_tears_apply(scenario: Scenario, torn_tail: bool, mode: ScheduleMode) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from killpoint.harness.explore import ExhaustiveMode, GivenMode, RandomMode, Tim
 from killpoint.harness.hunt import call_pool, draw_examples
 from killpoint.harness.model import AtPoint
 from killpoint.harness.scenario import load_scenario
+from killpoint.harness.scratch import default_root
 from killpoint.harness.schedule import RandomFaults, derived_seed, random_schedule
 from killpoint.harness.spec import CHOICES, SessionSpec, build_spec, spec_from_args
 from tests.helpers import DEMO, ROOT
@@ -46,6 +48,8 @@ def plugin_spec(options: dict[str, Any], keywords: dict[str, Any]) -> SessionSpe
     (("--shard", "2/3", "--backend", "subprocess", "--keep-all", "-j", "2", "--timeout", "5"),
      {"shard": (2, 3), "backend": "subprocess", "keep_all": True}, {"jobs": 2, "timeout": 5.0}),
     (("--min-coverage", "90"), {"min_coverage": 90.0}, {}),
+    (("--no-scratch", "-j", "1"), {"no_scratch": True, "jobs": 1}, {}),
+    (("--scratch", "/tmp", "-j", "3"), {"scratch": Path("/tmp")}, {"jobs": 3}),
 ])
 def test_the_cli_and_the_plugin_given_the_same_choices_build_equal_specs(flags, options, keywords):
     assert plugin_spec(options, keywords) == cli_spec(*flags)
@@ -58,7 +62,9 @@ def test_the_defaults_are_the_documented_ones(monkeypatch):
     assert spec.mode == ExhaustiveMode(defaults.DEPTH) == ExhaustiveMode(1)
     assert (spec.backend, spec.backend_options) == ("forkserver", {})  # a {python} workload
     assert (spec.jobs, spec.keep_all, spec.stop_at_first_failure, spec.shard, spec.min_coverage, spec.drift) == (
-        1, False, False, None, None, None)
+        defaults.JOBS, False, False, None, None, None)
+    assert defaults.JOBS == len(os.sched_getaffinity(0))  # the cores this process may run on
+    assert spec.scratch == default_root()
     assert build_spec(scenario, timed=True).mode == TimedMode(defaults.TIMED_RUNS, 0) == TimedMode(20, 0)
     assert build_spec(scenario, random=4, torn_tail=True, timed=True).mode == RandomMode(
         4, 0, RandomFaults(torn_rate=0.25, timed_rate=0.25))

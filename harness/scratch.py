@@ -1,0 +1,150 @@
+"""Scratch run directories: a session's runs carried out on tmpfs, their evidence kept on disk.
+
+A SIGKILL leaves the page cache alone, so what the next incarnation finds in a
+run directory on tmpfs is exactly what it would find on a disk; only a power
+loss tells them apart, and a power-loss run keeps its own lazy file system on
+its disk run directory. On a disk, each journal record's fsync waits for the
+device (tens of thousands per sweep, one after another); on tmpfs it costs
+nothing. So a session carries out each run without a power loss in
+``FOLDER/run-NNNNN`` of its scratch folder and keeps on disk what it keeps
+today (``session.run_job``): a passing run's run.json and verdict.json, a
+failing or unknown one's whole evidence, copied with ``copy_tree`` (no link
+followed or made, no FIFO opened, bounded; what it left out is written in
+``SCRATCH_COPY_NAME``).
+
+The scratch folder is ``ROOT/killpoint-scratch-<harness pid>-<random>``, removed
+when the session ends; one left by a SIGKILLed harness is removed by the next
+session and by ``killpoint clean`` (``sweep_abandoned``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from killpoint.errors import ConfigError
+from killpoint.harness._safe_files import copy_tree, remove_tree
+from killpoint.harness.runner import _gone as owner_gone
+
+DEFAULT_ROOT = Path("/dev/shm")
+PREFIX = "killpoint-scratch-"
+# Below this much free room a run is carried out on disk instead: a full tmpfs would fail a correct runtime's
+# writes (ENOSPC), a false alarm.
+MIN_FREE_BYTES = 512 * 1024 * 1024
+SCRATCH_COPY_NAME = "scratch-copy.txt"  # in a run directory: what the copy of its scratch evidence left out
+
+
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def mount_type(path: Path) -> str | None:
+    """The file system type (``tmpfs``, ``ext4``) of the mount holding ``path``, from /proc/mounts; None if unknown."""
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = _OCTAL_ESCAPE.sub(lambda escape: chr(int(escape[1], 8)), fields[1])  # a space is \040
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):  # the last of stacked mounts on one point is the one seen
+            best, kind = point, fields[2]
+    return kind
+
+
+def free_bytes(path: Path) -> int:
+    status = os.statvfs(path)
+    return status.f_bavail * status.f_frsize
+
+
+def default_root() -> Path | None:
+    """``DEFAULT_ROOT`` when it is a writable tmpfs folder with ``MIN_FREE_BYTES`` free, else None (no scratch)."""
+    root = DEFAULT_ROOT
+    try:
+        usable = (root.is_dir() and os.access(root, os.W_OK | os.X_OK) and mount_type(root) == "tmpfs"
+                  and free_bytes(root) >= MIN_FREE_BYTES)
+    except OSError:
+        return None
+    return root if usable else None
+
+
+def chosen_root(folder: Path, flag: str = "--scratch") -> Path:
+    """``--scratch DIR`` checked: an existing folder this process can write; ConfigError naming ``flag`` if not."""
+    if not folder.is_dir():
+        raise ConfigError(f"{flag} {folder}: " + ("is not a folder" if folder.exists() else "no such folder")
+                          + "; give an existing folder for the runs' scratch folders (a tmpfs such as /dev/shm)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {folder}: is not writable; give a folder you can write (a tmpfs such as /dev/shm)")
+    return folder.resolve()
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """One session's scratch folder (``open_scratch``): its runs are carried out in ``run_dir(index)``."""
+
+    folder: Path
+
+    def run_dir(self, index: int) -> Path:
+        return self.folder / f"run-{index:05d}"
+
+    def has_room(self) -> bool:
+        """There is room for one more run (``MIN_FREE_BYTES``); if not, it is carried out on disk."""
+        try:
+            return free_bytes(self.folder) >= MIN_FREE_BYTES
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        remove_tree(self.folder)
+
+
+def open_scratch(root: Path) -> Scratch:
+    """A new scratch folder under ``root`` named with this process's pid, readable by its owner only."""
+    return Scratch(Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root)))
+
+
+def keep_on_disk(scratch_run: Path, run_dir: Path) -> list[str]:
+    """Copy a run's scratch evidence into its disk ``run_dir``, then remove it; what was left out, and why.
+
+    What the copy left out is also written in ``run_dir/SCRATCH_COPY_NAME``, so
+    a person reading the run directory sees it.
+    """
+    left_out = copy_tree(scratch_run, run_dir)
+    if left_out:
+        (run_dir / SCRATCH_COPY_NAME).write_text(
+            f"This run was carried out in {scratch_run} (tmpfs) and its evidence copied here; the copy left out:\n"
+            + "".join(f"  {problem}\n" for problem in left_out))
+    remove_tree(scratch_run)
+    return left_out
+
+
+def sweep_abandoned(root: Path | None = DEFAULT_ROOT) -> list[Path]:
+    """Remove the scratch folders under ``root`` whose harness process is gone (a SIGKILLed one cannot); return them.
+
+    Only real folders (never a symlink) owned by this user are removed.
+    """
+    removed: list[Path] = []
+    if root is None:
+        return removed
+    for path in sorted(root.glob(f"{PREFIX}*-*")):
+        owner = path.name.removeprefix(PREFIX).partition("-")[0]
+        try:
+            status = path.lstat()
+        except OSError:
+            continue
+        if (owner.isdigit() and stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid()
+                and owner_gone(int(owner))):
+            try:
+                remove_tree(path)
+            except OSError:  # a folder it could not empty stays, for the next sweep
+                continue
+            removed.append(path)
+    return removed
