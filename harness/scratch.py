@@ -120,8 +120,8 @@ def keep_on_disk(scratch_run: Path, run_dir: Path) -> list[str]:
     left_out = copy_tree(scratch_run, run_dir)
     if left_out:
         (run_dir / SCRATCH_COPY_NAME).write_text(
-            f"This run was carried out in {scratch_run} (tmpfs) and its evidence copied here; the copy left out:\n"
-            + "".join(f"  {problem}\n" for problem in left_out))
+            f"This run was carried out in the scratch folder {scratch_run} and its evidence copied here; "
+            f"the copy left out:\n" + "".join(f"  {problem}\n" for problem in left_out))
     remove_tree(scratch_run)
     return left_out
 

@@ -192,9 +192,9 @@ def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Pa
     if verdict.valid and not keep_all:
         remove_tree(scratch_run)
     elif left_out := keep_on_disk(scratch_run, run_dir):
-        verdict = replace(verdict, notes=(*verdict.notes, f"the copy of this run's evidence from tmpfs left out "
-                                          f"{len(left_out)} entr{'y' if len(left_out) == 1 else 'ies'} "
-                                          f"({SCRATCH_COPY_NAME} lists them); the first: {left_out[0]}"))
+        verdict = replace(verdict, notes=(*verdict.notes, (
+            f"the copy of this run's evidence from its scratch folder left out {len(left_out)} "
+            f"entr{'y' if len(left_out) == 1 else 'ies'} ({SCRATCH_COPY_NAME} lists them); the first: {left_out[0]}")))
     outcome = _outcome(scenario, golden, job, run_dir, verdict, incarnations, backend, started)
     write_verdict(outcome)
     return outcome
