@@ -163,8 +163,9 @@ def copy_tree(source: Path, copy: Path) -> list[str]:
     copy is created new, and a clash is said). Walks without following links (a
     symlink is recorded by its target's text, never read through), opens every
     file as ``copy_evidence`` does (no FIFO blocks it; a file with a second hard
-    link may be a file outside, so it is not read), and stops at
-    ``COPY_MAX_FILES`` files or ``COPY_MAX_BYTES``.
+    link may be a file outside, so it is not read), leaves out a file past
+    ``READ_LIMIT_BYTES`` and goes on, and stops at ``COPY_MAX_FILES`` files or
+    ``COPY_MAX_BYTES``.
     """
     try:
         copy.mkdir()
@@ -206,8 +207,11 @@ def copy_tree(source: Path, copy: Path) -> list[str]:
             if not stat.S_ISREG(mode):
                 problems.append(f"{shown} is not a regular file; not copied")
                 continue
+            if (length := os.lstat(path).st_size) > READ_LIMIT_BYTES:  # never read: it must not stop the copy
+                problems.append(f"{shown} holds {length} bytes, over the {READ_LIMIT_BYTES}-byte limit; not copied")
+                continue
             files += 1
-            size += os.lstat(path).st_size
+            size += length
             if files > COPY_MAX_FILES or size > COPY_MAX_BYTES:
                 problems.append(f"the copy stopped at {COPY_MAX_FILES} files or {COPY_MAX_BYTES} bytes, "
                                 f"before {shown}")

@@ -163,8 +163,12 @@ def test_a_hostile_world_is_reported_and_harms_nothing(request: pytest.FixtureRe
     target, outside_before = make_outside(tmp_path, attack.outside) if attack.outside else (None, {})
     workload = f"{{python}} -m killpoint.scenarios.hostile.{name}" + (f" {target}" if target else "")
     report_path = tmp_path / "report.json"
+    # A scratch folder beside the host file: a hard link to it is made in the world (on /dev/shm it could not be,
+    # across devices), and the failing run's world is then copied to disk from there.
+    (tmp_path / "scratch").mkdir()
     harness = run_harness(tmp_path / "killpoint.harness.log", "run", DEMO, "--backend", backend, "--kill-at", "c4:after_effect",
-                          "--workload", workload, "--runs-dir", runs, "--json", report_path)
+                          "--workload", workload, "--runs-dir", runs, "--json", report_path,
+                          "--scratch", tmp_path / "scratch")
 
     assert harness.exit_code is not None, f"the harness hung for {WALL_LIMIT_S:.0f} s:\n{harness.output[-3000:]}"
     assert harness.exit_code in (0, 1, 2, 3) and "Traceback" not in harness.output, harness.output[-3000:]
@@ -173,6 +177,7 @@ def test_a_hostile_world_is_reported_and_harms_nothing(request: pytest.FixtureRe
         assert files_of(target.parent) == outside_before, "the file outside the world was changed"
         leaks = copies_of_secret(runs, target.parent)
         assert leaks == [] and SECRET.strip().decode() not in harness.output, f"the outside file was copied: {leaks}"
+    assert list((tmp_path / "scratch").iterdir()) == [], "the scratch folder outlived the session"
 
     (run,) = json.loads(report_path.read_text())["runs"]
     (world,) = [finding for finding in run["findings"] if finding["property"] == "world-equals-golden"]
