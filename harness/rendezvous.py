@@ -8,10 +8,15 @@ hands the moment to the nemesis, which strikes and confirms the tree dead. One
 selector watches the listening socket, every connection, a pidfd of the
 incarnation (so an exit is seen at once, not polled) and, for event kills, the
 evidence watcher; a timed kill is the selector's deadline.
+
+A message with ``"wait": false`` comes from a workload told (``$KILLPOINT_ARMED``)
+that it cannot be killed there: it is recorded and never answered, and when the
+incarnation exits, what it sent last is read before its points are counted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -20,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from killpoint.protocol import REPLY_KILL, REPLY_OK
+from killpoint.protocol import NO_WAIT_FIELD, REPLY_KILL, REPLY_OK
 from killpoint.harness.model import RENDEZVOUS_KILLS, AfterDelay, AfterPoint, AtPoint, Kill
 from killpoint.harness.watch import EventWatcher
 
@@ -63,8 +68,9 @@ class RendezvousServer:
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
-            # Already exited and reaped by its parent (the fork server reaps its children). It
-            # cannot have passed a crash point: each one waits for a reply that was never sent.
+            # Already exited and reaped by its parent (the fork server reaps its children): only an
+            # incarnation that waited nowhere can have, and what it sent is read now.
+            self._drain({}, served)
             return served
         selector = selectors.DefaultSelector()
         selector.register(self.listener, selectors.EVENT_READ, "accept")
@@ -84,6 +90,7 @@ class RendezvousServer:
                     return served
                 for key, _ in selector.select(min(deadline, kill_at or deadline) - now):
                     if key.data == "exit":
+                        self._drain(buffers, served)
                         return served
                     if key.data == "watch":
                         assert watcher is not None  # registered only when there is one
@@ -105,23 +112,51 @@ class RendezvousServer:
 
     def _receive(self, connection: socket.socket, buffers: dict[socket.socket, bytes],
                  selector: selectors.BaseSelector, kill: Kill | None, served: Served) -> bool:
-        chunk = connection.recv(65536)
-        if not chunk:
+        """Handle each whole message ``connection`` has sent; True means: kill now."""
+        complete = self._read(connection, buffers, served)
+        if complete is None:
             selector.unregister(connection)
             return False
+        return any(self._handle(raw, connection, kill, served) for raw in complete)
+
+    def _read(self, connection: socket.socket, buffers: dict[socket.socket, bytes], served: Served) -> list[bytes] | None:
+        """The whole messages one read of ``connection`` completes; None at its end."""
+        chunk = connection.recv(65536)
+        if not chunk:
+            return None
         *complete, buffers[connection] = (buffers[connection] + chunk).split(b"\n")
         if len(buffers[connection]) > MAX_MESSAGE_BYTES:  # no crash point is that long: stop buffering it
             served.protocol_problems.append(f"control message of over {MAX_MESSAGE_BYTES} bytes with no end; dropped")
             buffers[connection] = b""
-        return any(self._handle(raw, connection, kill, served) for raw in complete)
+        return complete
+
+    def _drain(self, buffers: dict[socket.socket, bytes], served: Served) -> None:
+        """Count the crash points an exited incarnation sent unanswered (``"wait": false``) that are not read yet.
+
+        Its process is gone, so all it sent is queued: the connections not yet
+        accepted are accepted, then each is read to its end (or to what a child
+        of it that lives on has sent so far). They kill nothing.
+        """
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                connection, _ = self.listener.accept()
+                self._connections.append(connection)
+                buffers[connection] = b""
+        for connection in buffers:
+            connection.setblocking(False)
+            with contextlib.suppress(BlockingIOError, ConnectionError):
+                while (complete := self._read(connection, buffers, served)) is not None:
+                    for raw in complete:
+                        self._handle(raw, connection, None, served)
 
     def _handle(self, raw: bytes, connection: socket.socket, kill: Kill | None, served: Served) -> bool:
-        """Record one message; reply unless it is the kill's moment. True means: kill now."""
+        """Record one message; reply unless it is the kill's moment or asked for none. True means: kill now."""
         try:
             message = json.loads(raw)
             point, call = message["point"], message.get("call")
+            waits = message.get(NO_WAIT_FIELD) is not False
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-            point, call = None, None
+            point, call, waits = None, None, True
         if not isinstance(point, str) or not (call is None or isinstance(call, str)) or len(raw) > MAX_MESSAGE_BYTES:
             served.protocol_problems.append(f"control message is not a crash point: {raw[:120]!r}")
             _reply(connection)
@@ -130,12 +165,17 @@ class RendezvousServer:
         served.point_times.append(time.monotonic())
         if served.armed or (isinstance(kill, AtPoint) and kill.matches(point, call)):
             served.hit = kill
-            if isinstance(kill, RENDEZVOUS_KILLS) and kill.now:
+            if not waits:
+                served.protocol_problems.append(
+                    f"the workload went on past {served.points[-1]} without waiting for a reply, though "
+                    f"$KILLPOINT_ARMED named it: the kill landed after it, not at it")
+            elif isinstance(kill, RENDEZVOUS_KILLS) and kill.now:
                 _reply(connection, REPLY_KILL)
             return True
         if isinstance(kill, AfterPoint) and kill.matches(point, call):
             served.armed = True
-        _reply(connection)
+        if waits:
+            _reply(connection)
         return False
 
     def drop_connections(self) -> None:

@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -45,7 +45,7 @@ from killpoint.harness.evidence import (
 from killpoint.harness.frameworks import reader_for
 from killpoint.harness.lazyfs import LazyMount
 from killpoint.harness.power_loss import Disks
-from killpoint.harness.model import Drift, GoldenRun, Incarnation, Kill, OnEvent, Scenario
+from killpoint.harness.model import AtPoint, Drift, GoldenRun, Incarnation, Kill, OnEvent, Scenario
 from killpoint.harness.rendezvous import RendezvousServer, Served
 from killpoint.harness.run_record import write_json_atomically
 from killpoint.harness.schedule import Schedule, has_power_loss
@@ -64,8 +64,8 @@ def prepare_run_dir(scenario: Scenario, run_dir: Path, drift: Drift | None) -> d
     """
     paths = run_paths(run_dir)
     paths["workload"].mkdir(parents=True)
-    paths["plan"].write_text(json.dumps(scenario.plan.to_json(), indent=1))
-    paths["catalogue"].write_text(json.dumps(scenario.catalogue.to_protocol(), indent=1))
+    paths["plan"].write_text(scenario.plan_file_text)
+    paths["catalogue"].write_text(scenario.catalogue_file_text)
     if drift is not None:
         drifted = scenario.catalogue.with_class(drift.tool, drift.new_class)
         paths["drifted_catalogue"].write_text(json.dumps(drifted.to_protocol(), indent=1))
@@ -77,7 +77,8 @@ def prepare_run_dir(scenario: Scenario, run_dir: Path, drift: Drift | None) -> d
 
 def save_incarnations(path: Path, incarnations: list[Incarnation]) -> None:
     """Replace ``path`` with the list of ``incarnations`` at once: a reader finds the old list or the new, whole."""
-    write_json_atomically(path, [asdict(incarnation) for incarnation in incarnations])
+    # vars(), not asdict(): an incarnation's fields are JSON values already, and asdict copies each deeply.
+    write_json_atomically(path, [vars(incarnation) for incarnation in incarnations], indent=None)
 
 
 def task_completed(journal_path: Path) -> bool:
@@ -106,16 +107,33 @@ def _stderr_tail(path: Path) -> str:
         return stream.read().decode(errors="replace").strip()
 
 
+def armed_points(kill: Kill | None) -> str | None:
+    """``$KILLPOINT_ARMED`` for an incarnation that ``kill`` ends (None: one that runs to its end); None: unset.
+
+    Only a kill at a crash point is armed there; an incarnation with no kill
+    waits nowhere. A timed or event kill, and a kill after a point (whose next
+    point may come from another process, which cannot know the first passed),
+    keep v1's wait at every point, so they land where they always did.
+    """
+    if kill is None:
+        return json.dumps({"at": []})
+    if isinstance(kill, AtPoint):
+        return json.dumps({"at": [[kill.point, kill.call]]})
+    return None
+
+
 def _environment(paths: dict[str, Path], control: Path, number: int, drift: Drift | None, *,
-                 world_durable: bool = False) -> dict[str, str]:
+                 world_durable: bool = False, armed: str | None = None) -> dict[str, str]:
+    """The protocol environment of incarnation ``number``; ``paths`` are the run's, under its resolved directory."""
     catalogue = paths["drifted_catalogue"] if drift is not None and number > 0 else paths["catalogue"]
     return {
         **({protocol.ENV_WORLD_DURABLE: "1"} if world_durable else {}),
-        protocol.ENV_RUN_DIR: str(paths["workload"].resolve()),
-        protocol.ENV_PLAN: str(paths["plan"].resolve()),
-        protocol.ENV_CATALOGUE: str(catalogue.resolve()),
-        protocol.ENV_WORLD: str(paths["world"].resolve()),
-        protocol.ENV_LEDGER: str(paths["ledger"].resolve()),
+        **({protocol.ENV_ARMED: armed} if armed is not None else {}),
+        protocol.ENV_RUN_DIR: str(paths["workload"]),
+        protocol.ENV_PLAN: str(paths["plan"]),
+        protocol.ENV_CATALOGUE: str(catalogue),
+        protocol.ENV_WORLD: str(paths["world"]),
+        protocol.ENV_LEDGER: str(paths["ledger"]),
         protocol.ENV_CONTROL: str(control),
         protocol.ENV_INCARNATION: str(number),
         "PYTHONHASHSEED": "0",
@@ -166,6 +184,8 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                drift: Drift | None = None, max_incarnations: int | None = None,
                watch_work: bool = False) -> tuple[list[Incarnation], tuple[float, float] | None]:
     """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_window``)."""
+    # Resolved once: the paths handed to each incarnation are absolute and free of links the harness put there.
+    run_dir = run_dir.resolve()
     paths = prepare_run_dir(scenario, run_dir, drift)
     bound = max_incarnations or len(schedule) + scenario.max_extra_incarnations
     control_dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_DIR_PREFIX}{os.getpid()}-", dir=control_root()))
@@ -183,7 +203,10 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
             launched = backend.launch(
                 scenario.workload, cwd=scenario.cwd,
                 env=_environment(paths, server.path, number, drift,
-                                 world_durable=disks is not None and disks.world is not None),
+                                 world_durable=disks is not None and disks.world is not None,
+                                 # The crash-free run's point times bound the timed kills (``work_window``),
+                                 # so it waits at every point, as a timed kill's incarnation does.
+                                 armed=None if watch_work else armed_points(kill)),
                 stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
             # Timed kills count from here: a backend's start-up (a fork server warming, a container
             # being created) is not the workload's time.

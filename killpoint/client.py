@@ -145,6 +145,36 @@ class ControlReplyError(ConnectionError):
     """The harness replied to a crash point with a line that is neither ``ok`` nor ``kill``."""
 
 
+@dataclass(frozen=True)
+class ArmedPoints:
+    """The crash points at which this incarnation may be killed (``$KILLPOINT_ARMED``); None: any of them.
+
+    A round trip per crash point is most of an incarnation's time in a sweep,
+    and only the kill's own point needs one: at every other point the workload
+    tells the harness it passed (for coverage) and goes on without a reply. A
+    value the client cannot read makes it wait everywhere, as a v1 client does,
+    so a mistake costs speed, never a kill.
+    """
+
+    at: frozenset[tuple[str, str | None]] | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> ArmedPoints:
+        text = (os.environ if environ is None else environ).get(protocol.ENV_ARMED)
+        try:
+            listed = [(point, call) for point, call in json.loads(text)["at"]] if text else None
+        except (ValueError, KeyError, TypeError):
+            return cls()
+        if listed is None or not all(isinstance(point, str) and (call is None or isinstance(call, str))
+                                     for point, call in listed):
+            return cls()
+        return cls(frozenset(listed))
+
+    def waits(self, point: str, call: str | None) -> bool:
+        """The workload must wait for a reply here: the point is armed (as ``point`` of any call, or of ``call``)."""
+        return self.at is None or (point, call) in self.at or (point, None) in self.at
+
+
 class Rendezvous:
     """The crash-point channel: one persistent connection per process.
 
@@ -154,9 +184,10 @@ class Rendezvous:
     and ``point`` returns at once.
     """
 
-    def __init__(self, control_path: str | None, incarnation: int) -> None:
+    def __init__(self, control_path: str | None, incarnation: int, armed: ArmedPoints | None = None) -> None:
         self.control_path = control_path
         self.incarnation = incarnation
+        self.armed = ArmedPoints.from_environ() if armed is None else armed
         self._sock: socket.socket | None = None
         self._reader: Any = None
 
@@ -175,6 +206,9 @@ class Rendezvous:
         self.connect()
         assert self._sock is not None  # connect() made it
         message = {"point": point, "call": call, "op": op, "incarnation": self.incarnation}
+        if not self.armed.waits(point, call):
+            self._sock.sendall(encode_record({**message, protocol.NO_WAIT_FIELD: False}))
+            return
         self._sock.sendall(encode_record(message))
         reply = self._reader.readline()
         if reply == protocol.REPLY_KILL:

@@ -18,6 +18,12 @@ ENV_INCARNATION = "KILLPOINT_INCARNATION"
 # "1" when the fake world is on the device a power loss drops from (a scenario's world_on_device): the fake
 # tools then fsync every world write and its folder, as durable tools must.
 ENV_WORLD_DURABLE = "KILLPOINT_WORLD_DURABLE"
+# Where this incarnation may be killed, so it need wait for the harness's reply only there (an extension of
+# v1 that every v1 workload ignores): JSON {"at": [[point, call or null], ...]}. A client waits at a listed
+# point; at every other it sends its message with "wait": false and goes on, unanswered. Unset: wait at every
+# point, as v1 does.
+ENV_ARMED = "KILLPOINT_ARMED"
+NO_WAIT_FIELD = "wait"  # a crash-point message's field: false means the sender does not read a reply to it
 # Every incarnation hashes strings the same way, so a workload iterating a set behaves the same each run.
 WORKLOAD_HASH_SEED = "0"
 

@@ -124,7 +124,11 @@ def test_random_mode_draws_what_it_drew_before_the_generators_were_unified():
 
 
 def test_hunt_draws_what_it_drew_before_the_generators_were_unified():
-    drawn = draw_examples(call_pool(sorted((ROOT / "scenarios").glob("*.toml"))), 60, seed=7)[:3]
+    # The pool of the scenario files there were then (a scenario added since brings calls of its own).
+    pinned = [ROOT / "scenarios" / f"{name}.toml" for name in (
+        "appointment", "bedtime", "checkout", "demo", "expense_claim", "github_fix", "refund", "sales_report",
+        "terminal_build", "trip_checkup", "weekly_report_skill")]
+    drawn = draw_examples(call_pool(pinned), 60, seed=7)[:3]
     assert [(tuple(call.tool for call in example.plan.calls), tuple(map(str, example.schedule)), example.drift)
             for example in drawn] == [
         (("get_location",), ("c1:before_started",), None),

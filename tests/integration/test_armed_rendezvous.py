@@ -1,0 +1,151 @@
+"""Armed crash points ($KILLPOINT_ARMED): a workload waits for the harness only where it may be killed.
+
+The client's reading of the variable, the server's handling of messages sent
+without waiting (recorded, never answered, read to the end when the process
+exits, even once it is reaped), and the kills and coverage of whole sessions,
+which must be those of protocol v1's wait at every point.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from killpoint import protocol
+from killpoint.client import ArmedPoints, Rendezvous
+from killpoint.harness.model import AfterDelay, AfterPoint, AtPoint, OnEvent
+from killpoint.harness.rendezvous import RendezvousServer
+from killpoint.harness.runner import armed_points
+
+ROOT = Path(__file__).resolve().parents[2]
+DEADLINE_S = 10.0
+
+
+@pytest.mark.parametrize("value, waits_at", [
+    (None, {("after_effect", "c1"), ("after_effect", "c2"), ("before_started", "c1")}),
+    ('{"at": []}', set()),
+    ('{"at": [["after_effect", "c2"]]}', {("after_effect", "c2")}),
+    ('{"at": [["after_effect", null]]}', {("after_effect", "c1"), ("after_effect", "c2")}),
+    ("not json", {("after_effect", "c1"), ("after_effect", "c2"), ("before_started", "c1")}),
+    ('{"at": [["after_effect", 3]]}', {("after_effect", "c1"), ("after_effect", "c2"), ("before_started", "c1")}),
+    ('{"at": "after_effect"}', {("after_effect", "c1"), ("after_effect", "c2"), ("before_started", "c1")}),
+], ids=["unset-waits-everywhere", "none-armed", "one-call", "any-call", "unreadable", "bad-entry", "bad-shape"])
+def test_a_client_waits_where_it_is_armed_and_everywhere_when_it_cannot_tell(value, waits_at):
+    environ = {} if value is None else {protocol.ENV_ARMED: value}
+    armed = ArmedPoints.from_environ(environ)
+    points = {("after_effect", "c1"), ("after_effect", "c2"), ("before_started", "c1")}
+    assert {(point, call) for point, call in points if armed.waits(point, call)} == waits_at
+
+
+def test_only_a_kill_at_a_crash_point_is_armed_and_timed_event_and_after_kills_wait_everywhere():
+    assert json.loads(armed_points(None) or "") == {"at": []}
+    assert json.loads(armed_points(AtPoint("after_effect", "c3")) or "") == {"at": [["after_effect", "c3"]]}
+    assert armed_points(AfterPoint("after_effect", "c3")) is None
+    assert armed_points(AfterDelay(0.01)) is None
+    assert armed_points(OnEvent("ledger", "effect", "c3")) is None
+
+
+# A workload of two points: the first sent without waiting, the second waited for; it exits after both.
+SENDER = """
+import json, socket, sys
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.connect(sys.argv[1])
+sock.sendall(json.dumps({"point": "before_started", "call": "c1", "wait": False}).encode() + b"\\n")
+sock.sendall(json.dumps({"point": "after_started", "call": "c1", "wait": False}).encode() + b"\\n")
+if sys.argv[2] == "wait":
+    sock.sendall(json.dumps({"point": "after_effect", "call": "c1"}).encode() + b"\\n")
+    print(sock.makefile("rb").readline().decode().strip())
+"""
+
+
+@pytest.fixture
+def server(tmp_path):
+    served = RendezvousServer(Path(tmp_path / "c.sock"))
+    yield served
+    served.close()
+
+
+def _start(server: RendezvousServer, mode: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", SENDER, str(server.path), mode], stdout=subprocess.PIPE, text=True)
+
+
+def test_points_sent_without_waiting_are_counted_and_never_answered(server):
+    process = _start(server, "wait")
+    served = server.serve(process.pid, None, started=time.monotonic(), deadline=time.monotonic() + DEADLINE_S)
+    out, _ = process.communicate(timeout=DEADLINE_S)
+    assert served.points == ["c1:before_started", "c1:after_started", "c1:after_effect"]
+    assert out.strip() == "ok"  # one reply, to the one message that waited: no stale "ok" was queued before it
+    assert served.hit is None and not served.protocol_problems
+
+
+def test_an_incarnation_reaped_before_it_is_served_still_has_its_points_counted(server):
+    process = _start(server, "nowait")
+    process.wait(timeout=DEADLINE_S)  # exited and reaped: no pidfd can be opened on it any more
+    served = server.serve(process.pid, None, started=time.monotonic(), deadline=time.monotonic() + DEADLINE_S)
+    assert served.points == ["c1:before_started", "c1:after_started"]
+
+
+def test_a_workload_that_does_not_wait_at_its_armed_point_is_killed_late_and_said_to(server):
+    process = _start(server, "nowait")
+    try:
+        served = server.serve(process.pid, AtPoint("after_started", "c1"), started=time.monotonic(),
+                              deadline=time.monotonic() + DEADLINE_S)
+    finally:
+        process.kill()
+        process.wait(timeout=DEADLINE_S)
+    assert served.hit == AtPoint("after_started", "c1")
+    assert served.protocol_problems and "without waiting" in served.protocol_problems[0]
+
+
+def test_the_client_sends_unarmed_points_without_waiting_and_waits_at_the_armed_one(tmp_path):
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(tmp_path / "c.sock"))
+    listener.listen(1)
+    client = Rendezvous(str(tmp_path / "c.sock"), 0, ArmedPoints(frozenset({("after_effect", "c1")})))
+    client.point("before_started", call="c1")  # returns with no reply: nobody has even accepted yet
+    connection, _ = listener.accept()
+    connection.sendall(b"ok\n")
+    client.point("after_effect", call="c1")
+    received = connection.recv(4096).decode().splitlines()
+    assert [json.loads(line).get("wait", True) for line in received] == [False, True]
+    client.close()
+    connection.close()
+    listener.close()
+
+
+def _points_of_each_run(runs: Path) -> list[list[list[str]]]:
+    return [[incarnation["points"] for incarnation in json.loads((run / "incarnations.json").read_text())]
+            for run in sorted(runs.glob("run-*"))]
+
+
+def test_armed_and_v1_workloads_reach_the_same_points_in_every_incarnation(killpoint, tmp_path):
+    # The reference runtime reads $KILLPOINT_ARMED; the standalone one shares no code with it and speaks bare v1
+    # (it waits at every point). The same schedules must record the same crash points, kill for kill.
+    scenario = ROOT / "scenarios" / "demo.toml"
+    standalone = f"{{python}} {ROOT / 'scenarios' / 'standalone' / 'runtime.py'}"
+    points = {}
+    for name, extra in (("armed", ()), ("v1", ("--workload", standalone))):
+        runs = tmp_path / name
+        result = killpoint("run", scenario, "--exhaustive", "--keep-all", "--runs-dir", runs, "-j", "2", "-q", *extra)
+        assert result.exit_code == 0, result.out + result.err
+        points[name] = _points_of_each_run(runs)
+    assert len(points["armed"]) == 30 and points["armed"] == points["v1"]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--exhaustive", "--depth", "2"), "533 runs: 533 passed, 0 failed"),
+    (("--exhaustive", "--torn-tail"), "42 runs: 42 passed, 0 failed"),
+    (("--exhaustive", "--drift", "append=READ_ONLY"), "30 runs: 30 passed, 0 failed"),
+    (("--exhaustive", "--no-pause"), "30 runs: 30 passed, 0 failed"),
+    (("--random", "40", "--timed", "--seed", "3"), " 0 failed"),  # a timed kill may come after the end
+], ids=["depth-2", "torn-tail", "drift", "no-pause", "random-with-timed"])
+def test_a_correct_runtime_passes_armed_under_every_mode(killpoint, tmp_path, args, expected):
+    # Depth 2 explores from the points each restart reached: none may be missed by a run that waited nowhere.
+    result = killpoint("run", ROOT / "scenarios" / "demo.toml", *args, "-j", "2", "-q", "--runs-dir", tmp_path / "r")
+    assert result.exit_code == 0 and expected in result.out, result.out + result.err
