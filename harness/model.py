@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -123,7 +124,7 @@ class Plan:
         return {"task_id": self.task_id,
                 "calls": [{"call_id": c.call_id, "tool": c.tool, "args": c.args} for c in self.calls]}
 
-    @property
+    @cached_property  # asked for by every run's record and token
     def digest(self) -> str:
         """A short hash of the plan's canonical JSON: what a repro token pins."""
         return hashlib.sha256(json.dumps(self.to_json(), sort_keys=True).encode()).hexdigest()[:12]
@@ -159,10 +160,20 @@ class Scenario:
     # mapped journal) and is judged from it and the ledger (black-box), not from killpoint's journal.
     journal: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
-    @property
+    @cached_property  # asked for by every run's record and token
     def catalogue_digest(self) -> str:
         text = json.dumps(self.catalogue.to_protocol(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    @cached_property
+    def plan_file_text(self) -> str:
+        """The plan as every run directory hands it to the workload (``plan.json``), encoded once per session."""
+        return json.dumps(self.plan.to_json(), indent=1)
+
+    @cached_property
+    def catalogue_file_text(self) -> str:
+        """The catalogue as every run directory hands it to the workload (``catalogue.json``), encoded once."""
+        return json.dumps(self.catalogue.to_protocol(), indent=1)
 
 
 # -- a runtime's own durable record, as a store reader (harness.frameworks) reads one copy of it --------------

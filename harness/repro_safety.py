@@ -23,6 +23,8 @@ the absolute path, and says what it needs when none has the file.
 
 from __future__ import annotations
 
+import functools
+
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -128,13 +130,21 @@ def recorded_origin(origin: dict[str, str], cwd: Path) -> dict[str, str]:
 
     Outside any checkout the relative path stays as given (relative to ``cwd``).
     """
+    return dict(_recorded_origin(tuple(sorted(origin.items())), cwd))
+
+
+@functools.lru_cache(maxsize=16)
+def _recorded_origin(origin_items: tuple[tuple[str, str], ...], cwd: Path) -> tuple[tuple[str, str], ...]:
+    """``recorded_origin``, worked out once per origin: every run's token and record asks for it, and it walks
+    the folders up to the project root."""
+    origin = dict(origin_items)
     recorded = dict(origin)
     if "scenario" in origin:
         recorded["scenario"], recorded["scenario_absolute"] = _relative_and_absolute(Path(origin["scenario"]), cwd)
     else:
         directory = Path(origin.get("directory_absolute", cwd))
         recorded["directory"], recorded["directory_absolute"] = _relative_and_absolute(directory, cwd)
-    return recorded
+    return tuple(recorded.items())
 
 
 def _relative_and_absolute(path: Path, cwd: Path) -> tuple[str, str]:

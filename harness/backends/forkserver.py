@@ -33,10 +33,16 @@ class ForkServerDied(InfrastructureError):
     """The fork server exited under the harness; the backend restarts it and says so."""
 
 
+@functools.cache
+def _resolved(path: str) -> Path:
+    """``path`` with its links resolved, once per session: a launch is too frequent to walk it every time."""
+    return Path(path).resolve()
+
+
 def python_target(argv: tuple[str, ...]) -> dict[str, object]:
     """What the server should run for ``argv``, or a ConfigError saying why it cannot."""
-    interpreter = Path(argv[0]).resolve() if argv else None
-    if interpreter != Path(sys.executable).resolve() or len(argv) < 2:
+    interpreter = _resolved(argv[0]) if argv else None
+    if interpreter != _resolved(sys.executable) or len(argv) < 2:
         raise ConfigError(f"--backend forkserver runs Python workloads on this interpreter "
                           f"({sys.executable} -m MODULE or {sys.executable} SCRIPT); "
                           f"{' '.join(argv)!r} is not one: use --backend subprocess")
@@ -158,8 +164,8 @@ class ForkServerBackend:
         for stream in (stdout, stderr):  # evidence even if a kill lands before the child opens them
             stream.write_bytes(b"")
         cgroup = IncarnationCgroup.create()
-        request = {**target, "env": {**os.environ, **env}, "cwd": str(Path(cwd).resolve()),
-                   "stdout": str(stdout.resolve()), "stderr": str(stderr.resolve()),
+        request = {**target, "env": {**os.environ, **env}, "cwd": str(_resolved(str(cwd))),
+                   "stdout": os.path.abspath(stdout), "stderr": os.path.abspath(stderr),
                    "cgroup": str(cgroup.path) if cgroup is not None else None}
         try:
             pid = self.server.fork(request)
