@@ -89,7 +89,7 @@ def test_options_reach_every_session(pytester):
 @pytest.mark.parametrize(("flag", "value"), [
     ("--killpoint-seed", "seven"), ("--killpoint-runs", "0"), ("--killpoint-depth", "-1"),
     ("--killpoint-shard", "4/3"), ("--killpoint-shard", "two"), ("--killpoint-backend", "vm"),
-    ("--killpoint-min-coverage", "101"), ("--killpoint-min-coverage", "most"),
+    ("--killpoint-min-coverage", "101"), ("--killpoint-min-coverage", "most"), ("--killpoint-jobs", "0"),
 ])
 def test_a_bad_option_is_a_usage_error_naming_its_flag(pytester, flag, value):
     result = pytester.runpytest(f"{flag}={value}")
@@ -108,6 +108,9 @@ def test_every_bad_option_is_named_at_once(pytester):
                                                     "--killpoint-runs makes them random"),
     (["--killpoint-shard=1/2", "--killpoint-min-coverage=90"], "--killpoint-min-coverage judges the coverage of "
                                                                "a whole session, and --killpoint-shard runs only part"),
+    (["--killpoint-scratch=/no/such/folder"], "--killpoint-scratch /no/such/folder: no such folder"),
+    (["--killpoint-scratch=/tmp", "--killpoint-no-scratch"], "--killpoint-scratch and --killpoint-no-scratch are "
+                                                             "exclusive"),
 ])
 def test_options_that_would_not_act_together_are_a_usage_error(pytester, options, message):
     result = pytester.runpytest(*options)
