@@ -12,6 +12,7 @@ must be a regular file, and reads are bounded. What is refused raises
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -97,7 +98,11 @@ def copy_evidence(source: Path, copy: Path) -> None:
         data = read_bounded(source)
     except FileNotFoundError:
         data = b""
-    fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    _write_all(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644), data)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` to ``fd`` whole, then close it."""
     try:
         view = memoryview(data)
         while view:
@@ -221,3 +226,22 @@ def copy_tree(source: Path, copy: Path) -> list[str]:
             except (UntrustedFile, OSError) as refusal:
                 problems.append(f"{shown}: {refusal}")
     return problems
+
+
+def fresh_file(path: Path) -> int:
+    """A write descriptor on a new, empty regular file at ``path``, whatever the workload left there.
+
+    An incarnation's output logs are made in a folder the workload writes to,
+    and it may have planted the next one's name as a symlink to a host file (or a
+    FIFO): opening that would truncate the file, or hang. The entry is removed
+    (never followed) and the file created anew with ``O_EXCL``; a folder planted
+    there is refused with the OSError of its removal.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+
+
+def write_fresh(path: Path, data: bytes) -> None:
+    """Write ``data`` as the whole of a new regular file at ``path`` (``fresh_file``)."""
+    _write_all(fresh_file(path), data)

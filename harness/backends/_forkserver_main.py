@@ -170,8 +170,9 @@ def _child(request: dict[str, Any], target: Program | BaseException) -> None:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
             signal.signal(signum, signal.SIG_DFL)
         stdin = os.open(os.devnull, os.O_RDONLY)
-        stdout = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        stderr = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        # Made fresh by the harness; never followed if swapped for a link since (O_NOFOLLOW fails on one).
+        stdout = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        stderr = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         for opened, standard in ((stdin, 0), (stdout, 1), (stderr, 2)):
             os.dup2(opened, standard)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))

@@ -37,6 +37,7 @@ import requests
 from killpoint import protocol
 from killpoint.errors import ConfigError, WorkloadError
 from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed, confirm_dead
+from killpoint.harness._safe_files import write_fresh
 from killpoint.harness.backends import _engine
 from killpoint.harness.model import RESTART_MODES
 
@@ -114,7 +115,7 @@ class ContainerIncarnation:
     def _save_logs(self) -> None:
         """Write this start's output: in ``same`` mode a container's logs hold every earlier start's too."""
         for path, data, offset in zip((self.stdout, self.stderr), _logs(self.api, self.container_id), self.log_offsets):
-            path.write_bytes(data[offset:])
+            write_fresh(path, data[offset:])
 
 
 def _logs(api: docker.APIClient, container_id: str) -> tuple[bytes, bytes]:
@@ -157,8 +158,8 @@ class DockerBackend:
 
     def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path,
                stderr: Path) -> ContainerIncarnation:
-        stdout.write_bytes(b"")
-        stderr.write_bytes(b"")
+        write_fresh(stdout, b"")
+        write_fresh(stderr, b"")
         _engine.grant_writes(_writable_paths(env), self.user)
         container_id = self._same_mode_container(argv, cwd, env) if self.restart == "same" else self._create(argv, cwd, env)
         offsets = _log_sizes(self.api, container_id) if self.restart == "same" else (0, 0)

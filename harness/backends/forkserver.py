@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from killpoint import protocol
 from killpoint.errors import ConfigError, InfrastructureError
+from killpoint.harness._safe_files import fresh_file
 from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed
 from killpoint.harness.backends._cgroup import IncarnationCgroup
 from killpoint.harness.backends._host import HostIncarnation, prepare_containment
@@ -162,7 +163,7 @@ class ForkServerBackend:
         if "script" in target:  # as python would, from the incarnation's working directory
             target["script"] = str(Path(cwd, str(target["script"])).absolute())
         for stream in (stdout, stderr):  # evidence even if a kill lands before the child opens them
-            stream.write_bytes(b"")
+            os.close(fresh_file(stream))
         cgroup = IncarnationCgroup.create()
         request = {**target, "env": {**os.environ, **env}, "cwd": str(_resolved(str(cwd))),
                    "stdout": os.path.abspath(stdout), "stderr": os.path.abspath(stderr),

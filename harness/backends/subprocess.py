@@ -8,6 +8,7 @@ from pathlib import Path
 
 from killpoint import protocol
 from killpoint.errors import HarnessError, WorkloadError
+from killpoint.harness._safe_files import fresh_file
 from killpoint.harness.backends._cgroup import IncarnationCgroup, preexec_joiner
 from killpoint.harness.backends._host import HostIncarnation, prepare_containment
 
@@ -23,7 +24,8 @@ class SubprocessBackend:
 
     def launch(self, argv: tuple[str, ...], *, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path) -> HostIncarnation:
         cgroup = IncarnationCgroup.create()
-        with stdout.open("wb") as out, stderr.open("wb") as err, preexec_joiner(cgroup) as join_cgroup:
+        with open(fresh_file(stdout), "wb") as out, open(fresh_file(stderr), "wb") as err, \
+                preexec_joiner(cgroup) as join_cgroup:
             try:
                 process = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                            start_new_session=True, close_fds=True, preexec_fn=join_cgroup)

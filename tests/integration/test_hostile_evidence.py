@@ -162,3 +162,19 @@ def test_a_journal_that_vanished_is_named(killpoint):
                        "--workload", f"{{python}} {WORKLOADS / 'deletes_its_journal.py'}")
     assert result.exit_code == 1, result.out + result.err
     assert "journal.jsonl is empty or gone after" in result.out and "nothing was journaled" in result.out
+
+
+@pytest.mark.parametrize("backend", ["subprocess", "forkserver"])
+def test_output_logs_planted_as_symlinks_are_replaced_not_written_through(killpoint, tmp_path, backend):
+    secret = tmp_path / "host-secret"
+    secret.write_bytes(b"root's secret\n")
+    runs = tmp_path / "runs"
+    result = killpoint("run", DEMO, "--backend", backend, "--kill-at", "c3:after_effect", "--keep-all",
+                       "--workload", f"{{python}} -m killpoint.scenarios.hostile.links_next_output_logs {secret}",
+                       "--runs-dir", runs)
+    assert result.exit_code == 0, result.out + result.err  # the recovery itself is the reference runtime's
+    assert secret.read_bytes() == b"root's secret\n"
+    (run,) = runs.glob("run-*")
+    for stream in ("stdout", "stderr"):  # the recovering incarnation's logs are files of the run's own
+        log = run / f"incarnation-1.{stream}"
+        assert log.is_file() and not log.is_symlink(), log
