@@ -20,10 +20,9 @@
 from __future__ import annotations
 
 import argparse
-import bisect
 import json
-import os
 import marshal
+import os
 import shlex
 import signal
 import statistics
@@ -42,8 +41,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script: the bench package beside it
 
-from bench.bench_backends import fork_floor, fsync_floor  # noqa: E402
-from bench.compare_checkouts import drop_bytecode  # noqa: E402
+from bench.bench_backends import fork_floor, fsync_floor
+from bench.compare_checkouts import drop_bytecode
 
 DOC = ROOT / "docs" / "performance.md"
 PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -54,7 +53,7 @@ SWEEP_TIMEOUT = 900.0  # seconds; a hung session is reported, not waited for
 FLAT_SCHEDULES = 30_000
 FLAT_WINDOW = 1_000
 FLAT_MARKS = (1_000, 10_000, 30_000)
-PROFILE_SHARD = "1/8"
+PROFILE_SHARD = "1/4"
 PROFILE_TOP = 25
 
 
@@ -135,7 +134,7 @@ def cli(arguments: Sequence[str]) -> list[str]:
 def run_session(checkout: Path, arguments: Sequence[str], timeout: float = SWEEP_TIMEOUT) -> None:
     try:
         done = subprocess.run(cli(arguments), cwd=checkout, env=checkout_environment(checkout),
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         sys.exit(f"{checkout}: `{shlex.join(arguments)}` took more than {timeout:.0f} s; stopped")
     if done.returncode != 0:
@@ -198,6 +197,10 @@ def describe_checkout(checkout: Path) -> str:
     return f"{head} + uncommitted edits" if edited else head
 
 
+def load_average() -> str:
+    return " / ".join(f"{load:.1f}" for load in os.getloadavg()) + " (1 / 5 / 15 min)"
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
             *("| " + " | ".join(str(cell) for cell in row) + " |" for row in rows)]
@@ -233,21 +236,22 @@ def targets(baseline: Path, current: Path, rounds: int, labels: dict[Path, str])
         after = statistics.median(seconds[(current, sweep.name)])
         floor = floor_seconds(counts[sweep.name], records, floors, JOBS)
         done = counts[sweep.name]
-        rows.append([sweep.name, done.schedules, done.incarnations, done.kills, records, f"≤ {sweep.target_seconds:g}",
+        rows.append([sweep.name, done.schedules, done.incarnations, done.kills, records,
+                     f"≤ {sweep.target_seconds:g}",
                      f"{before:.1f}", f"{after:.1f}", f"{before / after:.1f}×", f"{floor:.1f}", f"{after / floor:.1f}",
                      f"{done.schedules / after:.0f}", f"{after * JOBS / done.incarnations * 1000:.1f}"])
     header = ["sweep", "schedules", "incarnations", "kills", "journal records", "target s", "baseline s",
               "current s", "baseline / current", "floor s", "× floor", "schedules/s", "ms per incarnation"]
     return [*markdown_table(header, rows), "",
-            f"Medians of {rounds} alternating rounds; each sweep `--exhaustive --depth 2 --backend forkserver "
-            f"-j {JOBS} -q`, default settings otherwise, runs directory on this checkout's disk. ms per "
-            "incarnation is wall time × jobs / incarnations.", "",
-            "The floor is (incarnations × fork + journal records × fsync + kills × kill) / jobs, measured in the "
-            "same run:",
+            (f"Medians of {rounds} alternating rounds; each sweep `--exhaustive --depth 2 --backend forkserver "
+             f"-j {JOBS} -q`, default settings otherwise, runs directory on this checkout's disk. ms per "
+             "incarnation is wall time × jobs / incarnations."), "",
+            ("The floor is (incarnations × fork + journal records × fsync + kills × kill) / jobs, measured in the "
+             "same run:"),
             f"- fork: fork()+wait of this warm interpreter, median of 200: {floors.fork * 1000:.2f} ms",
-            f"- fsync: a 100-byte append + fsync in the runs directory's file system, median of 200: "
-            f"{floors.fsync * 1000:.3f} ms; the records are counted in the journals of one `--keep-all` run "
-            "of the current code (the golden run's included)",
+            (f"- fsync: a 100-byte append + fsync in the runs directory's file system, median of 200: "
+             f"{floors.fsync * 1000:.3f} ms; the records are counted in the journals of one `--keep-all` run "
+             "of the current code (the golden run's included)"),
             f"- kill: SIGKILL + waitpid of a sleeping child, median of 200: {floors.kill * 1000:.3f} ms"]
 
 
@@ -294,10 +298,9 @@ def profile(current: Path) -> list[str]:
         table: ProfileTable = marshal.loads(stats_file.read_bytes())  # what cProfile's -o writes
     shown = sweep.arguments(Path("."), "-q", "--shard", PROFILE_SHARD)
     shown[shown.index("-j") + 1] = "1"
-    return [f"cProfile of the harness process (its children are not in it) of `killpoint {shlex.join(shown)}`, "
-            "current code; "
-            f"{sum(entry[2] for entry in table.values()):.1f} s in all, the top {PROFILE_TOP} functions by "
-            "cumulative seconds:", "",
+    return [(f"cProfile of the harness process (its children are not in it) of `killpoint {shlex.join(shown)}`, "
+             f"current code; {sum(entry[2] for entry in table.values()):.1f} s in all, the top {PROFILE_TOP} "
+             "functions by cumulative seconds:"), "",
             *markdown_table(["function", "calls", "own s", "cumulative s"], top_cumulative(table, PROFILE_TOP))]
 
 
@@ -346,7 +349,8 @@ def flat_session(scenario_root: Path) -> list[str]:
 def flat(current: Path) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="bench-speed-flat-", dir=RUNS_PARENT) as scratch:
         report, html = Path(scratch) / "report.json", Path(scratch) / "report.html"
-        arguments = [*flat_session(current), "--json", str(report), "--html", str(html), "--runs-dir", f"{scratch}/runs"]
+        arguments = [*flat_session(current), "--json", str(report), "--html", str(html),
+                     "--runs-dir", f"{scratch}/runs"]
         started = time.perf_counter()
         process = subprocess.Popen(cli(arguments), cwd=current, env=checkout_environment(current),
                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -370,7 +374,8 @@ def flat(current: Path) -> list[str]:
         runs = json.loads(report.read_text())["runs"]
         report_bytes, html_bytes = report.stat().st_size, html.stat().st_size
     run_seconds = [run["seconds"] for run in sorted(runs, key=lambda run: run["index"])]
-    first_ms, last_ms = window_ms(arrivals, 0, FLAT_WINDOW), window_ms(arrivals, len(arrivals) - FLAT_WINDOW, FLAT_WINDOW)
+    first_ms = window_ms(arrivals, 0, FLAT_WINDOW)
+    last_ms = window_ms(arrivals, len(arrivals) - FLAT_WINDOW, FLAT_WINDOW)
     first_run, last_run = (statistics.mean(run_seconds[:FLAT_WINDOW]) * 1000,
                            statistics.mean(run_seconds[-FLAT_WINDOW:]) * 1000)
     marks = [mark for mark in FLAT_MARKS if mark <= len(arrivals)]
@@ -380,20 +385,20 @@ def flat(current: Path) -> list[str]:
     memory_rows.append(["the end (reports written)", f"{max(sample.harness for sample in samples) / 2**20:.0f}",
                         f"{max(sample.tree for sample in samples) / 2**20:.0f}"])
     growth = (peaks[-1].harness - peaks[0].harness) / max(marks[-1] - marks[0], 1) / 2**10
-    return [f"`killpoint {shlex.join(flat_session(Path('.')))}` (current code, runs directory on this checkout's disk): {len(arrivals):,} runs in "
-            f"{seconds:.0f} s, exit {code}.", "",
+    return [(f"`killpoint {shlex.join(flat_session(Path('.')))}` (current code, runs directory on this checkout's "
+             f"disk): {len(arrivals):,} runs in {seconds:.0f} s, exit {code}; load average at the end "
+             f"{load_average()}."), "",
             *markdown_table(["schedules", "wall ms per schedule", "mean run seconds (report) ms"],
                             [[f"first {FLAT_WINDOW:,}", f"{first_ms:.1f}", f"{first_run:.1f}"],
                              [f"last {FLAT_WINDOW:,}", f"{last_ms:.1f}", f"{last_run:.1f}"],
                              ["last / first", f"{last_ms / first_ms:.2f}", f"{last_run / first_run:.2f}"]]), "",
-            "Wall ms per schedule: the time between the machine-mode lines of the window's first and last run, "
-            "per run; a run's seconds are its own, from the JSON report.", "",
+            ("Wall ms per schedule: the time between the machine-mode lines of the window's first and last run, "
+             "per run; a run's seconds are its own, from the JSON report."), "",
             *markdown_table(["schedules done", "harness peak RSS MiB", "harness + workers peak RSS MiB"],
                             memory_rows), "",
-            f"The harness's peak RSS grows {growth:.1f} KiB per schedule from {marks[0]:,} to {marks[-1]:,} "
-            "schedules. RSS is polled once a second (psutil, the harness and every process under it). At the end "
-            "the JSON "
-            f"report is {report_bytes / 2**10:,.0f} KiB and the HTML report {html_bytes / 2**10:,.0f} KiB."]
+            (f"The harness's peak RSS grows {growth:.1f} KiB per schedule from {marks[0]:,} to {marks[-1]:,} "
+             "schedules. RSS is polled once a second (psutil, the harness and every process under it). At the end "
+             f"the JSON report is {report_bytes / 2**10:,.0f} KiB and the HTML report {html_bytes / 2**10:,.0f} KiB.")]
 
 
 # --- the run ---------------------------------------------------------------------------------------------
@@ -421,8 +426,9 @@ def main() -> None:
             labels = {baseline: "baseline", current: "current"}
             table = targets(baseline, current, args.rounds, labels)
         sections["targets"] = ["## Issue 18's targets: depth-2 sweeps against the baseline and the floor", "",
-                               f"`{command}` on this 2-core machine; baseline {args.baseline}, current "
-                               f"{describe_checkout(current)}.", "", *table]
+                               (f"`{command}` on this 2-core machine; baseline {args.baseline}, current "
+                                f"{describe_checkout(current)}; load average at the end {load_average()} "
+                                "(other jobs share the machine)."), "", *table]
         print("\n".join(sections["targets"]), flush=True)
         sections["profile"] = ["## Where a sweep's time goes", "", *profile(current)]
         print("\n".join(sections["profile"]), flush=True)

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
-from bench.bench_speed import (Counts, Floors, MemorySample, ProfileTable, counts_of, floor_seconds, markdown_table, peak_until,
-                               replace_section, short_path, top_cumulative, window_ms)
+from bench.bench_speed import (
+    Counts,
+    Floors,
+    MemorySample,
+    ProfileTable,
+    counts_of,
+    floor_seconds,
+    markdown_table,
+    peak_until,
+    replace_section,
+    short_path,
+    top_cumulative,
+    window_ms,
+)
 
 
 def test_counts_include_the_golden_run_and_read_schedules_and_kills_from_the_summary() -> None:
