@@ -136,3 +136,19 @@ def test_hunt_draws_what_it_drew_before_the_generators_were_unified():
         (("brightness", "mcp_list", "template", "browser_screenshot", "edit_file", "download_file"),
          ("c6:after_finished", "c2:after_effect"), None),
     ]
+
+
+def test_the_plugin_shares_the_cores_out_among_xdist_workers_unless_jobs_are_given():
+    class Options:
+        def __init__(self, **given: str) -> None:
+            self.given = {f"--killpoint-{name.replace('_', '-')}": value for name, value in given.items()}
+
+        def getoption(self, flag: str) -> object:
+            return self.given.get(flag)
+
+    alone = pytest_plugin.settings_from(Options(), drawn_seed=1)
+    assert alone.jobs is None and build_spec(load_scenario(DEMO), **pytest_plugin.session_choices(
+        alone, RUNS_DIR)).jobs == defaults.JOBS
+    assert pytest_plugin.settings_from(Options(), drawn_seed=1, workers=2).jobs == max(1, defaults.JOBS // 2)
+    assert pytest_plugin.settings_from(Options(), drawn_seed=1, workers=64).jobs == 1
+    assert pytest_plugin.settings_from(Options(jobs="3"), drawn_seed=1, workers=2).jobs == 3
