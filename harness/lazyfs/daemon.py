@@ -20,6 +20,7 @@ the control thread's drop out of the middle of an operation.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -36,7 +37,7 @@ import mfusepy as fuse  # type: ignore[import-untyped]
 
 from killpoint.harness._safe_files import remove_tree
 from killpoint.harness.lazyfs.model import DIR, FILE, HOLE, OTHER, SYMLINK, DropPlan, DropReport, Node, PersistenceModel
-from killpoint.harness.lazyfs.mount import FSNAME
+from killpoint.harness.lazyfs.mount import FSNAME, unmount
 
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 UTIME_NOW, UTIME_OMIT = (1 << 30) - 1, (1 << 30) - 2  # tv_nsec values of utimensat(2)
@@ -355,23 +356,27 @@ class LazyOps(fuse.Operations):
 
     # ---- the control channel
     def init(self, path):
-        self.control.sendall(b'{"ready": true}\n')
+        # The control thread first: a harness that died while the mount came up makes the sendall fail, and
+        # without the thread nothing would ever see its end close, so mount and daemon would stay for good.
         threading.Thread(target=self._serve, name="lazyfs-control", daemon=True).start()
+        with contextlib.suppress(OSError):
+            self.control.sendall(b'{"ready": true}\n')
 
     def _serve(self) -> None:
-        reader = self.control.makefile("rb")
-        for line in reader:
-            request = json.loads(line)
-            answer: dict[str, object]
-            try:
-                with self._serial:
-                    report = self.drop(request["variant"], int(request["seed"]))
-                answer = {"report": report.to_json()}
-            except Exception as error:  # noqa: BLE001 - the harness shows it; the daemon keeps serving
-                answer = {"error": f"{type(error).__name__}: {error}"}
-            self.control.sendall(json.dumps(answer).encode() + b"\n")
-        self.orphaned = True  # the harness is gone: detach, and main() puts the contents back
-        subprocess.run(["fusermount3", "-u", "-z", self.mountpoint], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        try:
+            for line in self.control.makefile("rb"):
+                request = json.loads(line)
+                answer: dict[str, object]
+                try:
+                    with self._serial:
+                        report = self.drop(request["variant"], int(request["seed"]))
+                    answer = {"report": report.to_json()}
+                except Exception as error:  # noqa: BLE001 - the harness shows it; the daemon keeps serving
+                    answer = {"error": f"{type(error).__name__}: {error}"}
+                self.control.sendall(json.dumps(answer).encode() + b"\n")
+        finally:  # the harness is gone (its end closed, or reset mid-answer): detach, main() puts the contents back
+            self.orphaned = True
+            unmount(Path(self.mountpoint), lazily=True)
 
     def drop(self, variant: str, seed: int) -> DropReport:
         """Rewrite the backing directory to the durable state (call with the lock held)."""

@@ -158,7 +158,7 @@ class LazyMount:
 
     def _stop(self) -> None:
         if is_mounted(self.mount):
-            _unmount(self.mount)
+            unmount(self.mount)
         try:
             self._process.wait(EXIT_SECONDS)
         except subprocess.TimeoutExpired:
@@ -166,7 +166,7 @@ class LazyMount:
                 os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait(EXIT_SECONDS)
         if is_mounted(self.mount):
-            _unmount(self.mount, lazily=True)
+            unmount(self.mount, lazily=True)
         self._answers.close()
         self._channel.close()
 
@@ -183,7 +183,7 @@ class LazyMount:
         remove_tree(self.state)
 
 
-def _unmount(mount: Path, lazily: bool = False) -> bool:
+def unmount(mount: Path, lazily: bool = False) -> bool:
     """fusermount3 -u (then -u -z when the mount is busy); True once ``mount`` is no mount point."""
     for flags in (["-u", "-z"],) if lazily else (["-u"], ["-u", "-z"]):
         subprocess.run(["fusermount3", *flags, str(mount)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
@@ -267,5 +267,5 @@ def unmount_stale(under: Path) -> list[str]:
     return [
         f"{point} (a lazy file system whose daemon was gone)"
         for point in sorted(set(found) - served, reverse=True)
-        if _unmount(Path(point), lazily=True)
+        if unmount(Path(point), lazily=True)
     ]
