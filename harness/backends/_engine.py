@@ -59,11 +59,19 @@ def connect() -> docker.DockerClient:
     return client
 
 
-@cache
 def owner_label() -> str:
-    """``PID:START`` of this process: who owns the containers it creates (cached per process, so per fork too)."""
-    process = psutil.Process()
-    return f"{process.pid}:{process.create_time():.2f}"
+    """``PID:START`` of this process: who owns the containers it creates.
+
+    Worked out once per process id: a forked worker inherits its parent's cache,
+    and labelled with its parent's pid its containers would outlive it as a live
+    harness's, never swept.
+    """
+    return _owner_label(os.getpid())
+
+
+@cache
+def _owner_label(pid: int) -> str:
+    return f"{pid}:{psutil.Process(pid).create_time():.2f}"
 
 
 def owner_alive(owner: str) -> bool:
