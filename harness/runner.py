@@ -166,7 +166,7 @@ def sweep_abandoned_control_dirs() -> list[Path]:
     removed = []
     for path in control_root().glob(f"{CONTROL_DIR_PREFIX}*-*"):
         owner = path.name.removeprefix(CONTROL_DIR_PREFIX).partition("-")[0]
-        if (owner.isdigit() and _gone(int(owner)) and not path.is_symlink() and path.is_dir()
+        if (owner.isdigit() and owner_gone(int(owner)) and not path.is_symlink() and path.is_dir()
                 and path.stat().st_uid == os.getuid()):
             shutil.rmtree(path, ignore_errors=True)
             if not path.exists():
@@ -174,7 +174,7 @@ def sweep_abandoned_control_dirs() -> list[Path]:
     return removed
 
 
-def _gone(pid: int) -> bool:
+def owner_gone(pid: int) -> bool:
     """No such process, or a dead one not yet reaped (a killed harness's worker, until init reaps it)."""
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from killpoint.errors import ConfigError
 from killpoint.harness._safe_files import copy_tree, remove_tree
-from killpoint.harness.runner import _gone as owner_gone
+from killpoint.harness.runner import owner_gone
 
 DEFAULT_ROOT = Path("/dev/shm")
 PREFIX = "killpoint-scratch-"
