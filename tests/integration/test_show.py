@@ -82,8 +82,9 @@ def freeze_with_a_run_under_way(harness: subprocess.Popen, runs_dir: Path) -> Pa
 def test_the_run_dirs_a_sigkilled_harness_leaves_say_what_they_were_running(tmp_path, killpoint):
     runs_dir, stderr = tmp_path / "runs", tmp_path / "harness.stderr"
     with stderr.open("wb") as err:
+        # -j 1: a SIGSTOP of the harness freezes its runs only when it carries them out itself, not in workers.
         harness = subprocess.Popen([sys.executable, "-m", "killpoint", "run", str(DEMO), "--exhaustive", "--depth",
-                                    "2", "--runs-dir", str(runs_dir)],
+                                    "2", "-j", "1", "--runs-dir", str(runs_dir)],
                                    stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
     try:
