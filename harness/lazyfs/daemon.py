@@ -27,7 +27,6 @@ import json
 import os
 import socket
 import stat
-import subprocess
 import sys
 import threading
 import time
