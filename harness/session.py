@@ -389,9 +389,11 @@ def run_session(
                 done = (run_job(scenario, golden, job, runs_dir, backend, keep_all=keep_all, scratch=scratch)
                         for job in batch)
             else:
-                futures = [pool.submit(_run_in_worker, scenario, golden, job, runs_dir, backend_name,
-                                       backend_options, keep_all, scratch) for job in batch]
-                done = (future.result() for future in as_completed(futures))
+                # The list is as_completed's alone, which lets go of each future once it is yielded: a finished
+                # future holds its outcome, and a list of them kept every outcome twice.
+                done = (future.result() for future in as_completed([
+                    pool.submit(_run_in_worker, scenario, golden, job, runs_dir, backend_name, backend_options,
+                                keep_all, scratch) for job in batch]))
             for outcome in (_compacted(outcome, shared) for outcome in done):
                 under_way.remove(outcome.run_dir)
                 on_outcome(outcome)
