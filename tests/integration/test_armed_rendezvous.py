@@ -51,9 +51,10 @@ def test_only_a_kill_at_a_crash_point_is_armed_and_timed_event_and_after_kills_w
     assert armed_points(OnEvent("ledger", "effect", "c3")) is None
 
 
-# A workload of two points: the first sent without waiting, the second waited for; it exits after both.
+# A workload of two points sent without waiting; then, by its mode, a third it waits for ("wait"), nothing
+# ("nowait": it exits), or a sleep until it is killed ("linger": it cannot exit before the harness reads it).
 SENDER = """
-import json, socket, sys
+import json, socket, sys, time
 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 sock.connect(sys.argv[1])
 sock.sendall(json.dumps({"point": "before_started", "call": "c1", "wait": False}).encode() + b"\\n")
@@ -61,6 +62,8 @@ sock.sendall(json.dumps({"point": "after_started", "call": "c1", "wait": False})
 if sys.argv[2] == "wait":
     sock.sendall(json.dumps({"point": "after_effect", "call": "c1"}).encode() + b"\\n")
     print(sock.makefile("rb").readline().decode().strip())
+elif sys.argv[2] == "linger":
+    time.sleep(60)
 """
 
 
@@ -92,7 +95,7 @@ def test_an_incarnation_reaped_before_it_is_served_still_has_its_points_counted(
 
 
 def test_a_workload_that_does_not_wait_at_its_armed_point_is_killed_late_and_said_to(server):
-    process = _start(server, "nowait")
+    process = _start(server, "linger")
     try:
         served = server.serve(process.pid, AtPoint("after_started", "c1"), started=time.monotonic(),
                               deadline=time.monotonic() + DEADLINE_S)
