@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing.util
 import os
 import signal
 import sys
@@ -277,14 +276,6 @@ def _init_worker(harness_pid: int) -> None:
     die_with_parent(harness_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _stop_worker)
-    # A worker leaves through os._exit, after multiprocessing's finalizers (atexit never runs): its backend
-    # is closed there, so what it keeps between runs (a container of --restart same, a fork server) goes too.
-    multiprocessing.util.Finalize(None, _close_worker_backend, exitpriority=10)
-
-
-def _close_worker_backend() -> None:
-    if _worker_backend is not None:
-        _worker_backend.close()
 
 
 def _stop_worker(signum: int, frame: object) -> None:

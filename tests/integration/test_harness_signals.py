@@ -81,15 +81,16 @@ def control_dirs(pids: set[int]) -> list[Path]:
     return [path for pid in pids for path in control_root().glob(f"kp-{pid}-*")]
 
 
-def interrupt_midway(tmp_path: Path, signum: int) -> tuple[subprocess.Popen, Path, Path, dict[psutil.Process, int]]:
-    """Start a long ``-j 2`` session, let a few runs finish, then send ``signum``.
+def interrupt_midway(tmp_path: Path, signum: int, *flags: str) -> tuple[subprocess.Popen, Path, Path,
+                                                                         dict[psutil.Process, int]]:
+    """Start a long ``-j 2`` session (with ``flags`` added), let a few runs finish, then send ``signum``.
 
     SIGINT goes to the harness's process group, as Ctrl-C in a terminal does (workers and fork
     servers get it too); SIGTERM and SIGKILL to the harness alone, as ``kill PID`` does.
     """
     runs_dir = tmp_path / "runs"
     # Thousands of runs: the session is still under way whenever the signal comes, however loaded the machine.
-    harness, stderr = start_harness(runs_dir, tmp_path, "--random", "5000", "--seed", "0", "-j", "2")
+    harness, stderr = start_harness(runs_dir, tmp_path, "--random", "5000", "--seed", "0", "-j", "2", *flags)
     wait_for(lambda: finished_runs(runs_dir) >= 3, "3 finished runs")
     processes = wait_for(lambda: len(found := family(harness)) >= 5 and found, "workers and their fork servers")
     if signum == signal.SIGINT:

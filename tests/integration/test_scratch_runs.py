@@ -174,12 +174,16 @@ def test_a_stopped_session_keeps_the_evidence_of_its_runs_under_way_on_disk(tmp_
 
 
 def test_the_scratch_folder_of_a_killed_harness_is_swept_by_the_next_session(tmp_path):
-    harness, runs, _, processes = interrupt_midway(tmp_path, signal.SIGKILL)
+    # A scratch root of the test's own: any session starting elsewhere (another xdist worker's) sweeps /dev/shm too.
+    root = tmp_path / "scratch"
+    root.mkdir()
+    harness, runs, _, processes = interrupt_midway(tmp_path, signal.SIGKILL, "--scratch", str(root))
     assert finished_runs(runs) >= 3
     wait_for(lambda: not survivors(processes, runs), "no process of the killed harness left")
-    left = scratch_folders(harness.pid)
+    left = scratch_folders(harness.pid, root)
     assert left, "a SIGKILLed harness cannot remove its scratch folder"
-    after, after_stderr = start_harness(tmp_path / "after", tmp_path, "--kill-at", "c1:after_started")
+    after, after_stderr = start_harness(tmp_path / "after", tmp_path, "--kill-at", "c1:after_started",
+                                        "--scratch", str(root))
     assert after.wait(DEADLINE_S) == 0, after_stderr.read_text()
-    assert scratch_folders(harness.pid) == []
+    assert scratch_folders(harness.pid, root) == []
     assert f"removed {left[0]}, the scratch folder of a harness process now gone" in after_stderr.read_text()
