@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from killpoint.errors import ConfigError
+from killpoint.errors import ConfigError, WorkloadError
 from killpoint.harness._safe_files import remove_tree
 from killpoint.harness.backends import Backend, make_backend
 from killpoint.harness.backends._forkserver_main import die_with_parent
@@ -369,7 +369,7 @@ def run_session(
     scratch = None
     try:
         scratch = open_scratch(scratch_root) if scratch_root is not None else None
-        golden = run_golden(scenario, runs_dir / "golden", backend)
+        golden = _golden_run(scenario, runs_dir / "golden", backend, scratch)
         if needs_rendezvous:
             require_rendezvous(scenario, golden)
         under_way = []
@@ -414,6 +414,22 @@ def run_session(
         backend.close()
         if scratch is not None:
             _close_scratch(scratch, runs_dir)
+
+
+def _golden_run(scenario: Scenario, golden_dir: Path, backend: Backend, scratch: Scratch | None) -> GoldenRun:
+    """The crash-free run, carried out where the session's runs are (in ``scratch`` if it has one), kept whole
+    in ``golden_dir``: its point times bound the timed kills, so it must pay the storage the runs pay."""
+    if scratch is None:
+        return run_golden(scenario, golden_dir, backend)
+    in_scratch = scratch.folder / "golden"
+    moved = _MovedRun(str(in_scratch), str(golden_dir))
+    try:
+        golden = run_golden(scenario, in_scratch, backend)
+    except WorkloadError as error:  # its evidence is named in the message: kept on disk, and named there
+        keep_on_disk(in_scratch, golden_dir)
+        raise WorkloadError(moved.text(str(error))) from None
+    keep_on_disk(in_scratch, golden_dir)
+    return replace(golden, run_dir=golden_dir)
 
 
 def _compacted(outcome: RunOutcome, shared: dict[object, object]) -> RunOutcome:
