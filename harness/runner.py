@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from collections import Counter
@@ -164,14 +165,27 @@ def control_root() -> Path:
 def sweep_abandoned_control_dirs() -> list[Path]:
     """Remove the control directories whose owner process is gone (a SIGKILLed harness cannot); return them."""
     removed = []
-    for path in control_root().glob(f"{CONTROL_DIR_PREFIX}*-*"):
-        owner = path.name.removeprefix(CONTROL_DIR_PREFIX).partition("-")[0]
-        if (owner.isdigit() and owner_gone(int(owner)) and not path.is_symlink() and path.is_dir()
-                and path.stat().st_uid == os.getuid()):
-            shutil.rmtree(path, ignore_errors=True)
-            if not path.exists():
-                removed.append(path)
+    for path in abandoned_folders(control_root(), CONTROL_DIR_PREFIX):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append(path)
     return removed
+
+
+def abandoned_folders(root: Path, prefix: str) -> list[Path]:
+    """The folders ``root/<prefix><pid>-...`` of a harness process now gone: real folders (never a symlink) of
+    this user's, named with a pid that is no live process."""
+    found = []
+    for path in sorted(root.glob(f"{prefix}*-*")):
+        owner = path.name.removeprefix(prefix).partition("-")[0]
+        try:
+            status = path.lstat()
+        except OSError:
+            continue
+        if (owner.isdigit() and stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid()
+                and owner_gone(int(owner))):
+            found.append(path)
+    return found
 
 
 def owner_gone(pid: int) -> bool:

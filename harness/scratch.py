@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from killpoint.errors import ConfigError
 from killpoint.harness._safe_files import copy_tree, remove_tree
-from killpoint.harness.runner import owner_gone
+from killpoint.harness.runner import abandoned_folders
 
 DEFAULT_ROOT = Path("/dev/shm")
 PREFIX = "killpoint-scratch-"
@@ -134,17 +133,10 @@ def sweep_abandoned(root: Path | None = DEFAULT_ROOT) -> list[Path]:
     removed: list[Path] = []
     if root is None:
         return removed
-    for path in sorted(root.glob(f"{PREFIX}*-*")):
-        owner = path.name.removeprefix(PREFIX).partition("-")[0]
+    for path in abandoned_folders(root, PREFIX):
         try:
-            status = path.lstat()
-        except OSError:
+            remove_tree(path)
+        except OSError:  # a folder it could not empty stays, for the next sweep
             continue
-        if (owner.isdigit() and stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid()
-                and owner_gone(int(owner))):
-            try:
-                remove_tree(path)
-            except OSError:  # a folder it could not empty stays, for the next sweep
-                continue
-            removed.append(path)
+        removed.append(path)
     return removed
