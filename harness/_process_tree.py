@@ -31,6 +31,37 @@ class KillFailed(InfrastructureError):
     """A process survived SIGKILL past the confirmation timeout (e.g. stuck in D state)."""
 
 
+def process_identity(pid: int) -> str:
+    """``PID:TICKS``: the pid and when it started, in clock ticks since boot; OSError if there is no such process.
+
+    A pid alone may be reused. psutil's create_time is no better a second half:
+    it adds the boot time /proc/stat gives, which the kernel works out from the
+    wall clock, so it moves whenever that clock is stepped (by NTP, or a VM
+    resumed from a snapshot: 15 s in one session here), and a live process would
+    look like another one. The start in ticks (/proc/PID/stat, field 22) never moves.
+    """
+    stat_line = Path(f"/proc/{pid}/stat").read_bytes()
+    fields = stat_line[stat_line.rindex(b")") + 2:].split()  # the name, in parentheses, may hold spaces
+    return f"{pid}:{int(fields[19])}"
+
+
+def identity_running(identity: str) -> bool:
+    """The process ``process_identity`` named still runs: same pid, same start, not a zombie."""
+    pid, _, _ = identity.partition(":")
+    try:
+        return pid.isdigit() and process_identity(int(pid)) == identity and not process_gone(int(pid))
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def process_gone(pid: int) -> bool:
+    """No such process, or a dead one not yet reaped (a killed harness's worker, until init reaps it)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def process_tree(pid: int) -> list[psutil.Process]:
     """The process and all its descendants that are still there."""
     tree = []

@@ -27,12 +27,11 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-import psutil
 
 from killpoint import protocol
 from killpoint.errors import WorkloadError
 from killpoint.fake_tools.world import World, seed_world
-from killpoint.harness import nemesis
+from killpoint.harness import _process_tree, nemesis
 from killpoint.harness._safe_files import read_bounded
 from killpoint.harness.backends import Backend, Launched
 from killpoint.harness.evidence import (
@@ -183,17 +182,9 @@ def abandoned_folders(root: Path, prefix: str) -> list[Path]:
         except OSError:
             continue
         if (owner.isdigit() and stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid()
-                and owner_gone(int(owner))):
+                and _process_tree.process_gone(int(owner))):
             found.append(path)
     return found
-
-
-def owner_gone(pid: int) -> bool:
-    """No such process, or a dead one not yet reaped (a killed harness's worker, until init reaps it)."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,

@@ -27,11 +27,11 @@ from typing import Any
 
 import docker
 import docker.errors
-import psutil
 import requests
 
 import killpoint.harness
 from killpoint.errors import ConfigError
+from killpoint.harness._process_tree import identity_running, process_identity
 
 DEFAULT_IMAGE = "killpoint-host:1"
 LABEL_OWNER = "killpoint.owner"
@@ -60,7 +60,7 @@ def connect() -> docker.DockerClient:
 
 
 def owner_label() -> str:
-    """``PID:START`` of this process: who owns the containers it creates.
+    """``PID:TICKS`` of this process (``process_identity``): who owns the containers it creates.
 
     Worked out once per process id: a forked worker inherits its parent's cache,
     and labelled with its parent's pid its containers would outlive it as a live
@@ -71,16 +71,11 @@ def owner_label() -> str:
 
 @cache
 def _owner_label(pid: int) -> str:
-    return f"{pid}:{psutil.Process(pid).create_time():.2f}"
+    return process_identity(pid)
 
 
 def owner_alive(owner: str) -> bool:
-    pid, _, started = owner.partition(":")
-    try:
-        process = psutil.Process(int(pid))
-        return f"{process.create_time():.2f}" == started and process.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, ValueError):
-        return False
+    return identity_running(owner)
 
 
 def remove_leftovers(client: docker.DockerClient, *, everything: bool = False) -> list[str]:
