@@ -21,7 +21,7 @@ RUNS_DIR_HELP = "./killpoint-runs/TIME-SCENARIO-PID"
 JOBS_HELP = f"{JOBS}, this machine's cores; -j 1 runs one schedule at a time"
 SCRATCH_HELP = ("carry each run with no power loss out in a scratch folder made in DIR, ideally a tmpfs, and keep "
                 "its evidence in --runs-dir (a passing run's verdict, a failing one's whole evidence); default: "
-                "/dev/shm when it is a tmpfs with room")
+                "/dev/shm when it is a tmpfs with room, except with --backend docker")
 NO_SCRATCH_HELP = ("carry every run out in --runs-dir itself, as killpoint did before scratch folders (slower on "
                    "a disk: each journal fsync waits for it)")
 NO_PAUSE_HELP = ("make every crash-point kill /now: the point is answered 'kill' and the workload SIGKILLs itself "

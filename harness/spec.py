@@ -180,13 +180,21 @@ def build_spec(
                        drift=parsed_drift, jobs=jobs or defaults.JOBS, keep_all=keep_all,
                        stop_at_first_failure=exitfirst, shard=parse_shard(shard) if shard else None,
                        min_coverage=min_coverage, no_pause=no_pause, power_loss=power_loss,
-                       scratch=scratch_root(scratch, no_scratch=no_scratch, power_loss=power_loss))
+                       scratch=scratch_root(scratch, no_scratch=no_scratch, power_loss=power_loss,
+                                            backend=backend_name))
 
 
-def scratch_root(chosen: Path | None, *, no_scratch: bool, power_loss: bool) -> Path | None:
+def scratch_root(chosen: Path | None, *, no_scratch: bool, power_loss: bool, backend: str) -> Path | None:
     """Where a session's runs are carried out (``harness/scratch.py``): ``--scratch DIR``, else /dev/shm if it
     is a tmpfs with room; None (in the runs directory) with ``--no-scratch``, or when every kill is a power loss,
-    which needs the disk's own file system under its lazy one."""
+    which needs the disk's own file system under its lazy one.
+
+    The docker backend uses scratch only when ``--scratch`` names it: its containers
+    bind-mount the run directory, and an engine in a VM (Docker Desktop) or on
+    another host shares the runs directory the user chose, rarely /dev/shm; its
+    containers are labelled with the run directory, so that ``killpoint clean``
+    names evidence that still exists; and a container's start, not a journal
+    fsync, is what a Docker run waits for."""
     if chosen is not None and no_scratch:
         raise ConfigError(f"--scratch {chosen} and --no-scratch are exclusive; pick where runs are carried out")
     if chosen is not None and power_loss:
@@ -194,7 +202,9 @@ def scratch_root(chosen: Path | None, *, no_scratch: bool, power_loss: bool) -> 
                           f"system (a lazy file system over it), never in scratch; drop --scratch")
     if no_scratch or power_loss:
         return None
-    return chosen_root(chosen) if chosen is not None else default_root()
+    if chosen is not None:
+        return chosen_root(chosen)
+    return None if backend == "docker" else default_root()
 
 
 def _check_tears_apply(scenario: Scenario, torn_tail: bool, mode: ScheduleMode) -> None:

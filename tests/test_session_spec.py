@@ -73,6 +73,15 @@ def test_the_defaults_are_the_documented_ones(monkeypatch):
     assert shell.describe_backend() == "backend subprocess" and shell.describe() == "exhaustive to depth 1"
 
 
+def test_docker_runs_are_carried_out_on_disk_unless_scratch_is_named(tmp_path):
+    """A container bind-mounts its run directory: an engine in a VM or elsewhere shares the runs directory
+    the user chose, rarely the harness's /dev/shm, and its containers' run-directory label names evidence."""
+    scenario = load_scenario(DEMO)
+    assert build_spec(scenario, backend="docker").scratch is None
+    assert build_spec(scenario, backend="docker", scratch=tmp_path).scratch == tmp_path.resolve()
+    assert build_spec(scenario, backend="subprocess").scratch == default_root()
+
+
 def test_the_backend_help_of_the_cli_and_the_plugin_is_the_one_default():
     """The plugin's help said the backend defaulted to subprocess; it is forkserver for a {python} workload."""
     helps = {}
