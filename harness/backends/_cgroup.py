@@ -30,6 +30,7 @@ environment outlives its run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import itertools
 import os
@@ -142,8 +143,10 @@ class IncarnationCgroup:
         """The pids in this cgroup (not in any the workload made below it: those die with it unnamed)."""
         try:
             return [int(pid) for pid in (self.path / "cgroup.procs").read_bytes().split()]
-        except FileNotFoundError:
-            return []
+        except OSError as error:
+            if _removed(error):
+                return []
+            raise
 
     def signal(self, *, expected: Callable[[int], bool]) -> list[str]:
         """SIGKILL everything in the cgroup at once; describe each process not ``expected``, for the evidence.
@@ -152,8 +155,11 @@ class IncarnationCgroup:
         waits for the kernel to have killed them all. Safe once the cgroup is gone.
         """
         unexpected = [_process_tree.describe_pid(pid) for pid in self.members() if not expected(pid)]
-        with contextlib.suppress(FileNotFoundError):
+        try:
             (self.path / "cgroup.kill").write_bytes(b"1")
+        except OSError as error:
+            if not _removed(error):
+                raise
         return [description for description in unexpected if description is not None]
 
     def confirm_empty(self) -> None:
@@ -174,13 +180,15 @@ class IncarnationCgroup:
     def _wait_until_empty(self) -> None:
         try:
             events = os.open(self.path / "cgroup.events", os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return
+        except OSError as error:
+            if _removed(error):
+                return
+            raise
         try:
             poller = select.poll()
             poller.register(events, select.POLLPRI)  # the kernel signals each change of cgroup.events
             deadline = time.monotonic() + _process_tree.CONFIRM_TIMEOUT_S
-            while b"populated 1" in os.pread(events, 4096, 0):
+            while b"populated 1" in _read_events(events):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise _process_tree.KillFailed(f"pids {self.members()} in cgroup {self.path} survived "
@@ -197,7 +205,8 @@ class IncarnationCgroup:
             return
         except OSError:
             for directory, _, _ in os.walk(self.path, topdown=False):
-                os.rmdir(directory)
+                with contextlib.suppress(FileNotFoundError):  # another harness's sweep removing it too
+                    os.rmdir(directory)
 
 
 @contextlib.contextmanager
@@ -216,3 +225,22 @@ def preexec_joiner(cgroup: IncarnationCgroup | None) -> Iterator[Callable[[], ob
         yield functools.partial(os.write, procs, b"0")  # "0": the process that writes
     finally:
         os.close(procs)
+
+
+def _removed(error: OSError) -> bool:
+    """The cgroup is gone: its path (ENOENT), or, removed while it was read, its open files (ENODEV).
+
+    Two harnesses starting at once (pytest-xdist workers) both reclaim a gone
+    harness's cgroup; the second reads it as the first removes it.
+    """
+    return isinstance(error, FileNotFoundError) or error.errno == errno.ENODEV
+
+
+def _read_events(events: int) -> bytes:
+    """cgroup.events, or nothing (not populated) once the cgroup has been removed."""
+    try:
+        return os.pread(events, 4096, 0)
+    except OSError as error:
+        if _removed(error):
+            return b""
+        raise

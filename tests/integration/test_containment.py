@@ -10,7 +10,9 @@ PID namespace on docker.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -127,3 +129,20 @@ def test_what_a_gone_harness_left_in_its_cgroups_is_killed_by_the_next(capsys, m
             in capsys.readouterr().err
     finally:
         parent.discard()
+
+
+def test_a_cgroup_removed_while_it_is_read_reads_as_empty():
+    """Two harnesses starting at once both reclaim a gone harness's cgroup: the second read files the first had
+    just removed, got ENODEV, and the session failed with a traceback."""
+    cgroup = _cgroup.IncarnationCgroup.create()
+    assert cgroup is not None, "this machine has cgroups for incarnations: the host backends' tests rely on it"
+    events = os.open(cgroup.path / "cgroup.events", os.O_RDONLY)
+    try:
+        cgroup.discard()  # removed by "the other harness" while this one holds its file open
+        with pytest.raises(OSError) as removed:
+            os.pread(events, 4096, 0)
+        assert removed.value.errno == errno.ENODEV and _cgroup._removed(removed.value)
+        assert _cgroup._read_events(events) == b""
+    finally:
+        os.close(events)
+    assert cgroup.members() == [] and cgroup.kill(expected=lambda pid: False) == []
