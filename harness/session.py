@@ -190,14 +190,17 @@ def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Pa
     verdict = check(scenario, run_evidence(scenario, scratch_run, golden), golden)
     moved = _MovedRun(str(scratch_run), str(run_dir))
     verdict, incarnations = moved.verdict(verdict), tuple(map(moved.incarnation, incarnations))
-    if verdict.valid and not keep_all:
-        remove_tree(scratch_run)
-    elif left_out := keep_on_disk(scratch_run, run_dir):
+    keep = keep_all or not verdict.valid
+    if keep and (left_out := keep_on_disk(scratch_run, run_dir)):
         verdict = replace(verdict, notes=(*verdict.notes, (
             f"the copy of this run's evidence from its scratch folder left out {len(left_out)} "
             f"entr{'y' if len(left_out) == 1 else 'ies'} ({SCRATCH_COPY_NAME} lists them); the first: {left_out[0]}")))
     outcome = _outcome(scenario, golden, job, run_dir, verdict, incarnations, backend, started)
     write_verdict(outcome)
+    if not keep:
+        # After the verdict: a session stopped during the removal finds the run judged and saved, and drops
+        # what is left of it (``_close_scratch``) rather than keep it as the partial evidence of a run interrupted.
+        remove_tree(scratch_run)
     return outcome
 
 
@@ -402,6 +405,9 @@ def run_session(
         try:
             if pool is not None:
                 _stop_workers(pool)
+                # A worker stopped inside its run's clean-up, or SIGKILLed past the timeout, leaves its run's
+                # control folder; its owner is gone now, so the sweep takes it.
+                sweep_abandoned_control_dirs()
             interrupted = [run_dir for run_dir in under_way if mark_interrupted(run_dir, signum)]
         finally:
             for stop, handler in handlers.items():
@@ -452,7 +458,8 @@ def _compacted(outcome: RunOutcome, shared: dict[object, object]) -> RunOutcome:
 
 
 def _close_scratch(scratch: Scratch, runs_dir: Path) -> None:
-    """Copy to disk the evidence of every run the session left in ``scratch`` (it ended mid-run), then remove it.
+    """Copy to disk the evidence of every run the session left in ``scratch`` unjudged (it ended mid-run), then
+    remove it.
 
     Best effort, as the session is ending (perhaps for a signal): a failure
     leaves the folder for the next session's sweep, and never hides why it ended.
@@ -460,7 +467,10 @@ def _close_scratch(scratch: Scratch, runs_dir: Path) -> None:
     with contextlib.suppress(OSError):
         for left in sorted(scratch.folder.iterdir()):
             with contextlib.suppress(OSError):
-                keep_on_disk(left, runs_dir / left.name)
+                if (runs_dir / left.name / VERDICT_NAME).exists():  # judged and saved, stopped while removing it
+                    remove_tree(left)
+                else:
+                    keep_on_disk(left, runs_dir / left.name)
         scratch.close()
 
 
