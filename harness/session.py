@@ -28,13 +28,14 @@ from killpoint.harness._safe_files import remove_tree
 from killpoint.harness.backends import Backend, make_backend
 from killpoint.harness.backends._forkserver_main import die_with_parent
 from killpoint.harness.checker import check
-from killpoint.harness.evidence import Evidence, StoreReading, read_evidence
+from killpoint.harness.evidence import Evidence, StoreReading, read_evidence, run_paths
 from killpoint.harness.frameworks import reader_for
 from killpoint.harness.model import AfterDelay, AfterPoint, Drift, GoldenRun, Incarnation, Kill, Scenario, Verdict
 from killpoint.harness.repro_safety import recorded_origin
 from killpoint.harness.run_record import RUN_RECORD_NAME, new_run_record, write_json_atomically, write_run_record
 from killpoint.harness import lazyfs
-from killpoint.harness.runner import execute_run, require_rendezvous, run_golden, sweep_abandoned_control_dirs
+from killpoint.harness.runner import (execute_run, require_rendezvous, run_golden, save_incarnations,
+                                     sweep_abandoned_control_dirs)
 from killpoint.harness.schedule import Schedule, has_power_loss, parse_point_reached
 from killpoint.harness.scratch import SCRATCH_COPY_NAME, Scratch, keep_on_disk, open_scratch, sweep_abandoned
 from killpoint.harness.token import ReproToken
@@ -191,7 +192,10 @@ def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Pa
     moved = _MovedRun(str(scratch_run), str(run_dir))
     verdict, incarnations = moved.verdict(verdict), tuple(map(moved.incarnation, incarnations))
     keep = keep_all or not verdict.valid
-    if keep and (left_out := keep_on_disk(scratch_run, run_dir)):
+    left_out = keep_on_disk(scratch_run, run_dir) if keep else []
+    if keep:  # the harness's record of the incarnations, in the words of the disk copy (a problem names a file)
+        save_incarnations(run_paths(run_dir)["incarnations"], list(incarnations))
+    if left_out:
         verdict = replace(verdict, notes=(*verdict.notes, (
             f"the copy of this run's evidence from its scratch folder left out {len(left_out)} "
             f"entr{'y' if len(left_out) == 1 else 'ies'} ({SCRATCH_COPY_NAME} lists them); the first: {left_out[0]}")))

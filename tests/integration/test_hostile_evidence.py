@@ -157,6 +157,20 @@ def test_control_messages_that_are_not_crash_points_are_answered_and_reported(ki
     assert len(odd) >= 4, run["notes"]  # in each incarnation
 
 
+def test_a_run_kept_from_scratch_names_its_disk_folder_in_its_incarnations_record(killpoint, tmp_path):
+    """The harness's words about a run's files name where they are kept, in verdict.json and incarnations.json
+    alike; what the workload wrote (its stderr) stays as it was."""
+    runs = tmp_path / "runs"
+    result = killpoint("run", DEMO, "--kill-at", "c1:after_effect", "--keep-all", "--runs-dir", runs,
+                       "--workload", f"{{python}} {WORKLOADS / 'odd_control_messages.py'}")
+    assert result.exit_code == 0, result.out + result.err
+    run = runs / "run-00000"
+    problems = [problem for incarnation in json.loads((run / "incarnations.json").read_text())
+                for problem in incarnation["protocol_problems"] if "is not json" in problem]
+    assert len(problems) == 2 and all(f"{run / 'workload'} is not json" in problem for problem in problems), problems
+    assert "killpoint-scratch-" not in (run / "incarnations.json").read_text()
+
+
 def test_a_journal_that_vanished_is_named(killpoint):
     result = killpoint("run", DEMO, "--kill-at", "c1:after_effect",
                        "--workload", f"{{python}} {WORKLOADS / 'deletes_its_journal.py'}")
