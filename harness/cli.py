@@ -3,13 +3,15 @@
 Exit codes (``EXIT_CODES``, also in ``--help``, say each): 0 passed, 1 a
 rule was broken (only then: a red result is a real bug), 2 bad input, 3 not
 established (a run unknown, too little coverage, no kill landed), 4 the harness
-failed, 5 a repro token did not reproduce, 130/143 stopped by SIGINT/SIGTERM.
+failed, 5 a repro token did not reproduce, 130/143 stopped by SIGINT/SIGTERM, 141
+stopped because the output was closed.
 Bad input never shows a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -64,7 +66,8 @@ EXIT_CODES = """exit codes:
   5  killpoint repro: the token did not reproduce (the run passed, or broke other
      properties than the token recorded); the message says which
   130, 143  stopped by Ctrl-C (SIGINT) or SIGTERM: the runs under way are killed and marked
-     interrupted (interrupted.json in their directory), the finished runs' evidence is kept"""
+     interrupted (interrupted.json in their directory), the finished runs' evidence is kept
+  141  stopped because the output was closed (`killpoint run --machine | head`)"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -211,6 +214,11 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt as interrupt:  # SIGINT, or SIGTERM raised as session.Terminated
         return interrupted_exit(interrupt)
+    except BrokenPipeError:  # the reader of the output stopped reading (`| head`): stop, as a pipe's writer does
+        _silence_stdout()
+        print("killpoint: stopped: the output was closed (broken pipe); the runs that finished keep their evidence",
+              file=sys.stderr)
+        return 128 + signal.SIGPIPE
     except Exception:  # a bug in killpoint itself: no verdict, and never exit 1, which means a broken rule
         traceback.print_exc()
         print("killpoint: the harness failed (the traceback above is a bug in killpoint), so there is no verdict",
@@ -218,6 +226,14 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         return EXIT_INFRASTRUCTURE
     finally:
         signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of it does not fail on the closed pipe."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def interrupted_exit(interrupt: KeyboardInterrupt) -> int:

@@ -135,3 +135,22 @@ def test_a_killed_harness_takes_its_helpers_along_and_the_next_run_sweeps_its_co
     assert after.wait(DEADLINE_S) == 0, after_stderr.read_text()
     assert control_dirs(pids) == []
     wait_for(lambda: not survivors(processes, runs_dir), "no process of the killed harness left")
+
+
+def test_a_closed_output_stops_the_session_without_a_traceback(tmp_path):
+    """`killpoint run --machine | head -1`: the reader goes, the next line cannot be written; the harness stops
+    as a pipe's writer does (128 + SIGPIPE), says so in one line, and keeps what finished."""
+    runs_dir = tmp_path / "runs"
+    harness = subprocess.Popen([sys.executable, "-m", "killpoint.harness.cli", "run", DEMO, "--machine",
+                                "--runs-dir", str(runs_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL)
+    assert harness.stdout is not None and harness.stderr is not None
+    first = json.loads(harness.stdout.readline())
+    assert first["kind"] == "run"
+    harness.stdout.close()
+    err = harness.stderr.read().decode()
+    assert harness.wait(DEADLINE_S) == 128 + signal.SIGPIPE, err
+    assert err.strip() == ("killpoint: stopped: the output was closed (broken pipe); the runs that finished keep "
+                           "their evidence"), err
+    assert (runs_dir / "run-00000" / "verdict.json").exists()
+    assert control_dirs({harness.pid}) == []
