@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import killpoint
 from killpoint._json import strict_json
 from killpoint.errors import ConfigError
+from killpoint.harness._process_tree import process_identity
 from killpoint.harness._safe_files import read_bounded
 from killpoint.harness.evidence import is_of
 from killpoint.harness.repro_safety import recorded_origin
@@ -59,6 +60,10 @@ class RunRecord:
     killpoint_version: str
     python_version: str
     started: str  # ISO 8601, UTC
+    # PID:TICKS (``_process_tree.process_identity``): tells the live harness from a later process given its pid,
+    # where the wall-clock ``started`` cannot (the clock may be stepped). Absent from records of killpoint 0.x
+    # before it, which are still read.
+    harness_identity: str | None = field(default=None, compare=False)
     format: str = FORMAT
 
 
@@ -83,7 +88,7 @@ def new_run_record(scenario: Scenario, *, run: int, schedule: tuple[str, ...], s
         seed=seed, drift=drift, run=run, token=token, backend=backend, backend_options=dict(backend_options),
         argv=tuple(sys.argv if argv is None else argv), harness_pid=os.getpid(),
         killpoint_version=killpoint.__version__, python_version=platform.python_version(),
-        started=datetime.now(UTC).isoformat(timespec="milliseconds"),
+        started=datetime.now(UTC).isoformat(timespec="milliseconds"), harness_identity=process_identity(os.getpid()),
     )
 
 
@@ -126,6 +131,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "harness_pid": (int,), "killpoint_version": (str,), "python_version": (str,), "started": (str,),
     "format": (str,),
 }
+_OPTIONAL_TYPES: dict[str, tuple[type, ...]] = {"harness_identity": (str, _NONE)}  # checked when present
 _TEXT_LISTS = ("schedule", "argv")
 WHAT_IT_IS = "run.json is written by killpoint before a run's first launch"
 
@@ -134,8 +140,12 @@ def read_run_record(run_dir: Path) -> RunRecord:
     """The record in ``run_dir``/run.json; ConfigError naming the file, every problem and the fix if it is not one."""
     path = run_dir / RUN_RECORD_NAME
     data = read_json_file(path, WHAT_IT_IS)
-    problems = (field_problems(data, _TYPES, text_lists=_TEXT_LISTS, text_tables=("origin", "backend_options"))
-                if isinstance(data, dict) and data.get("format") == FORMAT else [_format_problem(data)])
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        present = {name: kinds for name, kinds in _OPTIONAL_TYPES.items() if name in data}
+        problems = field_problems(data, {**_TYPES, **present}, text_lists=_TEXT_LISTS,
+                                  text_tables=("origin", "backend_options"))
+    else:
+        problems = [_format_problem(data)]
     if problems:
         raise ConfigError(f"{path}: not a run record as killpoint {killpoint.__version__} writes it ({WHAT_IT_IS}); "
                           f"it cannot say what the run was", tuple(problems))

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import psutil
 
 from killpoint.errors import ConfigError
+from killpoint.harness._process_tree import identity_running
 from killpoint.harness.evidence import (
     incarnation_problem,
     power_loss_report_path,
@@ -211,7 +212,10 @@ def _signal_of(interrupted: Path) -> str | None:
 
 
 def _still_running(record: RunRecord) -> bool:
-    """The harness that wrote ``record`` is alive: its pid runs a process started no later than the record."""
+    """The harness that wrote ``record`` is alive: the process it names (``harness_identity``) runs; for a record
+    without one (an older killpoint's), its pid runs a process started, by the wall clock, no later than the record."""
+    if record.harness_identity is not None:
+        return identity_running(record.harness_identity)
     try:
         started = datetime.fromisoformat(record.started).timestamp()
         process = psutil.Process(record.harness_pid)

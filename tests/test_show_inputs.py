@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from killpoint.errors import ConfigError
+from killpoint.harness._process_tree import process_identity
 from killpoint.harness.model import Incarnation
 from killpoint.harness.run_record import write_run_record
 from killpoint.harness.show import describe_run_dir
@@ -29,7 +30,8 @@ def shown(run_dir: Path) -> str:
 
 def started_run(tmp_path: Path, **changes: Any) -> Path:
     run_dir = tmp_path / "run-00003"
-    write_run_record(run_dir, demo_record(**{"started": LONG_AGO, **changes}))
+    # A record naming no identity is judged by its wall-clock start: long ago, so its harness is gone.
+    write_run_record(run_dir, demo_record(**{"started": LONG_AGO, "harness_identity": None, **changes}))
     return run_dir
 
 
@@ -74,8 +76,19 @@ def test_a_run_whose_harness_still_runs_is_not_called_stopped(tmp_path):
     now = demo_record().started  # this process, which started before now: it is the harness, alive
     assert "verdict: none: not yet: the harness (pid " f"{os.getpid()}) is still running" in shown(
         started_run(tmp_path, started=now))
-    # The same pid with a record older than the process: the pid was reused, the record's harness is gone.
+    # The same pid started at another tick: the pid was reused, the record's harness is gone.
+    assert "the harness stopped before judging" in shown(started_run(tmp_path / "reused", harness_pid=os.getpid(),
+                                                                     harness_identity=f"{os.getpid()}:1"))
+    # A record of an older killpoint names no identity: its wall-clock start is compared with the process's.
     assert "the harness stopped before judging" in shown(started_run(tmp_path / "old", harness_pid=os.getpid()))
+
+
+def test_a_running_harness_is_told_by_its_identity_not_the_wall_clock(tmp_path):
+    """The wall clock may be stepped after the record was written (NTP, a VM resumed): a record that says it
+    started long ago, or in the future, still names this live process by its pid and start in ticks."""
+    for started in (LONG_AGO, "2999-01-01T00:00:00.000+00:00"):
+        assert "is still running" in shown(started_run(tmp_path / started[:4], started=started,
+                                                       harness_identity=process_identity(os.getpid())))
 
 
 def verdict_json(**changes: object) -> dict[str, object]:

@@ -60,7 +60,7 @@ def test_a_run_its_harness_never_judged_says_what_it_was_running(tmp_path, backe
     run_dir = tmp_path / "run-00007"
     record = new_run_record(scenario, run=7, schedule=("c5:after_effect",), seed=None, drift=None,
                             token="kp1.unused", backend=backend.name, backend_options={})
-    write_run_record(run_dir, replace(record, harness_pid=gone.pid))
+    write_run_record(run_dir, replace(record, harness_pid=gone.pid, harness_identity=f"{gone.pid}:0"))
     incarnations = execute_run(scenario, schedule, run_dir, backend)
     text = "\n".join(describe_run_dir(run_dir))
     assert "schedule: run 7, kill at c5:after_effect" in text and f"backend: {backend.name}" in text
