@@ -45,6 +45,16 @@ def process_identity(pid: int) -> str:
     return f"{pid}:{int(fields[19])}"
 
 
+def own_identity() -> str:
+    """``process_identity`` of this process, worked out once per pid (a forked worker has its own)."""
+    return _identity_of(os.getpid())
+
+
+@cache
+def _identity_of(pid: int) -> str:
+    return process_identity(pid)
+
+
 def identity_running(identity: str) -> bool:
     """The process ``process_identity`` named still runs: same pid, same start, not a zombie."""
     pid, _, _ = identity.partition(":")

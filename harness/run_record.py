@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import killpoint
 from killpoint._json import strict_json
 from killpoint.errors import ConfigError
-from killpoint.harness._process_tree import process_identity
+from killpoint.harness._process_tree import own_identity
 from killpoint.harness._safe_files import read_bounded
 from killpoint.harness.evidence import is_of
 from killpoint.harness.repro_safety import recorded_origin
@@ -88,7 +88,7 @@ def new_run_record(scenario: Scenario, *, run: int, schedule: tuple[str, ...], s
         seed=seed, drift=drift, run=run, token=token, backend=backend, backend_options=dict(backend_options),
         argv=tuple(sys.argv if argv is None else argv), harness_pid=os.getpid(),
         killpoint_version=killpoint.__version__, python_version=platform.python_version(),
-        started=datetime.now(UTC).isoformat(timespec="milliseconds"), harness_identity=process_identity(os.getpid()),
+        started=datetime.now(UTC).isoformat(timespec="milliseconds"), harness_identity=own_identity(),
     )
 
 

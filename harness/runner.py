@@ -27,7 +27,6 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-
 from killpoint import protocol
 from killpoint.errors import WorkloadError
 from killpoint.fake_tools.world import World, seed_world

@@ -436,9 +436,9 @@ def _golden_run(scenario: Scenario, golden_dir: Path, backend: Backend, scratch:
     try:
         golden = run_golden(scenario, in_scratch, backend)
     except WorkloadError as error:  # its evidence is named in the message: kept on disk, and named there
-        keep_on_disk(in_scratch, golden_dir)
         raise WorkloadError(moved.text(str(error))) from None
-    keep_on_disk(in_scratch, golden_dir)
+    finally:
+        keep_on_disk(in_scratch, golden_dir)
     return replace(golden, run_dir=golden_dir)
 
 

@@ -21,7 +21,6 @@ import os
 import stat
 import sys
 import tarfile
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ import requests
 
 import killpoint.harness
 from killpoint.errors import ConfigError
-from killpoint.harness._process_tree import identity_running, process_identity
+from killpoint.harness._process_tree import identity_running, own_identity
 
 DEFAULT_IMAGE = "killpoint-host:1"
 LABEL_OWNER = "killpoint.owner"
@@ -60,18 +59,12 @@ def connect() -> docker.DockerClient:
 
 
 def owner_label() -> str:
-    """``PID:TICKS`` of this process (``process_identity``): who owns the containers it creates.
+    """``PID:TICKS`` of this process (``own_identity``): who owns the containers it creates.
 
-    Worked out once per process id: a forked worker inherits its parent's cache,
-    and labelled with its parent's pid its containers would outlive it as a live
-    harness's, never swept.
+    Worked out per process id: a forked worker's containers labelled with its
+    parent's pid would outlive it as a live harness's, never swept.
     """
-    return _owner_label(os.getpid())
-
-
-@cache
-def _owner_label(pid: int) -> str:
-    return process_identity(pid)
+    return own_identity()
 
 
 def owner_alive(owner: str) -> bool:
