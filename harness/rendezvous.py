@@ -11,7 +11,12 @@ evidence watcher; a timed kill is the selector's deadline.
 
 A message with ``"wait": false`` comes from a workload told (``$KILLPOINT_ARMED``)
 that it cannot be killed there: it is recorded and never answered, and when the
-incarnation exits, what it sent last is read before its points are counted.
+incarnation exits, or once it is killed, what it sent last is read before its
+points are counted. Such a message says when it was sent (``"sent"``, the
+sender's monotonic clock, which every process on the host shares), because
+messages from two processes (a runtime and its tool's process) arrive on two
+connections and are read in no fixed order: the points are kept in the order
+they were reached, which a point waited at gives by its arrival.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from killpoint.protocol import NO_WAIT_FIELD, REPLY_KILL, REPLY_OK
+from killpoint.protocol import NO_WAIT_FIELD, REPLY_KILL, REPLY_OK, SENT_FIELD
 from killpoint.harness.model import RENDEZVOUS_KILLS, AfterDelay, AfterPoint, AtPoint, Kill
 from killpoint.harness.watch import EventWatcher
 
@@ -38,12 +43,24 @@ MAX_MESSAGE_BYTES = 64 * 1024
 class Served:
     """How one incarnation's wait ended."""
 
+    started: float = 0.0  # monotonic time before the launch: no point was reached before it
     points: list[str] = field(default_factory=list)
-    point_times: list[float] = field(default_factory=list)  # monotonic arrival time of each point
+    point_times: list[float] = field(default_factory=list)  # monotonic time each point was reached (_reached_at)
     hit: Kill | None = None
+    hit_at: float | None = None  # when the kill's point was reached
     timed_out: bool = False
     armed: bool = False  # for an AfterPoint kill: its point was passed, the next one kills
     protocol_problems: list[str] = field(default_factory=list)
+
+    def record(self, point: str, reached_at: float) -> None:
+        self.points.append(point)
+        self.point_times.append(reached_at)
+
+    def put_in_order(self) -> None:
+        """Order the points by when they were reached (a stable sort: one sender's ties keep their order)."""
+        order = sorted(range(len(self.points)), key=self.point_times.__getitem__)
+        self.points = [self.points[i] for i in order]
+        self.point_times = [self.point_times[i] for i in order]
 
 
 class RendezvousServer:
@@ -57,28 +74,38 @@ class RendezvousServer:
         self.listener.listen(16)
         self.listener.setblocking(False)
         self._connections: list[socket.socket] = []
+        self._buffers: dict[socket.socket, bytes] = {}  # the last incarnation's connections and their unread ends
 
     def serve(self, pid: int, kill: Kill | None, *, started: float, deadline: float,
-              watcher: EventWatcher | None = None) -> Served:
+              watcher: EventWatcher | None = None, launching: float | None = None) -> Served:
         """Answer crash points until the kill's moment, the process's exit, or the deadline.
 
-        A timed kill (``AfterDelay``) lands ``kill.seconds`` seconds after ``started``.
+        A timed kill (``AfterDelay``) lands ``kill.seconds`` seconds after ``started``;
+        ``launching`` (default ``started``) is a time before the launch began.
         """
-        served = Served()
+        served = Served(started=started if launching is None else launching)
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
             # Already exited and reaped by its parent (the fork server reaps its children): only an
             # incarnation that waited nowhere can have, and what it sent is read now.
-            self._drain({}, served)
+            self._buffers = {}
+            self._drain(self._buffers, served)
             return served
+        try:
+            return self._serve(pidfd, kill, served, deadline, watcher, started)
+        finally:
+            os.close(pidfd)
+
+    def _serve(self, pidfd: int, kill: Kill | None, served: Served, deadline: float,
+               watcher: EventWatcher | None, started: float) -> Served:
         selector = selectors.DefaultSelector()
         selector.register(self.listener, selectors.EVENT_READ, "accept")
         selector.register(pidfd, selectors.EVENT_READ, "exit")
         if watcher is not None:
             selector.register(watcher, selectors.EVENT_READ, "watch")
         kill_at = started + kill.seconds if isinstance(kill, AfterDelay) else None
-        buffers: dict[socket.socket, bytes] = {}
+        buffers = self._buffers = {}
         try:
             while True:
                 now = time.monotonic()
@@ -108,7 +135,24 @@ class RendezvousServer:
                             return served
         finally:
             selector.close()
-            os.close(pidfd)
+
+    def read_after_kill(self, served: Served) -> None:
+        """Count the unanswered points the killed incarnation reached before its kill's point but were not read.
+
+        Another of its processes (a tool's) may have sent one just before the
+        point the kill landed at, on a connection read after it. Its tree is
+        dead, so all it sent is queued; a point reached after the kill's is not
+        counted, as a wait there would never have been answered.
+        """
+        if served.hit_at is None:
+            return
+        late = Served(started=served.started)
+        self._drain(self._buffers, late)
+        for point, reached_at in zip(late.points, late.point_times):
+            if reached_at <= served.hit_at:
+                served.record(point, reached_at)
+        served.protocol_problems += late.protocol_problems
+        served.put_in_order()
 
     def _receive(self, connection: socket.socket, buffers: dict[socket.socket, bytes],
                  selector: selectors.BaseSelector, kill: Kill | None, served: Served) -> bool:
@@ -148,23 +192,26 @@ class RendezvousServer:
                 while (complete := self._read(connection, buffers, served)) is not None:
                     for raw in complete:
                         self._handle(raw, connection, None, served)
+        served.put_in_order()
 
     def _handle(self, raw: bytes, connection: socket.socket, kill: Kill | None, served: Served) -> bool:
         """Record one message; reply unless it is the kill's moment or asked for none. True means: kill now."""
+        arrived = time.monotonic()
         try:
             message = json.loads(raw)
             point, call = message["point"], message.get("call")
             waits = message.get(NO_WAIT_FIELD) is not False
+            sent = None if waits else message.get(SENT_FIELD)
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-            point, call, waits = None, None, True
+            point, call, waits, sent = None, None, True, None
         if not isinstance(point, str) or not (call is None or isinstance(call, str)) or len(raw) > MAX_MESSAGE_BYTES:
             served.protocol_problems.append(f"control message is not a crash point: {raw[:120]!r}")
             _reply(connection)
             return False
-        served.points.append(point if call is None else f"{call}:{point}")
-        served.point_times.append(time.monotonic())
+        reached_at = _reached_at(sent, served.started, arrived)
+        served.record(point if call is None else f"{call}:{point}", reached_at)
         if served.armed or (isinstance(kill, AtPoint) and kill.matches(point, call)):
-            served.hit = kill
+            served.hit, served.hit_at = kill, reached_at
             if not waits:
                 served.protocol_problems.append(
                     f"the workload went on past {served.points[-1]} without waiting for a reply, though "
@@ -188,6 +235,19 @@ class RendezvousServer:
         self.drop_connections()
         self.listener.close()
         self.path.unlink(missing_ok=True)
+
+
+def _reached_at(sent: object, started: float, arrived: float) -> float:
+    """When a point was reached: its ``sent`` time for one not waited at, if it could be true; else its arrival.
+
+    A point waited at blocks its sender until the reply, so its arrival orders it
+    against every point sent after. A ``sent`` time before the launch or after
+    the arrival is not this host's monotonic clock (another clock namespace, or
+    a forged line): the arrival is all that is known.
+    """
+    if isinstance(sent, (int, float)) and not isinstance(sent, bool) and started <= sent <= arrived:
+        return float(sent)
+    return arrived
 
 
 def _reply(connection: socket.socket, reply: bytes = REPLY_OK) -> None:

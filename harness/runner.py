@@ -228,7 +228,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                        if event or (watch_work and number == 0) else None)
             try:
                 served = server.serve(launched.pid, kill, started=launched_at, deadline=started + scenario.timeout_s,
-                                      watcher=watcher)
+                                      watcher=watcher, launching=started)
                 killed_at: str | None = None
                 exit_code: int | None = None
                 kill_problems: tuple[str, ...] = ()
@@ -239,6 +239,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                     struck = _strike(launched, served, run_dir, number, files, disks, kills=sum(
                         1 for incarnation in incarnations if incarnation.killed_at is not None))
                     killed_at, leftovers, kill_problems = struck.point, struck.leftovers, struck.problems
+                    server.read_after_kill(served)
                 latency = watcher.latency_s() if watcher is not None and event and served.hit is not None else None
             except BaseException:
                 nemesis.kill_confirmed(launched)

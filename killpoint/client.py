@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -207,7 +208,8 @@ class Rendezvous:
         assert self._sock is not None  # connect() made it
         message = {"point": point, "call": call, "op": op, "incarnation": self.incarnation}
         if not self.armed.waits(point, call):
-            self._sock.sendall(encode_record({**message, protocol.NO_WAIT_FIELD: False}))
+            self._sock.sendall(encode_record({**message, protocol.NO_WAIT_FIELD: False,
+                                              protocol.SENT_FIELD: time.monotonic()}))
             return
         self._sock.sendall(encode_record(message))
         reply = self._reader.readline()

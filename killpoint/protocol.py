@@ -24,6 +24,7 @@ ENV_WORLD_DURABLE = "KILLPOINT_WORLD_DURABLE"
 # point, as v1 does.
 ENV_ARMED = "KILLPOINT_ARMED"
 NO_WAIT_FIELD = "wait"  # a crash-point message's field: false means the sender does not read a reply to it
+SENT_FIELD = "sent"  # with "wait": false, the sender's time.monotonic() at sending, which orders it among other senders'
 # Every incarnation hashes strings the same way, so a workload iterating a set behaves the same each run.
 WORKLOAD_HASH_SEED = "0"
 

@@ -152,3 +152,49 @@ def test_a_correct_runtime_passes_armed_under_every_mode(killpoint, tmp_path, ar
     # Depth 2 explores from the points each restart reached: none may be missed by a run that waited nowhere.
     result = killpoint("run", ROOT / "scenarios" / "demo.toml", *args, "-j", "2", "-q", "--runs-dir", tmp_path / "r")
     assert result.exit_code == 0 and expected in result.out, result.out + result.err
+
+
+def _send(sock: socket.socket, point: str, **fields) -> None:
+    sock.sendall(json.dumps({"point": point, "call": "c1", "wait": False, **fields}).encode() + b"\n")
+
+
+@pytest.fixture
+def two_senders(server):
+    """A live stand-in incarnation and two connections to ``server``: its runtime's and its tool process's."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    runtime, tool = (socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2))
+    runtime.connect(str(server.path))
+    tool.connect(str(server.path))
+    yield process, runtime, tool
+    process.kill()
+    process.wait(timeout=DEADLINE_S)
+    runtime.close()
+    tool.close()
+
+
+def test_points_from_two_processes_are_kept_in_the_order_they_were_sent_not_read(server, two_senders):
+    # The runtime's connection is read first, but its tool's process sent its point (on its own connection) earlier.
+    process, runtime, tool = two_senders
+    started = time.monotonic()
+    tool_sent, runtime_sent = time.monotonic(), time.monotonic()
+    _send(runtime, "before_finished", sent=runtime_sent)
+    _send(tool, "after_effect", sent=tool_sent)
+    _send(tool, "after_finished", sent=10 ** 12)  # not this clock's: ordered by its arrival, last
+    process.kill()  # the incarnation ends; the server reads what it sent
+    served = server.serve(process.pid, None, started=started, deadline=started + DEADLINE_S)
+    assert served.points == ["c1:after_effect", "c1:before_finished", "c1:after_finished"]
+
+
+def test_after_a_kill_the_points_reached_before_its_point_are_read_and_those_after_it_are_not(server, two_senders):
+    process, runtime, tool = two_senders
+    started = time.monotonic()
+    runtime.sendall(json.dumps({"point": "before_finished", "call": "c1"}).encode() + b"\n")  # waits: the kill
+    served = server.serve(process.pid, AtPoint("before_finished", "c1"), started=started,
+                          deadline=started + DEADLINE_S)
+    assert served.hit == AtPoint("before_finished", "c1") and served.hit_at is not None
+    _send(tool, "after_effect", sent=(started + served.hit_at) / 2)  # sent before the kill's point, read after it
+    _send(tool, "after_finished", sent=time.monotonic())  # after it: a wait there is never answered
+    process.kill()
+    process.wait(timeout=DEADLINE_S)
+    server.read_after_kill(served)
+    assert served.points == ["c1:after_effect", "c1:before_finished"]
