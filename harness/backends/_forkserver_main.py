@@ -11,11 +11,14 @@ with one end of a socketpair on descriptor FD. Requests and answers are JSON lin
 
 Before the first fork of a workload the server imports its module and compiles
 its ``__main__`` (so every child starts warm); it runs the module's top level,
-never its ``__main__`` part. Of what that import loaded, the workload's own
-modules (killpoint's scenarios, and the project's own code outside its installed
-libraries) are forgotten again, because they may read the protocol environment
-when imported and the server has none: each child imports them anew, under its
-own. Everything else stays warm. A child gets a clean state: its own session
+never its ``__main__`` part (for a package, ``python -m PACKAGE``: the package,
+then its ``__main__`` module, compiled, not run). Of what that import loaded,
+the workload's own modules (killpoint's scenarios, and the project's own code
+outside its installed libraries) are forgotten again, because they may read the
+protocol environment when imported and the server has none: each child imports
+them anew, under its own. A workload's module that sets ``__killpoint_warm__ =
+True`` says it does not (it only defines) and stays warm, if its package does
+too. Everything else stays warm. A child gets a clean state: its own session
 and process group, no descriptor but 0, 1 and 2 (stdin /dev/null, stdout and
 stderr into the run directory), the protocol environment, a reseeded ``random``,
 default signal handlers, and no threads (the server has none). It is born in
@@ -107,12 +110,19 @@ def program(module: str | None, script: str | None) -> Program:
         loaded_before = set(sys.modules)
         importlib.import_module(module)  # its imports, warm in every fork
         spec = importlib.util.find_spec(module)
+        if spec is not None and spec.submodule_search_locations is not None:  # a package runs its __main__
+            module = f"{module}.__main__"
+            spec = importlib.util.find_spec(module)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "get_code"):
             raise ImportError(f"no module named {module!r} that can run as __main__")
         code = spec.loader.get_code(module)
-        for name in set(sys.modules) - loaded_before:
-            if not _stays_warm(name, sys.modules[name]):
-                _forget(name)
+        loaded = sorted(set(sys.modules) - loaded_before)  # a package before its modules
+        forgotten: set[str] = set()
+        for name in loaded:
+            if name.rpartition(".")[0] in forgotten or not _stays_warm(name, sys.modules[name]):
+                forgotten.add(name)
+        for name in forgotten:
+            _forget(name)
         return Program(code, spec.origin or module, spec)
     if script is None:
         raise ValueError("a fork request names neither a module nor a script")
@@ -126,13 +136,15 @@ _INSTALLED = tuple({os.path.realpath(sysconfig.get_path(kind)) + os.sep
 
 def _stays_warm(name: str, module: types.ModuleType | None) -> bool:
     """A module a child may inherit imported: all but the workload's own (killpoint's scenarios, and what the
-    project the harness runs in holds outside its installed libraries).
+    project the harness runs in holds outside its installed libraries) that do not declare ``__killpoint_warm__``.
 
     A workload's own module may read ``os.environ`` at import, which in the
     server is not the protocol environment. Every other module stays warm: a
     library imported twice in one process (a C extension that refuses a second
     initialisation, or classes that exist twice) would break the workload.
     """
+    if getattr(module, "__killpoint_warm__", False) is True:
+        return True
     if name.startswith("killpoint."):
         return not name.startswith("killpoint.scenarios")
     where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", ())), None)
@@ -161,6 +173,20 @@ def _run_as_main(target: Program) -> None:
     exec(target.code, main.__dict__)
 
 
+def _become_environment(wanted: dict[str, str]) -> None:
+    """Make ``os.environ`` (and the C environment) exactly ``wanted``, touching only what differs.
+
+    A child inherits the server's environment, which is the harness's: most of
+    ``wanted``. Clearing and refilling it costs a putenv per variable, about a
+    millisecond of every incarnation.
+    """
+    for name in [name for name in os.environ if name not in wanted]:
+        del os.environ[name]
+    for name, value in wanted.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+
+
 def _child(request: dict[str, Any], target: Program | BaseException) -> None:
     """Become the workload; never returns."""
     code = 1
@@ -176,8 +202,7 @@ def _child(request: dict[str, Any], target: Program | BaseException) -> None:
             os.dup2(opened, standard)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
+        _become_environment(request["env"])
         random.seed()
         sys.argv = list(request["argv"])
         if isinstance(target, OSError) and request.get("script"):  # python's own words and status

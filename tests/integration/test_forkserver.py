@@ -47,6 +47,48 @@ def test_a_workload_module_that_reads_the_environment_at_import_sees_each_incarn
     assert result.exit_code == 0, result.out + result.err
 
 
+# A project of the user's own (below the harness's working directory, so not an installed library): the module it
+# runs, a module that declares it may stay warm, one that does not, and a declared one in an undeclared package.
+WARM_PROJECT = {
+    "__init__.py": "__killpoint_warm__ = True\n",
+    "declared.py": "import os\n__killpoint_warm__ = True\nIMPORTED_IN = os.getpid()\n",
+    "undeclared.py": "import os\nIMPORTED_IN = os.getpid()\n",
+    "cold/__init__.py": "",
+    "cold/declared.py": "import os\n__killpoint_warm__ = True\nIMPORTED_IN = os.getpid()\n",
+    "main.py": (
+        "import json, os, sys\n"
+        "from warmproj import declared, undeclared\n"
+        "from warmproj.cold import declared as in_cold_package\n"
+        "from killpoint.scenarios.reference_runtime import main\n"
+        "if __name__ == '__main__':\n"
+        "    print(json.dumps({name: module.IMPORTED_IN != os.getpid() for name, module in (\n"
+        "        ('declared', declared), ('undeclared', undeclared), ('in_cold_package', in_cold_package))}))\n"
+        "    sys.exit(main())\n"),
+}
+
+
+def test_a_workload_module_that_declares_it_may_stay_warm_is_imported_once_in_the_server(killpoint, tmp_path,
+                                                                                          monkeypatch):
+    for name, text in WARM_PROJECT.items():
+        (tmp_path / "warmproj" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "warmproj" / name).write_text(text)
+    monkeypatch.chdir(tmp_path)  # the project the harness runs in: its own modules are the workload's
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = killpoint("run", DEMO, "--backend", "forkserver", "--kill-at", "c2:after_started", "--keep-all",
+                       "--workload", "{python} -m warmproj.main", "--runs-dir", tmp_path / "runs")
+    assert result.exit_code == 0, result.out + result.err
+    for number in (0, 1):
+        stdout = (tmp_path / "runs" / "run-00000" / f"incarnation-{number}.stdout").read_text()
+        assert json.loads(stdout) == {"declared": True, "undeclared": False, "in_cold_package": False}
+
+
+def test_a_package_runs_its_main_module_on_the_fork_server_as_python_m_would(killpoint, tmp_path):
+    # The reference runtime is a package (killpoint/scenarios/reference_runtime/__main__.py).
+    result = killpoint("run", DEMO, "--backend", "forkserver", "--kill-at", "c2:after_started",
+                       "--workload", "{python} -m killpoint.scenarios.reference_runtime", "--runs-dir", tmp_path / "r")
+    assert result.exit_code == 0 and "1 passed" in result.out, result.out + result.err
+
+
 def test_dead_server_is_restarted_and_said(tmp_path, capsys):
     from killpoint.harness.backends.forkserver import ForkServerBackend
     from killpoint.harness.runner import execute_run

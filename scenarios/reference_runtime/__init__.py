@@ -8,14 +8,16 @@ the ``started`` record), then acts on them and goes on with the plan.
 Mutant runtimes subclass it and override one method each, so every mutant is
 the reference with exactly one bug.
 
-Run it as ``python -m killpoint.scenarios.reference_runtime`` under killpoint.
+Run it as ``python -m killpoint.scenarios.reference_runtime`` under killpoint
+(``__main__.py``). This module only defines, and reads no environment when
+imported, so it says the fork server may keep it warm (``__killpoint_warm__``):
+its classes are made once in the server, not in every incarnation.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -24,6 +26,8 @@ from killpoint.client import AppendOnlyFile, Rendezvous, WorkloadEnv, read_json_
 from killpoint.fake_tools.base import invoke, verify
 from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.world import World
+
+__killpoint_warm__ = True  # defines only; the fork server keeps it imported (docs/backends.md)
 
 
 @dataclass
@@ -204,7 +208,3 @@ class ReferenceRuntime:
 
 def main(runtime_class: type[ReferenceRuntime] = ReferenceRuntime) -> int:
     return runtime_class(WorkloadEnv.from_environ()).run()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
