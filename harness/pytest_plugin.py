@@ -13,7 +13,8 @@ Options: ``--killpoint-seed N``, ``--killpoint-runs N`` (random schedules instea
 of exhaustive), ``--killpoint-depth K``, ``--killpoint-shard K/N`` (CI matrix
 jobs: the shards partition every session's schedules), ``--killpoint-backend``,
 ``--killpoint-report-dir DIR`` (where a failing session's evidence and HTML
-report are copied, for CI artifacts), ``--killpoint-min-coverage PCT`` (fail a
+report are copied, for CI artifacts, and every session's JSON report is written:
+``killpoint merge`` combines the shards' reports of one session into its verdict), ``--killpoint-min-coverage PCT`` (fail a
 session whose runs killed fewer of the crash-free run's crash points),
 ``--killpoint-keep-all`` (keep passing runs' whole evidence, not only their
 verdicts), ``--killpoint-no-pause`` (every crash-point kill ``/now``: the
@@ -90,7 +91,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--killpoint-backend", metavar="NAME",
                     help=f"how incarnations run (default: {defaults.BACKEND_HELP})")
     group.addoption("--killpoint-report-dir", metavar="DIR",
-                    help="copy each failing session's evidence and HTML report under DIR (for CI artifacts)")
+                    help="copy each failing session's evidence and HTML report under DIR (for CI artifacts), and write "
+                         "every session's JSON report there (TEST/killpoint-N.json: killpoint merge combines shards')")
     group.addoption("--killpoint-min-coverage", metavar="PCT",
                     help="fail a session whose runs killed fewer than PCT%% (0-100) of the crash-free run's crash points")
     group.addoption("--killpoint-keep-all", action="store_true",
@@ -285,7 +287,7 @@ def session_choices(settings: Settings, runs_dir: Path, *, kill_at: Sequence[str
     return choices
 
 
-def _run(settings: Settings, scenario_path: Path, runs_dir: Path, keep_failures_in: Path | None, *, workload: str | None,
+def _run(settings: Settings, scenario_path: Path, runs_dir: Path, report_in: Path | None, *, workload: str | None,
          **keywords: Any) -> KillpointResult:
     import time
 
@@ -305,9 +307,16 @@ def _run(settings: Settings, scenario_path: Path, runs_dir: Path, keep_failures_
         pytest.fail(f"killpoint: {error}", pytrace=False)
     described = spec.describe()
     failures = [outcome for outcome in outcomes if not outcome.verdict.valid]
+    if failures and report_in is not None:
+        runs_dir, outcomes = _copy_evidence(runs_dir, outcomes, report_in)
+    if report_in is not None:  # every session's, so that its shards can be merged whatever they found
+        from killpoint.harness.report import session_fields, write_json_report
+        from killpoint.harness.summary import summarise
+
+        report_in.parent.mkdir(parents=True, exist_ok=True)
+        write_json_report(report_in.with_suffix(".json"), scenario, golden, outcomes,
+                          summarise(golden, outcomes, time.monotonic() - started), session_fields(spec))
     if failures:
-        if keep_failures_in is not None:
-            runs_dir, outcomes = _copy_evidence(runs_dir, outcomes, keep_failures_in)
         pytest.fail(_failure_message(scenario, golden, outcomes, described, runs_dir, time.monotonic() - started),
                     pytrace=False)
     shortfall = explore.untested(golden, outcomes, spec.min_coverage)

@@ -46,9 +46,12 @@ def test_chaos_tests_under_xdist_fail_with_the_repro_command_last(pytester):
     after = lines.index(next(line for line in lines if line.endswith("reproduce the first failure with:"))) + 1
     # The command runs as printed here: ``killpoint`` when on PATH, else the script's path.
     assert re.fullmatch(r"\S*killpoint repro kp1\.\S+", lines[after].lstrip("E "))
-    # Only the failing session's evidence and HTML report are kept for CI artifacts.
-    (kept,) = (pytester.path / "report").iterdir()
-    assert kept.name == "test_chaos.py_test_mutant_recovers"
+    # Only the failing session's evidence and HTML report are kept for CI artifacts; every session's JSON report.
+    report = pytester.path / "report"
+    passed, kept = report / "test_chaos.py_test_reference_runtime_recovers", report / "test_chaos.py_test_mutant_recovers"
+    assert sorted(report.iterdir()) == sorted([passed, kept])
+    assert [path.name for path in passed.iterdir()] == ["killpoint-1.json"]
+    assert sorted(path.name for path in kept.iterdir()) == ["killpoint-1", "killpoint-1.json"]
     assert (kept / "killpoint-1" / "report.html").is_file() and (kept / "killpoint-1" / "run-00000").is_dir()
     assert f"evidence: {kept / 'killpoint-1' / 'run-00000'}" in output
     # Each xdist worker ran its session under its own base directory.
@@ -60,6 +63,23 @@ def test_chaos_tests_under_xdist_fail_with_the_repro_command_last(pytester):
     assert cases["test_reference_runtime_recovers"].find("failure") is None
     failure = cases["test_mutant_recovers"].find("failure")
     assert failure is not None and "killpoint repro kp1." in (failure.get("message", "") + (failure.text or ""))
+
+
+def test_the_shards_json_reports_merge_into_the_unsharded_sessions_verdict(pytester):
+    # A CI matrix: each job runs one shard with its own report directory; a last job merges the reports.
+    pytester.makepyfile(test_shards=f"""
+        def test_reference_runtime_recovers(killpoint_run):
+            killpoint_run({str(DEMO)!r}, workload="{{python}} -m killpoint.scenarios.reference_runtime", depth=1)
+    """)
+    for shard in (1, 2):
+        result = pytester.runpytest("--killpoint-shard", f"{shard}/2", "--killpoint-report-dir", f"shard-{shard}")
+        result.assert_outcomes(passed=1)
+    reports = [str(pytester.path / f"shard-{shard}" / "test_shards.py_test_reference_runtime_recovers" /
+                   "killpoint-1.json") for shard in (1, 2)]
+    merged = subprocess.run([sys.executable, "-m", "killpoint.harness.cli", "merge", *reports],
+                            capture_output=True, text=True, timeout=120)
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    assert "30 runs: 30 passed, 0 failed" in merged.stdout
 
 
 def test_options_reach_every_session(pytester):
