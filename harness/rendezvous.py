@@ -43,7 +43,7 @@ MAX_MESSAGE_BYTES = 64 * 1024
 class Served:
     """How one incarnation's wait ended."""
 
-    started: float = 0.0  # monotonic time before the launch: no point was reached before it
+    launching: float = 0.0  # monotonic time before the launch: no point was reached before it
     points: list[str] = field(default_factory=list)
     point_times: list[float] = field(default_factory=list)  # monotonic time each point was reached (_reached_at)
     hit: Kill | None = None
@@ -83,7 +83,7 @@ class RendezvousServer:
         A timed kill (``AfterDelay``) lands ``kill.seconds`` seconds after ``started``;
         ``launching`` (default ``started``) is a time before the launch began.
         """
-        served = Served(started=started if launching is None else launching)
+        served = Served(launching=started if launching is None else launching)
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
@@ -146,7 +146,7 @@ class RendezvousServer:
         """
         if served.hit_at is None:
             return
-        late = Served(started=served.started)
+        late = Served(launching=served.launching)
         self._drain(self._buffers, late)
         for point, reached_at in zip(late.points, late.point_times):
             if reached_at <= served.hit_at:
@@ -208,7 +208,7 @@ class RendezvousServer:
             served.protocol_problems.append(f"control message is not a crash point: {raw[:120]!r}")
             _reply(connection)
             return False
-        reached_at = _reached_at(sent, served.started, arrived)
+        reached_at = _reached_at(sent, served.launching, arrived)
         served.record(point if call is None else f"{call}:{point}", reached_at)
         if served.armed or (isinstance(kill, AtPoint) and kill.matches(point, call)):
             served.hit, served.hit_at = kill, reached_at
@@ -237,7 +237,7 @@ class RendezvousServer:
         self.path.unlink(missing_ok=True)
 
 
-def _reached_at(sent: object, started: float, arrived: float) -> float:
+def _reached_at(sent: object, launching: float, arrived: float) -> float:
     """When a point was reached: its ``sent`` time for one not waited at, if it could be true; else its arrival.
 
     A point waited at blocks its sender until the reply, so its arrival orders it
@@ -245,7 +245,7 @@ def _reached_at(sent: object, started: float, arrived: float) -> float:
     the arrival is not this host's monotonic clock (another clock namespace, or
     a forged line): the arrival is all that is known.
     """
-    if isinstance(sent, (int, float)) and not isinstance(sent, bool) and started <= sent <= arrived:
+    if isinstance(sent, (int, float)) and not isinstance(sent, bool) and launching <= sent <= arrived:
         return float(sent)
     return arrived
 

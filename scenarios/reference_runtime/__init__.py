@@ -27,7 +27,7 @@ from killpoint.fake_tools.base import invoke, verify
 from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.world import World
 
-__killpoint_warm__ = True  # defines only; the fork server keeps it imported (docs/backends.md)
+__killpoint_warm__ = True  # defines only; the fork server keeps it imported (README, Backends)
 
 
 @dataclass
