@@ -44,12 +44,11 @@ from killpoint.harness.session import (
     RESULTS,
     RunOutcome,
     SessionInterrupted,
-    Terminated,
-    raise_terminated,
 )
 from killpoint.harness.show import add_show_parser, command_show
 from killpoint.harness.schedule import EveryKill
 from killpoint.harness.spec import run_spec, spec_for_token, spec_from_args
+from killpoint.harness.stop_signals import Terminated, stop_signals
 from killpoint.harness.summary import Summary, summarise
 from killpoint.harness.token import ReproToken
 
@@ -187,32 +186,16 @@ def _container_flags(group: argparse._ActionsContainer) -> None:
 
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
     args = build_parser().parse_args(argv)
-    previous_sigterm = signal.signal(signal.SIGTERM, raise_terminated)  # SIGTERM ends a command as Ctrl-C does
     try:
-        if args.command == "run":
-            return command_run(args, out)
-        if args.command == "hunt":
-            return command_hunt(args, out)
-        if args.command in ("clean", "image"):
-            return command_containers(args, out)
-        if args.command == "catalogue":
-            return command_catalogue(args, out)
-        if args.command == "certify":
-            return command_certify(args, out)
-        if args.command == "merge":
-            return command_merge(args, out)
-        if args.command == "prune":
-            return command_prune(args, out)
-        if args.command == "show":
-            return command_show(args, out)
-        return command_repro(args, out)
+        with stop_signals():  # SIGTERM ends a command as Ctrl-C does
+            return _command(args, out)
     except InfrastructureError as error:
         print(f"killpoint: the harness failed, so there is no verdict: {error}", file=sys.stderr)
         return EXIT_INFRASTRUCTURE
     except HarnessError as error:
         print(f"killpoint: {error}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt as interrupt:  # SIGINT, or SIGTERM raised as session.Terminated
+    except KeyboardInterrupt as interrupt:  # SIGINT, or SIGTERM raised as stop_signals.Terminated
         return interrupted_exit(interrupt)
     except BrokenPipeError:  # the reader of the output stopped reading (`| head`): stop, as a pipe's writer does
         _silence_stdout()
@@ -224,8 +207,13 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         print("killpoint: the harness failed (the traceback above is a bug in killpoint), so there is no verdict",
               file=sys.stderr)
         return EXIT_INFRASTRUCTURE
-    finally:
-        signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _command(args: argparse.Namespace, out: TextIO) -> int:
+    commands = {"run": command_run, "hunt": command_hunt, "clean": command_containers, "image": command_containers,
+                "catalogue": command_catalogue, "certify": command_certify, "merge": command_merge,
+                "prune": command_prune, "show": command_show}
+    return commands.get(args.command, command_repro)(args, out)
 
 
 def _silence_stdout() -> None:

@@ -38,6 +38,7 @@ from killpoint.harness.runner import (execute_run, require_rendezvous, run_golde
                                      sweep_abandoned_control_dirs)
 from killpoint.harness.schedule import Schedule, has_power_loss, parse_point_reached
 from killpoint.harness.scratch import SCRATCH_COPY_NAME, Scratch, keep_on_disk, open_scratch, sweep_abandoned
+from killpoint.harness.stop_signals import Terminated, raise_if_stopped
 from killpoint.harness.token import ReproToken
 
 
@@ -94,15 +95,6 @@ RESULTS = ("passed", "failed", "unknown", "untested")
 VERDICT_NAME = "verdict.json"
 INTERRUPTED_NAME = "interrupted.json"
 WORKER_STOP_TIMEOUT_S = 10.0  # a stopped worker kills its incarnation and exits; past this it is SIGKILLed
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread as Ctrl-C's KeyboardInterrupt is, so that both end a session alike."""
-
-
-def raise_terminated(signum: int, frame: object) -> None:
-    """A SIGTERM handler: ``signal.signal(signal.SIGTERM, raise_terminated)``."""
-    raise Terminated()
 
 
 class SessionInterrupted(KeyboardInterrupt):
@@ -396,6 +388,7 @@ def run_session(
                 under_way.remove(outcome.run_dir)
                 on_outcome(outcome)
                 outcomes.append(outcome)
+                raise_if_stopped()  # a Ctrl-C swallowed on its way is raised here, between two runs
                 if stop_at_first_failure and not outcome.verdict.valid:
                     break
             if stop_at_first_failure and any(not outcome.verdict.valid for outcome in outcomes):

@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from killpoint.harness.progress import SessionPrinter
 from killpoint.harness.runner import control_root
 from tests.helpers import DEMO
 
@@ -43,8 +44,26 @@ def start_harness(runs_dir: Path, tmp_path: Path, *flags: str) -> tuple[subproce
     with stderr.open("wb") as err:
         process = subprocess.Popen(
             [sys.executable, "-m", "killpoint.harness.cli", "run", DEMO, *flags, "--runs-dir", str(runs_dir)],
-            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_as_from_a_terminal)
     return process, stderr
+
+
+def _as_from_a_terminal() -> None:
+    """In the harness's child before its exec: Ctrl-C's disposition as a terminal's shell gives it, whatever the
+    test runner's is (an inherited ignored SIGINT would stay ignored, as it should)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def signal_state(pid: int) -> str:
+    """What the kernel says of ``pid``'s threads' signals (ignored, caught, blocked, pending): for a failure's message."""
+    lines = []
+    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+        with contextlib.suppress(OSError):
+            status = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines() if ":\t" in line)
+            lines.append(f"thread {task.name} {status.get('State', '?')}: " + ", ".join(
+                f"{field} {status.get(field, '?')}" for field in ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")))
+    return "\n".join(lines)
 
 
 def finished_runs(runs_dir: Path) -> int:
@@ -97,7 +116,12 @@ def interrupt_midway(tmp_path: Path, signum: int, *flags: str) -> tuple[subproce
         os.killpg(harness.pid, signum)
     else:
         harness.send_signal(signum)
-    wait_for(lambda: harness.poll() is not None, "the harness to exit")
+    deadline = time.monotonic() + DEADLINE_S
+    while harness.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if harness.poll() is None:
+        pytest.fail(f"after {DEADLINE_S:g}s the harness has not acted on {signal.Signals(signum).name}:\n"
+                    f"{signal_state(harness.pid)}\n{stderr.read_text()}")
     return harness, runs_dir, stderr, processes
 
 
@@ -117,6 +141,29 @@ def test_a_stopped_run_ends_cleanly_and_marks_the_runs_under_way(tmp_path, signu
     assert f"; {len(interrupted)} under way killed and marked interrupted" in err
     judged = [json.loads((run / "verdict.json").read_text()) for run in runs if run not in interrupted]
     assert len(judged) >= 3 and all(verdict["outcome"] == "passed" for verdict in judged)
+
+
+def test_a_stop_swallowed_on_its_way_still_ends_the_session_after_the_run_being_reported(killpoint, monkeypatch):
+    """A KeyboardInterrupt lands wherever the main thread is; where a callee swallows it (here the printer of
+    each outcome), the session raises it again before the next run: the user's Ctrl-C is never lost."""
+    reported = []
+    on_outcome = SessionPrinter.on_outcome
+
+    def printed_then_interrupted_in_a_swallowing_callee(printer, outcome):
+        on_outcome(printer, outcome)
+        reported.append(outcome)
+        if len(reported) == 3:
+            try:
+                signal.raise_signal(signal.SIGINT)
+            except KeyboardInterrupt:
+                pass
+
+    monkeypatch.setattr(SessionPrinter, "on_outcome", printed_then_interrupted_in_a_swallowing_callee)
+    result = killpoint("run", DEMO, "--exhaustive", "-j", "1")
+    assert result.exit_code == 130, result.err
+    assert "killpoint: stopped by SIGINT: 3 run(s) finished (3 passed, 0 failed, 0 unknown, 0 untested); " \
+           "0 under way killed and marked interrupted" in result.err, result.err
+    assert len(reported) == 3
 
 
 def test_a_killed_harness_takes_its_helpers_along_and_the_next_run_sweeps_its_control_dirs(tmp_path):
