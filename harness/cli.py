@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "and last crash point, or journal/ledger write)")
     schedules.add_argument("--torn-tail", action="store_true", help="tear the journal's last record after kills that follow a write")
     schedules.add_argument("--no-pause", action="store_true", help=defaults.NO_PAUSE_HELP)
+    schedules.add_argument("--no-share-prefixes", action="store_true",
+                           help="with --exhaustive: run every incarnation of every schedule, rather than start a "
+                                "deeper schedule from the state its shorter one's kills left")
     schedules.add_argument("--power-loss", action="store_true", help=defaults.POWER_LOSS_HELP)
     schedules.add_argument("--drift", metavar="TOOL=CLASS", help="hand recovery incarnations a catalogue where TOOL has CLASS")
     schedules.add_argument("--seed", type=int, help=f"seed of --random/--timed (default: {defaults.SEED_HELP})")

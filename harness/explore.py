@@ -90,6 +90,7 @@ class ExhaustiveMode:
     depth: int = defaults.DEPTH
     torn: bool = False  # each level's kills after a journal write once more, with a torn tail
     power_loss: bool = False  # every kill a power loss (``--power-loss``): torn tails become torn-op and torn-seq
+    share_prefixes: bool = True  # a level's runs save the state their kills left for the next (harness/prefixes.py)
 
     @property
     def needs_rendezvous(self) -> bool:
@@ -111,7 +112,9 @@ class ExhaustiveMode:
             for kills in range(1, self.depth + 1):
                 schedules = level + [torn for permille in self._tears()
                                      for torn in torn_variants(level, permille, anywhere=self.power_loss)]
-                jobs = [Job(index + offset, schedule, drift=drift) for offset, schedule in enumerate(schedules)]
+                # Only a plain kill's run grows children (below), so only one saves its state for them.
+                jobs = [Job(index + offset, schedule, drift=drift, saves_prefix=self.share_prefixes and kills < self.depth
+                            and isinstance(schedule[-1].fault, PlainKill)) for offset, schedule in enumerate(schedules)]
                 index += len(jobs)
                 yield jobs
                 if kills == self.depth:

@@ -24,6 +24,7 @@ import stat
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -186,30 +187,43 @@ def abandoned_folders(root: Path, prefix: str) -> list[Path]:
     return found
 
 
+# Called after the strike of a schedule's last kill with the run directory, its incarnations and control folder.
+LastKillHook = Callable[[Path, list[Incarnation], Path], object]
+
+
 def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
-                drift: Drift | None = None, max_incarnations: int | None = None) -> list[Incarnation]:
-    """Carry out ``schedule`` against the workload in ``run_dir``; return what each incarnation did."""
-    return _carry_out(scenario, schedule, run_dir, backend, drift=drift, max_incarnations=max_incarnations)[0]
+                drift: Drift | None = None, max_incarnations: int | None = None,
+                resumed: Sequence[Incarnation] = (), after_last_kill: LastKillHook | None = None) -> list[Incarnation]:
+    """Carry out ``schedule`` against the workload in ``run_dir``; return what each incarnation did.
+
+    With ``resumed``, ``run_dir`` already holds the state those incarnations (the
+    first of ``schedule``'s kills) left, restored from a shared prefix (``harness/prefixes.py``),
+    and the run goes on from the next. ``after_last_kill`` is called once the
+    last kill of ``schedule`` has struck, before the next incarnation starts.
+    """
+    return _carry_out(scenario, schedule, run_dir, backend, drift=drift, max_incarnations=max_incarnations,
+                      resumed=resumed, after_last_kill=after_last_kill)[0]
 
 
 def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
-               drift: Drift | None = None, max_incarnations: int | None = None,
-               watch_work: bool = False) -> tuple[list[Incarnation], tuple[float, float] | None]:
+               drift: Drift | None = None, max_incarnations: int | None = None, watch_work: bool = False,
+               resumed: Sequence[Incarnation] = (), after_last_kill: LastKillHook | None = None,
+               ) -> tuple[list[Incarnation], tuple[float, float] | None]:
     """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_window``)."""
     # Resolved once: the paths handed to each incarnation are absolute and free of links the harness put there.
     run_dir = run_dir.resolve()
-    paths = prepare_run_dir(scenario, run_dir, drift)
+    paths = run_paths(run_dir) if resumed else prepare_run_dir(scenario, run_dir, drift)
     bound = max_incarnations or len(schedule) + scenario.max_extra_incarnations
     control_dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_DIR_PREFIX}{os.getpid()}-", dir=control_root()))
     server = RendezvousServer(control_dir / "control.sock")
-    incarnations: list[Incarnation] = []
+    incarnations: list[Incarnation] = list(resumed)
     window = None
     files = store_files(scenario)
     disks: Disks | None = None
     try:
         if has_power_loss(schedule):
             disks = mount_disks(run_dir, world=scenario.world_on_device)
-        for number in range(bound):
+        for number in range(len(incarnations), bound):
             kill: Kill | None = schedule[number] if number < len(schedule) else None
             started = time.monotonic()
             launched = backend.launch(
@@ -261,6 +275,8 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 kill_latency_s=latency,
             ))
             save_incarnations(paths["incarnations"], incarnations)
+            if after_last_kill is not None and killed_at is not None and number == len(schedule) - 1:
+                after_last_kill(run_dir, incarnations, control_dir)
             if killed_at is None and completed_task(scenario, incarnations[-1], paths["journal"]):
                 break
         if files is not None:

@@ -11,6 +11,7 @@ evidence explains itself even if the harness dies next.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -36,6 +37,7 @@ from killpoint.harness.run_record import RUN_RECORD_NAME, new_run_record, write_
 from killpoint.harness import lazyfs
 from killpoint.harness.runner import (execute_run, require_rendezvous, run_golden, save_incarnations,
                                      sweep_abandoned_control_dirs)
+from killpoint.harness.prefixes import Prefixes
 from killpoint.harness.schedule import Schedule, has_power_loss, parse_point_reached
 from killpoint.harness.scratch import SCRATCH_COPY_NAME, Scratch, keep_on_disk, open_scratch, sweep_abandoned
 from killpoint.harness.stop_signals import Terminated, raise_if_stopped
@@ -50,6 +52,7 @@ class Job:
     schedule: Schedule
     seed: int | None = None
     drift: Drift | None = None
+    saves_prefix: bool = False  # its state after its last kill starts the runs that kill once more (prefixes.py)
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class RunOutcome:
 RESULTS = ("passed", "failed", "unknown", "untested")
 VERDICT_NAME = "verdict.json"
 INTERRUPTED_NAME = "interrupted.json"
+PREFIXES_NAME = "prefixes"  # in the session's scratch folder: the states runs saved for their children to start from
 WORKER_STOP_TIMEOUT_S = 10.0  # a stopped worker kills its incarnation and exits; past this it is SIGKILLed
 
 
@@ -164,8 +168,7 @@ def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, bac
         drift=str(job.drift) if job.drift else None, token=token_for(scenario, job, Verdict(None), backend),
         backend=backend.name, backend_options=backend.options))
     if scratch is not None and not has_power_loss(job.schedule) and scratch.has_room():
-        return _run_in_scratch(scenario, golden, job, run_dir, scratch.run_dir(job.index), backend, keep_all=keep_all,
-                               started=started)
+        return _run_in_scratch(scenario, golden, job, run_dir, scratch, backend, keep_all=keep_all, started=started)
     incarnations = tuple(execute_run(scenario, job.schedule, run_dir, backend, drift=job.drift))
     verdict = check(scenario, run_evidence(scenario, run_dir, golden), golden)
     outcome = _outcome(scenario, golden, job, run_dir, verdict, incarnations, backend, started)
@@ -175,12 +178,23 @@ def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, bac
     return outcome
 
 
-def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Path, scratch_run: Path,
+def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Path, scratch: Scratch,
                     backend: Backend, *, keep_all: bool, started: float) -> RunOutcome:
-    """``run_job`` carried out in ``scratch_run``: a valid run leaves run.json and verdict.json in ``run_dir``, any
-    other (or every one with ``keep_all``) its whole evidence too, copied before its verdict is saved."""
-    incarnations = tuple(execute_run(scenario, job.schedule, scratch_run, backend, drift=job.drift))
+    """``run_job`` carried out in its scratch run directory: a valid run leaves run.json and verdict.json in
+    ``run_dir``, any other (or every one with ``keep_all``) its whole evidence too, copied before its verdict is saved.
+
+    It starts from the state its schedule's prefix left, if that run saved it (``harness/prefixes.py``).
+    """
+    scratch_run = scratch.run_dir(job.index)
+    prefixes = Prefixes(scratch.folder / PREFIXES_NAME, golden.points)
+    prefix = prefixes.find(job.schedule, job.drift)
+    resumed = (prefix.restore(scratch_run) if prefix is not None else None) or []
+    save = functools.partial(prefixes.save, job.schedule, job.drift, job.index) if job.saves_prefix else None
+    incarnations = tuple(execute_run(scenario, job.schedule, scratch_run, backend, drift=job.drift, resumed=resumed,
+                                     after_last_kill=save))
     verdict = check(scenario, run_evidence(scenario, scratch_run, golden), golden)
+    if prefix is not None and resumed:
+        verdict = replace(verdict, notes=(*verdict.notes, prefix.note(len(resumed))))
     moved = _MovedRun(str(scratch_run), str(run_dir))
     verdict, incarnations = moved.verdict(verdict), tuple(map(moved.incarnation, incarnations))
     keep = keep_all or not verdict.valid
@@ -464,7 +478,9 @@ def _close_scratch(scratch: Scratch, runs_dir: Path) -> None:
     with contextlib.suppress(OSError):
         for left in sorted(scratch.folder.iterdir()):
             with contextlib.suppress(OSError):
-                if (runs_dir / left.name / VERDICT_NAME).exists():  # judged and saved, stopped while removing it
+                # The shared prefixes are copies of runs' evidence, which their runs keep; a run judged and saved
+                # was stopped while its scratch copy was being removed.
+                if left.name == PREFIXES_NAME or (runs_dir / left.name / VERDICT_NAME).exists():
                     remove_tree(left)
                 else:
                     keep_on_disk(left, runs_dir / left.name)

@@ -113,6 +113,7 @@ def build_spec(
     torn_tail: bool = False,
     no_pause: bool = False,
     power_loss: bool = False,
+    no_share_prefixes: bool = False,
     drift: str | None = None,
     seed: int | None = None,
     timeout: float | None = None,
@@ -146,7 +147,7 @@ def build_spec(
     mode, chosen_by, default = _mode_chosen(scenario, kill_at or kill_on, exhaustive, random, timed)
     _check_choices_act(mode, chosen_by, depth=depth, random=random, timed=timed, runs=runs,
                        timed_window=timed_window, torn_tail=torn_tail, no_pause=no_pause, seed=seed,
-                       min_coverage=min_coverage, shard=shard)
+                       min_coverage=min_coverage, shard=shard, no_share_prefixes=no_share_prefixes)
     _check_numbers(random=random, depth=depth, runs=runs, jobs=jobs, timed_window=timed_window,
                    min_coverage=min_coverage)
     parsed_drift = parse_drift(drift, scenario)
@@ -154,6 +155,7 @@ def build_spec(
         seed = default.get("seed", session_seed)
     if seed is None:
         seed = CI_SEED if ci_profile() else SystemRandom().randrange(2**32)
+    backend_name, backend_options = resolve_backend(scenario, backend, image=image, restart=restart)
     schedule_mode: ScheduleMode
     if mode == GIVEN:
         schedule_mode = GivenMode(tuple(parse_kill_point(text, scenario.plan)
@@ -169,13 +171,15 @@ def build_spec(
     elif mode == TIMED:
         schedule_mode = TimedMode(runs or defaults.TIMED_RUNS, seed, timed_window)
     else:
+        # A container started again after its kill keeps what its own file system holds, which no copy of the run
+        # directory carries: its runs share no prefix.
         schedule_mode = ExhaustiveMode(depth or int(default.get("depth", defaults.DEPTH)), torn=torn_tail,
-                                       power_loss=power_loss)
+                                       power_loss=power_loss, share_prefixes=not no_share_prefixes
+                                       and backend_options.get("restart") != "same")
     if not power_loss:  # under --power-loss, a tear is a torn power loss: it tears any store, not killpoint's journal
         _check_tears_apply(scenario, torn_tail, schedule_mode)
     if power_loss or (isinstance(schedule_mode, GivenMode) and has_power_loss(schedule_mode.schedule)):
         lazyfs.probe()
-    backend_name, backend_options = resolve_backend(scenario, backend, image=image, restart=restart)
     return SessionSpec(scenario, schedule_mode, backend_name, runs_dir or default_runs_dir(scenario), backend_options,
                        drift=parsed_drift, jobs=jobs or defaults.JOBS, keep_all=keep_all,
                        stop_at_first_failure=exitfirst, shard=parse_shard(shard) if shard else None,
@@ -267,7 +271,8 @@ def _mode_chosen(scenario: Scenario, kills: Sequence[str], exhaustive: bool, ran
 
 def _check_choices_act(mode: str, chosen_by: str, *, depth: int | None, random: int | None, timed: bool,
                        runs: int | None, timed_window: float | None, torn_tail: bool, no_pause: bool,
-                       seed: int | None, min_coverage: float | None, shard: str | None) -> None:
+                       seed: int | None, min_coverage: float | None, shard: str | None,
+                       no_share_prefixes: bool) -> None:
     """A usage error for every choice made that would not act in ``mode``: none is ever silently ignored."""
     timed_kills = mode == TIMED or (mode == RANDOM and timed)
     rules = (
@@ -277,6 +282,8 @@ def _check_choices_act(mode: str, chosen_by: str, *, depth: int | None, random: 
         ("--torn-tail", torn_tail, mode in (EXHAUSTIVE, RANDOM),
          "--exhaustive or --random (a given kill tears with /torn:N, e.g. --kill-at c3:after_finished/torn:500)"),
         ("--seed", seed is not None, mode in (RANDOM, TIMED), "--random or --timed (nothing else is drawn)"),
+        ("--no-share-prefixes", no_share_prefixes, mode == EXHAUSTIVE,
+         "--exhaustive (its deeper schedules start from the state their shorter ones' kills left)"),
         ("--no-pause", no_pause, mode != TIMED,
          "kills at crash points (--exhaustive, --random, --kill-at); a timed kill never pauses"),
     )

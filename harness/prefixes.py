@@ -1,0 +1,140 @@
+"""Shared prefixes: what a run's kills left starts each of the runs that kill once more.
+
+Exhaustive depth k+1 grows every schedule (A, ..., K) into (A, ..., K, X) for
+each point X its next incarnation reached, and each of those runs begins with
+the same incarnations, killed at the same points, as (A, ..., K) did. What
+survives a SIGKILL is what the killed incarnations left in the run directory
+(the page cache survives the process), so a copy of that directory taken right
+after the last strike is, to every later incarnation, the state a run of its own
+would have built. A child restored from it runs only from its new kill on: at
+depth 2 one incarnation in three is saved, at depth 3 two in four. The kept
+evidence of a child is whole: its shared incarnations' records, output and
+journal copies are in the copy, and its verdict says whose they are.
+
+A run's state is saved only when it can stand in for the real thing:
+- every kill is at a crash point (a timed or event kill lands where a clock or
+  a write says, never twice alike), every one landed, and no incarnation left
+  a process behind or sent the harness what was no crash point;
+- the first incarnation reached the golden run's crash points, in its order, up
+  to its kill: the runtime runs alike each time, so the history a shared prefix
+  gives is the one a reproduction (which runs every incarnation) replays;
+- the copy left nothing out (a symlink, a FIFO, a file past the size limit: the
+  state could not be carried whole);
+- no file of the state the next incarnation reads (its storage, the world, the
+  ledger) names the run's own directory or control folder: a runtime that
+  writes absolute paths into its state would find them pointing elsewhere.
+
+``--no-share-prefixes`` runs every incarnation of every run again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from killpoint.harness._safe_files import READ_LIMIT_BYTES, UntrustedFile, copy_tree, read_bounded, remove_tree
+from killpoint.harness.evidence import read_incarnations, run_paths
+from killpoint.harness.model import AfterPoint, AtPoint, Drift, Incarnation
+from killpoint.harness.schedule import Schedule
+
+STATE = "state"  # in a prefix's folder: the copy of the run directory
+SOURCE = "source.json"  # in a prefix's folder: the run it was taken of
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """A saved run state: the copy of its run directory, and the run it was taken of (its index and directory)."""
+
+    folder: Path
+    run: int
+    run_dir: str
+
+    def restore(self, run_dir: Path) -> list[Incarnation] | None:
+        """Lay ``run_dir`` out as the saved run's was, and return its incarnations in ``run_dir``'s words;
+        None (and ``run_dir`` removed) if the copy cannot be made whole, so that the run starts afresh."""
+        if copy_tree(self.folder / STATE, run_dir):
+            remove_tree(run_dir)
+            return None
+        incarnations, problem = read_incarnations(run_paths(run_dir)["incarnations"])
+        if problem is not None:
+            remove_tree(run_dir)
+            return None
+        return [replace(incarnation, protocol_problems=tuple(
+            problem.replace(self.run_dir, str(run_dir)) for problem in incarnation.protocol_problems))
+            for incarnation in incarnations]
+
+    def note(self, incarnations: int) -> str:
+        return (f"incarnation{'s 0 to ' if incarnations > 1 else ' '}{incarnations - 1} "
+                f"{'are' if incarnations > 1 else 'is'} run-{self.run:05d}'s, shared: this run started from the state "
+                f"its kills left (harness/prefixes.py; --no-share-prefixes runs them again)")
+
+
+@dataclass(frozen=True)
+class Prefixes:
+    """A session's saved run states, in a folder of its scratch folder, one per schedule whose children start there."""
+
+    folder: Path
+    golden_points: tuple[str, ...]
+
+    def find(self, schedule: Schedule, drift: Drift | None) -> Prefix | None:
+        """The state saved by the run of ``schedule`` less its last kill, if that run saved one."""
+        if len(schedule) < 2:
+            return None
+        folder = self._folder(schedule[:-1], drift)
+        try:
+            source = json.loads(read_bounded(folder / SOURCE))
+        except (OSError, ValueError):
+            return None
+        return Prefix(folder, int(source["run"]), str(source["run_dir"]))
+
+    def save(self, schedule: Schedule, drift: Drift | None, run: int, run_dir: Path,
+             incarnations: Sequence[Incarnation], control_dir: Path) -> bool:
+        """Save ``run_dir`` as its kills left it, if it can stand in for the real thing (the module's list)."""
+        if not self._can_stand_in(schedule, incarnations):
+            return False
+        final = self._folder(schedule, drift)
+        building = final.with_name(f"{final.name}.{os.getpid()}.partial")
+        try:
+            building.mkdir(parents=True)
+            if copy_tree(run_dir, building / STATE) or _names_any(building / STATE, (str(run_dir), str(control_dir))):
+                remove_tree(building)
+                return False
+            (building / SOURCE).write_text(json.dumps({"run": run, "run_dir": str(run_dir)}))
+            os.rename(building, final)
+        except OSError:  # no room, or saved already: the children run from the start
+            remove_tree(building)
+            return False
+        return True
+
+    def _can_stand_in(self, schedule: Schedule, incarnations: Sequence[Incarnation]) -> bool:
+        if len(incarnations) != len(schedule) or not all(isinstance(kill, (AtPoint, AfterPoint)) for kill in schedule):
+            return False
+        if any(incarnation.killed_at != str(kill) or incarnation.protocol_problems or incarnation.leftovers
+               for incarnation, kill in zip(incarnations, schedule)):
+            return False
+        first = incarnations[0].points
+        return first == self.golden_points[:len(first)]
+
+    def _folder(self, schedule: Schedule, drift: Drift | None) -> Path:
+        key = json.dumps([[str(kill) for kill in schedule], str(drift) if drift else None])
+        return self.folder / hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def _names_any(state: Path, needles: tuple[str, ...]) -> bool:
+    """A file of the state the next incarnation reads (storage, world, ledger) holds one of ``needles``."""
+    paths = run_paths(state)
+    files = [paths["ledger"], *(Path(folder, name) for top in (paths["workload"], paths["world"])
+                                for folder, _, names in os.walk(top) for name in names)]
+    encoded = [needle.encode() for needle in needles]
+    for path in files:
+        try:
+            data = read_bounded(path, READ_LIMIT_BYTES)
+        except (UntrustedFile, OSError):
+            return True
+        if any(needle in data for needle in encoded):
+            return True
+    return False

@@ -1,0 +1,57 @@
+"""A deeper schedule started from the state its shorter one's kills left is judged as if it had run them all.
+
+Each pair of sessions is the same sweep with shared prefixes (the default) and
+with ``--no-share-prefixes``: every run must reach the same points, be killed
+at the same points and get the same verdict, and the first must really share.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import DEMO, mutant_workload
+
+pytestmark = pytest.mark.integration
+SHARED = "shared: this run started from the state its kills left"
+
+
+def sweep(killpoint, tmp_path, name: str, *flags: str) -> tuple[int, dict[tuple[str, ...], dict]]:
+    result = killpoint("run", DEMO, "--exhaustive", "--depth", "2", "-j", "2", *flags, "--json", tmp_path / name)
+    runs = json.loads((tmp_path / name).read_text())["runs"]
+    return result.exit_code, {tuple(run["schedule"]): run for run in runs}
+
+
+def judged(run: dict) -> tuple:
+    return (run["outcome"], run["rules"], run["findings"], run["unreached"],
+            [(incarnation["killed_at"], incarnation["points"], incarnation["exit_code"])
+             for incarnation in run["incarnations"]])
+
+
+@pytest.mark.parametrize("mode", [(), ("--torn-tail",), ("--drift", "append=READ_ONLY")],
+                         ids=["plain", "torn-tails", "drift"])
+def test_the_reference_runtime_passes_alike_with_and_without_shared_prefixes(killpoint, tmp_path, mode):
+    part = ("--shard", "1/3")  # a third of the sweep, whole subtrees: every depth-2 schedule's parent is in it
+    shared_exit, shared = sweep(killpoint, tmp_path, "shared.json", *mode, *part)
+    alone_exit, alone = sweep(killpoint, tmp_path, "alone.json", *mode, *part, "--no-share-prefixes")
+    assert shared_exit == alone_exit == 0
+    assert shared.keys() == alone.keys()
+    assert {schedule: judged(run) for schedule, run in shared.items()} == \
+           {schedule: judged(run) for schedule, run in alone.items()}
+    depth_two = [run for schedule, run in shared.items() if len(schedule) == 2 and "/torn" not in schedule[0]]
+    assert depth_two and all(any(SHARED in note for note in run["notes"]) for run in depth_two)
+    assert not any(SHARED in note for run in alone.values() for note in run["notes"])
+
+
+def test_a_second_crash_bug_is_caught_at_the_same_schedules_with_shared_prefixes(killpoint, tmp_path):
+    workload = ("--workload", mutant_workload("second_crash_skips"))
+    shared_exit, shared = sweep(killpoint, tmp_path, "shared.json", *workload)
+    alone_exit, alone = sweep(killpoint, tmp_path, "alone.json", *workload, "--no-share-prefixes")
+    assert shared_exit == alone_exit == 1
+    failing = {schedule for schedule, run in shared.items() if run["outcome"] == "failed"}
+    assert failing == {schedule for schedule, run in alone.items() if run["outcome"] == "failed"}
+    assert ("c4:after_effect", "c4:after_verify") in failing
+    assert any(SHARED in note for note in shared[("c4:after_effect", "c4:after_verify")]["notes"])
+    assert {schedule: judged(run) for schedule, run in shared.items()} == \
+           {schedule: judged(run) for schedule, run in alone.items()}
