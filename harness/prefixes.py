@@ -33,7 +33,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from killpoint.harness._safe_files import READ_LIMIT_BYTES, UntrustedFile, copy_tree, read_bounded, remove_tree
@@ -47,15 +47,15 @@ SOURCE = "source.json"  # in a prefix's folder: the run it was taken of
 
 @dataclass(frozen=True)
 class Prefix:
-    """A saved run state: the copy of its run directory, and the run it was taken of (its index and directory)."""
+    """A saved run state: the copy of its run directory, and the index of the run it was taken of."""
 
     folder: Path
     run: int
-    run_dir: str
 
     def restore(self, run_dir: Path) -> list[Incarnation] | None:
-        """Lay ``run_dir`` out as the saved run's was, and return its incarnations in ``run_dir``'s words;
-        None (and ``run_dir`` removed) if the copy cannot be made whole, so that the run starts afresh."""
+        """Lay ``run_dir`` out as the saved run's was, and return its incarnations (none of which named a file:
+        one with a protocol problem saves no state); None (and ``run_dir`` removed) if the copy cannot be made
+        whole, so that the run starts afresh."""
         if copy_tree(self.folder / STATE, run_dir):
             remove_tree(run_dir)
             return None
@@ -63,9 +63,7 @@ class Prefix:
         if problem is not None:
             remove_tree(run_dir)
             return None
-        return [replace(incarnation, protocol_problems=tuple(
-            problem.replace(self.run_dir, str(run_dir)) for problem in incarnation.protocol_problems))
-            for incarnation in incarnations]
+        return list(incarnations)
 
     def note(self, incarnations: int) -> str:
         return (f"incarnation{'s 0 to ' if incarnations > 1 else ' '}{incarnations - 1} "
@@ -89,7 +87,7 @@ class Prefixes:
             source = json.loads(read_bounded(folder / SOURCE))
         except (OSError, ValueError):
             return None
-        return Prefix(folder, int(source["run"]), str(source["run_dir"]))
+        return Prefix(folder, int(source["run"]))
 
     def save(self, schedule: Schedule, drift: Drift | None, run: int, run_dir: Path,
              incarnations: Sequence[Incarnation], control_dir: Path) -> bool:
@@ -103,7 +101,7 @@ class Prefixes:
             if copy_tree(run_dir, building / STATE) or _names_any(building / STATE, (str(run_dir), str(control_dir))):
                 remove_tree(building)
                 return False
-            (building / SOURCE).write_text(json.dumps({"run": run, "run_dir": str(run_dir)}))
+            (building / SOURCE).write_text(json.dumps({"run": run}))
             os.rename(building, final)
         except OSError:  # no room, or saved already: the children run from the start
             remove_tree(building)

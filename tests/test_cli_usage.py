@@ -41,6 +41,8 @@ def assert_usage_error(result, *fragments: str) -> None:
     (("--exhaustive", "--seed", "3"), "--seed goes with --random or --timed (nothing else is drawn), but this "
                                       "run's schedules come from --exhaustive"),
     ((*KILL, "--seed", "3"), "--seed goes with --random or --timed"),
+    (("--random", "3", "--no-share-prefixes"), "--no-share-prefixes goes with --exhaustive (its deeper schedules "
+                                               "start from the state their shorter ones' kills left)"),
     (("--kill-on", "journal:started:c2", "--seed", "3"), "--seed goes with --random or --timed"),
     # The demo's file says [schedule] mode = "exhaustive": that is the mode the flags must fit.
     (("--seed", "3"), "this run's schedules come from demo's [schedule] (exhaustive)"),
