@@ -89,12 +89,14 @@ def test_a_command_the_token_carries_runs_only_with_the_flag(killpoint, tmp_path
 
 
 
-# Made by the code before kills were a tagged union (KillPoint, commit 268c3b6): token_for(load_scenario(DEMO),
-# Job(0, (c5:after_started/torn:500,), seed=99), Verdict(True)); that code reproduced it, passing.
+# Made by the code before kills were a tagged union (KillPoint, commit 268c3b6), in a checkout of that commit, from
+# its root: token_for(load_scenario(Path("scenarios/demo.toml")), Job(0, (c5:after_started/torn:500,), seed=99),
+# Verdict(True)). Its scenario is recorded relative to that checkout's root, so it resolves in any checkout; a token
+# whose only path is absolute resolves only where that path still exists (the one CI that lacked it failed here).
 OLD_TORN_TOKEN = (
-    "kp1.eNqFkEFqxDAMRe-idaidaZNOcpVhCI6tpGYcy1gyFIa5e9VF6LJLPXiPj56wOv_AHGAGbmup5JEZuhMvVCRSZpifrw68E5dob7iEuCOLSv2H3dYJN"
-    "7TjoFqocVOcW0od4HdBr9ft3gHVuMesGWCP2dVIKhs5iqEUHsWclE3Ag96EjqS5ky5uZUpN8H9JZ5bk8t_Cq-svlx7H8fr-qcnadIX9TX9haEmLN_DD7D"
-    "bBurC4KhiMUM3zYC3ockbU70zT6wdJN2ZL")
+    "kp1.eNptkNFqwzAMRf9Fz9nsdEvW5FfKCI6tZKaOZSwZBqX_PhVW9rI36aJ77kU3WJ2_Yg4wA7e1VPLIDN1TXqhIpMww3-4deCcu0d5wCXFHFjX173ZbJ9zQ"
+    "joPaQo2byrml1AF-F_S6XT47oBr3mBUD7DG7GumR-DuyCXjQq9CRlPFUF7cypSaol0aOYiiFa3nh6s1_Ru1Xkst_1c6uP516HMfz24dia9N4-8B_YWhJqRfw"
+    "w-w2wbqwuCoYjFDN82AtaGVG1LdM0_0HbzFjyA")
 
 
 def test_a_token_made_before_kills_were_a_tagged_union_still_reproduces(killpoint):
