@@ -8,9 +8,10 @@
   checkout (its ``killpoint/`` links to its own ``harness/``), after their bytecode caches are dropped.
   Rounds alternate baseline and current, so drift in the machine's load falls on both; medians are printed.
 - The sweeps run with default settings otherwise, their runs directories on this checkout's disk.
-- The floor of a sweep: its incarnations × a fork()+wait of a warm interpreter, plus the journal records its
-  runtime writes (counted in one ``--keep-all`` run of the current code) × an fsync on the same disk, plus its
-  kills × a SIGKILL and reap of a sleeping child, all divided by the jobs.
+- The floor of a sweep: the incarnations it started × a fork()+wait of a warm interpreter, plus the journal
+  records its runtime writes (counted in one ``--keep-all`` run of the current code) × an fsync where the runs
+  are carried out (the scratch tmpfs), plus the kills it struck × a SIGKILL and reap of a sleeping child, all
+  divided by the jobs. An incarnation shared between runs (harness/prefixes.py) was started and killed once.
 - A cProfile of the harness process of one current-code session (-j 1, one shard) says where the time goes.
 - ``--flat``: one 30,000-schedule session of the current code; ms per schedule over its first and last
   1,000 schedules, the harness's peak memory at 1k, 10k and 30k schedules, and its reports' sizes.
@@ -78,15 +79,18 @@ class Counts:
     """What a session did, from its JSON report."""
 
     schedules: int
-    incarnations: int  # the golden run's included
-    kills: int
+    incarnations: int  # started, the golden run's included
+    kills: int  # struck
+    shared: int  # incarnations a run took from the state another run's kills left, never started again
 
 
 def counts_of(report: dict) -> Counts:
+    """Only the work done: a shared incarnation (a report before sharing has none) was started, and killed, once."""
     runs = report["runs"]
+    shared = sum(run.get("shared_incarnations", 0) for run in runs)
     return Counts(schedules=report["summary"]["schedules"],
-                  incarnations=1 + sum(len(run["incarnations"]) for run in runs),
-                  kills=report["summary"]["kills"])
+                  incarnations=1 + sum(len(run["incarnations"]) for run in runs) - shared,
+                  kills=report["summary"]["kills"] - shared, shared=shared)
 
 
 @dataclass(frozen=True)
@@ -227,7 +231,9 @@ def targets(baseline: Path, current: Path, rounds: int, labels: dict[Path, str])
                 took, counts[sweep.name] = timed_sweep(checkout, sweep, current)
                 seconds.setdefault((checkout, sweep.name), []).append(took)
                 print(f"round {round_number + 1}: {labels[checkout]} {sweep.name}: {took:.1f} s", flush=True)
-    with tempfile.TemporaryDirectory(prefix="bench-speed-floors-", dir=RUNS_PARENT) as scratch:
+    # The runs are carried out in the session's scratch folder on tmpfs (harness/scratch.py), so their journals'
+    # fsyncs are paid there.
+    with tempfile.TemporaryDirectory(prefix="bench-speed-floors-", dir=tmpfs_or_disk()) as scratch:
         floors = Floors(fork=fork_floor(), fsync=fsync_floor(Path(scratch)), kill=kill_floor())
     rows = []
     for sweep in SWEEPS:
@@ -236,20 +242,23 @@ def targets(baseline: Path, current: Path, rounds: int, labels: dict[Path, str])
         after = statistics.median(seconds[(current, sweep.name)])
         floor = floor_seconds(counts[sweep.name], records, floors, JOBS)
         done = counts[sweep.name]
-        rows.append([sweep.name, done.schedules, done.incarnations, done.kills, records,
+        rows.append([sweep.name, done.schedules, done.incarnations, done.shared, done.kills, records,
                      f"≤ {sweep.target_seconds:g}",
                      f"{before:.1f}", f"{after:.1f}", f"{before / after:.1f}×", f"{floor:.1f}", f"{after / floor:.1f}",
                      f"{done.schedules / after:.0f}", f"{after * JOBS / done.incarnations * 1000:.1f}"])
-    header = ["sweep", "schedules", "incarnations", "kills", "journal records", "target s", "baseline s",
+    header = ["sweep", "schedules", "incarnations", "shared", "kills", "journal records", "target s", "baseline s",
               "current s", "baseline / current", "floor s", "× floor", "schedules/s", "ms per incarnation"]
     return [*markdown_table(header, rows), "",
             (f"Medians of {rounds} alternating rounds; each sweep `--exhaustive --depth 2 --backend forkserver "
-             f"-j {JOBS} -q`, default settings otherwise, runs directory on this checkout's disk. ms per "
-             "incarnation is wall time × jobs / incarnations."), "",
+             f"-j {JOBS} -q`, default settings otherwise, runs directory on this checkout's disk. Incarnations "
+             "and kills are the current code's, started and struck: a shared incarnation (one a run took from the "
+             "state its shorter schedule's kills left, harness/prefixes.py) is counted once, in the run that "
+             "started it. ms per incarnation is wall time × jobs / incarnations."), "",
             ("The floor is (incarnations × fork + journal records × fsync + kills × kill) / jobs, measured in the "
              "same run:"),
             f"- fork: fork()+wait of this warm interpreter, median of 200: {floors.fork * 1000:.2f} ms",
-            (f"- fsync: a 100-byte append + fsync in the runs directory's file system, median of 200: "
+            (f"- fsync: a 100-byte append + fsync in the file system the runs are carried out on (the scratch "
+             f"folder's, {tmpfs_or_disk()}), median of 200: "
              f"{floors.fsync * 1000:.3f} ms; the records are counted in the journals of one `--keep-all` run "
              "of the current code (the golden run's included)"),
             f"- kill: SIGKILL + waitpid of a sleeping child, median of 200: {floors.kill * 1000:.3f} ms"]

@@ -279,6 +279,7 @@ def _outcome(entry: Any, shard: int, shards: int) -> tuple[RunOutcome | None, li
                      f"\"reason\": text or null}}" for rule, result in entry["rules"].items()
                      if not (isinstance(result, dict) and result.get("status") in RULE_STATUSES
                              and "reason" in result and is_of(result["reason"], (str, _NONE)))]
+        problems += _shared_problems(entry)
     if problems:
         return None, problems
     try:
@@ -292,13 +293,23 @@ def _outcome(entry: Any, shard: int, shards: int) -> tuple[RunOutcome | None, li
     verdict = Verdict(entry["valid"], findings, tuple(entry["notes"]), entry["error"], rules)
     job = Job(entry["index"], schedule, entry["seed"], Drift(tool, new_class) if entry["drift"] else None)
     outcome = RunOutcome(job, Path(entry["run_dir"]), verdict, incarnations_of(entry["incarnations"]), entry["token"],
-                         entry["seconds"])
+                         entry["seconds"], entry.get("shared_incarnations", 0))
     if outcome.result != entry["outcome"]:
         problems.append(f"outcome: says {entry['outcome']}, but its verdict and incarnations make it {outcome.result}")
     if shard_of(job, shards) != shard:
         problems.append(f"schedule {', '.join(entry['schedule'])} is shard {shard_of(job, shards)}'s of {shards}, "
                         f"not this report's shard {shard}")
     return (None if problems else outcome), problems
+
+
+def _shared_problems(entry: dict[str, Any]) -> list[str]:
+    """``shared_incarnations`` (absent from a report made before prefixes were shared: none) counts some of the
+    run's incarnations."""
+    shared = entry.get("shared_incarnations", 0)
+    if is_of(shared, (int,)) and 0 <= shared <= len(entry["incarnations"]):
+        return []
+    return [f"shared_incarnations: {shared!r:.40} is not a whole number from 0 to the run's "
+            f"{len(entry['incarnations'])} incarnations"]
 
 
 def _capped(problems: list[str]) -> list[str]:

@@ -63,6 +63,7 @@ class RunOutcome:
     incarnations: tuple[Incarnation, ...]
     token: str
     seconds: float
+    shared: int = 0  # its first incarnations are another run's, started from the state they left (prefixes.py)
 
     @property
     def kills_landed(self) -> frozenset[int]:
@@ -205,7 +206,8 @@ def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Pa
         verdict = replace(verdict, notes=(*verdict.notes, (
             f"the copy of this run's evidence from its scratch folder left out {len(left_out)} "
             f"entr{'y' if len(left_out) == 1 else 'ies'} ({SCRATCH_COPY_NAME} lists them); the first: {left_out[0]}")))
-    outcome = _outcome(scenario, golden, job, run_dir, verdict, incarnations, backend, started)
+    outcome = replace(_outcome(scenario, golden, job, run_dir, verdict, incarnations, backend, started),
+                      shared=len(resumed))
     write_verdict(outcome)
     if not keep:
         # After the verdict: a session stopped during the removal finds the run judged and saved, and drops
@@ -498,6 +500,7 @@ def outcome_to_json(outcome: RunOutcome) -> dict[str, object]:
         "outcome": outcome.result,
         "unreached": list(outcome.unreached),
         "incarnations": [asdict(incarnation) for incarnation in outcome.incarnations],
+        "shared_incarnations": outcome.shared,
         "token": outcome.token,
         "seconds": outcome.seconds,
     }

@@ -238,6 +238,8 @@ def test_a_missing_file_and_an_out_of_range_coverage_are_refused(tmp_path, capsy
     (lambda report: report["plan"]["calls"][0].update(tool="other"), "plan_digest: the report's plan hashes to"),
     (lambda report: report["catalogue"]["tools"].update(append="IDEMPOTENT"), "catalogue_digest: the report's"),
     (lambda report: report.update(merged={}), "already a merge of shards; merge the shards' own reports"),
+    (lambda report: report["runs"][0].update(shared_incarnations=5),
+     "runs[0]: shared_incarnations: 5 is not a whole number from 0 to the run's 2 incarnations"),
 ])
 def test_a_report_missing_a_field_or_changed_since_it_was_written_is_refused(tmp_path, capsys, change, said):
     (report,) = shard_reports(tmp_path, session(), (1,))
@@ -250,3 +252,14 @@ def test_a_run_in_a_shard_its_first_kill_does_not_belong_to_is_refused(tmp_path,
     stray = json.loads(second.read_text())["runs"][0]
     err = refused(capsys, edited(first, lambda report: report["runs"].append(stray)))
     assert "is shard 2's of 3, not this report's shard 1" in err
+
+
+def test_a_runs_shared_incarnations_survive_the_merge_and_a_report_made_before_them_reads_as_none(tmp_path):
+    outcomes = session()
+    grown = outcomes[-1]
+    outcomes[-1] = replace(grown, shared=1)  # its first incarnation restored from its parent's saved state
+    first, second, third = shard_reports(tmp_path, outcomes)
+    merged = {outcome.job.index: outcome.shared for outcome in merge_reports([first, second, third]).outcomes}
+    assert merged[grown.job.index] == 1 and sum(merged.values()) == 1
+    older = edited(third, lambda report: [run.pop("shared_incarnations") for run in report["runs"]])
+    assert all(outcome.shared == 0 for outcome in json_runs(older))

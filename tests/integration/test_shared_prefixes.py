@@ -40,8 +40,10 @@ def test_the_reference_runtime_passes_alike_with_and_without_shared_prefixes(kil
     assert {schedule: judged(run) for schedule, run in shared.items()} == \
            {schedule: judged(run) for schedule, run in alone.items()}
     depth_two = [run for schedule, run in shared.items() if len(schedule) == 2 and "/torn" not in schedule[0]]
-    assert depth_two and all(any(SHARED in note for note in run["notes"]) for run in depth_two)
+    assert depth_two and all(any(SHARED in note for note in run["notes"]) and run["shared_incarnations"] == 1
+                             for run in depth_two)
     assert not any(SHARED in note for run in alone.values() for note in run["notes"])
+    assert not any(run["shared_incarnations"] for run in alone.values())
 
 
 def test_a_second_crash_bug_is_caught_at_the_same_schedules_with_shared_prefixes(killpoint, tmp_path):
