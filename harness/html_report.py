@@ -29,7 +29,7 @@ from killpoint.harness.report import (
     verdict_label,
     verdict_reason,
 )
-from killpoint.harness.schedule import format_schedule
+from killpoint.harness.schedule import format_schedule, point_reached
 from killpoint.harness.session import RunOutcome
 from killpoint.harness.summary import Summary
 
@@ -133,7 +133,7 @@ def _heat_map(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome])
         head = "".join(f"<th>{escape(point)}</th>" for point in columns)
         rows = []
         for call in [*scenario.plan.call_ids, None]:
-            keys = [point if call is None else f"{call}:{point}" for point in columns]
+            keys = [point_reached(point, call) for point in columns]
             if not any(counts.get(key) for key in keys):
                 continue
             cells = "".join(_heat_cell(key, incarnation, counts.get(key, 0), bad.get(key, 0), most) for key in keys)

@@ -87,7 +87,19 @@ def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: P
     reason is a problem in the record.
     """
     kill_confirmed(launched)
-    leftovers = tuple(launched.sweep())
+    return record_strike(kill, incarnation=incarnation, leftovers=tuple(launched.sweep()), ledger=ledger,
+                         journal=journal, journal_copy=journal_copy, torn_copy=torn_copy, store=store, drop=drop)
+
+
+def record_strike(kill: Kill | None, *, incarnation: int, leftovers: tuple[str, ...], ledger: Path, journal: Path,
+                  journal_copy: Path, torn_copy: Path, store: StoreCopies | None = None,
+                  drop: DropSite | None = None) -> Strike:
+    """What a strike writes once nothing of the incarnation runs: the kill marker, the copies, the fault's damage.
+
+    ``strike`` calls it after the kill; a snapshot of a run held still at a crash
+    point (``harness/prefixes.py``) calls it on its copy, which thereby becomes
+    what the kill there would have left.
+    """
     problems: list[str] = []
     try:
         ledger_line_closed = mark_kill(ledger, incarnation, kill)

@@ -24,6 +24,13 @@ A run's state is saved only when it can stand in for the real thing:
   ledger) names the run's own directory or control folder: a runtime that
   writes absolute paths into its state would find them pointing elsewhere.
 
+A run that will grow children goes further (``harness/point_snapshots.py``):
+the incarnation after its last kill, whose crash points are its children's
+next kills, is held still (its cgroup frozen) at each point it reaches, and
+the run directory copied as a kill there would leave it. Each child then
+starts from the copy of its own last kill's point, and runs only its recovery:
+at depth 2 two incarnations in three are shared.
+
 ``--no-share-prefixes`` runs every incarnation of every run again.
 """
 
@@ -51,12 +58,24 @@ class Prefix:
 
     folder: Path
     run: int
+    kills: int  # the kills in the state it holds
+    held: bool = False  # the last of them is a point run ``run`` was held at (``point_snapshots``), not killed at
 
-    def restore(self, run_dir: Path) -> list[Incarnation] | None:
+    def restore(self, run_dir: Path, *, take: bool = False) -> list[Incarnation] | None:
         """Lay ``run_dir`` out as the saved run's was, and return its incarnations (none of which named a file:
         one with a protocol problem saves no state); None (and ``run_dir`` removed) if the copy cannot be made
-        whole, so that the run starts afresh."""
-        if copy_tree(self.folder / STATE, run_dir):
+        whole, so that the run starts afresh.
+
+        ``take``: the state is moved there, not copied, and the prefix is gone (its only run takes it).
+        """
+        if take:
+            try:
+                os.rename(self.folder / STATE, run_dir)
+            except OSError:  # another run took it, or run_dir is there already: start afresh
+                return None
+            finally:
+                remove_tree(self.folder)
+        elif copy_tree(self.folder / STATE, run_dir):
             remove_tree(run_dir)
             return None
         incarnations, problem = read_incarnations(run_paths(run_dir)["incarnations"])
@@ -66,9 +85,11 @@ class Prefix:
         return list(incarnations)
 
     def note(self, incarnations: int) -> str:
+        held = (f", the last one's copied as run-{self.run:05d}'s incarnation {incarnations - 1} was held at its "
+                f"point (harness/point_snapshots.py)") if self.held else " (harness/prefixes.py)"
         return (f"incarnation{'s 0 to ' if incarnations > 1 else ' '}{incarnations - 1} "
                 f"{'are' if incarnations > 1 else 'is'} run-{self.run:05d}'s, shared: this run started from the state "
-                f"its kills left (harness/prefixes.py; --no-share-prefixes runs them again)")
+                f"its kills left{held}; --no-share-prefixes runs them again")
 
 
 @dataclass(frozen=True)
@@ -79,34 +100,57 @@ class Prefixes:
     golden_points: tuple[str, ...]
 
     def find(self, schedule: Schedule, drift: Drift | None) -> Prefix | None:
-        """The state saved by the run of ``schedule`` less its last kill, if that run saved one."""
-        if len(schedule) < 2:
-            return None
-        folder = self._folder(schedule[:-1], drift)
-        try:
-            source = json.loads(read_bounded(folder / SOURCE))
-        except (OSError, ValueError):
-            return None
-        return Prefix(folder, int(source["run"]))
+        """The state every kill of ``schedule`` left, snapshotted by the run that reached its last kill's point
+        (``point_snapshots``), else the state the run of ``schedule`` less its last kill saved, if either was."""
+        for kills in (schedule, schedule[:-1]):
+            if not kills:
+                continue
+            folder = self._folder(kills, drift)
+            try:
+                source = json.loads(read_bounded(folder / SOURCE))
+            except (OSError, ValueError):
+                continue
+            return Prefix(folder, int(source["run"]), len(kills), source.get("held") is True)
+        return None
 
     def save(self, schedule: Schedule, drift: Drift | None, run: int, run_dir: Path,
              incarnations: Sequence[Incarnation], control_dir: Path) -> bool:
         """Save ``run_dir`` as its kills left it, if it can stand in for the real thing (the module's list)."""
         if not self._can_stand_in(schedule, incarnations):
             return False
-        final = self._folder(schedule, drift)
-        building = final.with_name(f"{final.name}.{os.getpid()}.partial")
+        building = self.building(schedule, drift)
         try:
             building.mkdir(parents=True)
-            if copy_tree(run_dir, building / STATE) or _names_any(building / STATE, (str(run_dir), str(control_dir))):
-                remove_tree(building)
-                return False
-            (building / SOURCE).write_text(json.dumps({"run": run}))
-            os.rename(building, final)
+            if copy_state(run_dir, building, control_dir):
+                self.commit(building, schedule, drift, run)
+                return True
         except OSError:  # no room, or saved already: the children run from the start
-            remove_tree(building)
-            return False
-        return True
+            pass
+        remove_tree(building)
+        return False
+
+    def building(self, schedule: Schedule, drift: Drift | None) -> Path:
+        """Where this process builds the state of ``schedule`` before ``commit`` makes it found."""
+        final = self._folder(schedule, drift)
+        return final.with_name(f"{final.name}.{os.getpid()}.partial")
+
+    def commit(self, building: Path, schedule: Schedule, drift: Drift | None, run: int, *, held: bool = False) -> None:
+        """Make the state built in ``building`` (by run ``run``; ``held``: at a point it was held at, not killed at)
+        the one ``find`` finds for ``schedule``."""
+        (building / SOURCE).write_text(json.dumps({"run": run, "held": held}))
+        os.rename(building, self._folder(schedule, drift))
+
+    def saved(self) -> int:
+        """How many states are saved (or being built) now: a cheap count, the folder's subfolders by its link count
+        where the file system keeps one (tmpfs, ext4), else by listing it."""
+        try:
+            links = os.stat(self.folder).st_nlink
+            if links >= 2:
+                return links - 2
+            with os.scandir(self.folder) as entries:
+                return sum(1 for _ in entries)
+        except FileNotFoundError:
+            return 0
 
     def _can_stand_in(self, schedule: Schedule, incarnations: Sequence[Incarnation]) -> bool:
         if len(incarnations) != len(schedule) or not all(isinstance(kill, (AtPoint, AfterPoint)) for kill in schedule):
@@ -120,6 +164,13 @@ class Prefixes:
     def _folder(self, schedule: Schedule, drift: Drift | None) -> Path:
         key = json.dumps([[str(kill) for kill in schedule], str(drift) if drift else None])
         return self.folder / hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def copy_state(run_dir: Path, building: Path, control_dir: Path) -> bool:
+    """Copy ``run_dir`` into ``building``'s state; whether the copy is whole and names neither ``run_dir`` nor
+    ``control_dir`` (the module's list)."""
+    state = building / STATE
+    return not copy_tree(run_dir, state) and not _names_any(state, (str(run_dir), str(control_dir)))
 
 
 def _names_any(state: Path, needles: tuple[str, ...]) -> bool:

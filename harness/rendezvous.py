@@ -27,13 +27,18 @@ import os
 import selectors
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from killpoint.protocol import NO_WAIT_FIELD, REPLY_KILL, REPLY_OK, SENT_FIELD
 from killpoint.harness.model import RENDEZVOUS_KILLS, AfterDelay, AfterPoint, AtPoint, Kill
+from killpoint.harness.schedule import point_reached
 from killpoint.harness.watch import EventWatcher
 
+
+# Called at a crash point the workload waits at, before it is answered: (point, call, what was served so far).
+PointHook = Callable[[str, "str | None", "Served"], object]
 
 # A crash point is a short JSON line; anything longer is not one, and is not kept in memory.
 MAX_MESSAGE_BYTES = 64 * 1024
@@ -75,15 +80,20 @@ class RendezvousServer:
         self.listener.setblocking(False)
         self._connections: list[socket.socket] = []
         self._buffers: dict[socket.socket, bytes] = {}  # the last incarnation's connections and their unread ends
+        self._on_point: PointHook | None = None  # the incarnation being served's (``serve``)
 
     def serve(self, pid: int, kill: Kill | None, *, started: float, deadline: float,
-              watcher: EventWatcher | None = None, launching: float | None = None) -> Served:
+              watcher: EventWatcher | None = None, launching: float | None = None,
+              on_point: PointHook | None = None) -> Served:
         """Answer crash points until the kill's moment, the process's exit, or the deadline.
 
         A timed kill (``AfterDelay``) lands ``kill.seconds`` seconds after ``started``;
         ``launching`` (default ``started``) is a time before the launch began.
+        ``on_point`` is called at each point waited at (and not killed at), with
+        the point recorded, before the workload is answered.
         """
         served = Served(launching=started if launching is None else launching)
+        self._on_point = on_point
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
@@ -161,7 +171,7 @@ class RendezvousServer:
         if complete is None:
             selector.unregister(connection)
             return False
-        return any(self._handle(raw, connection, kill, served) for raw in complete)
+        return any(self._handle(raw, connection, kill, served, self._on_point) for raw in complete)
 
     def _read(self, connection: socket.socket, buffers: dict[socket.socket, bytes], served: Served) -> list[bytes] | None:
         """The whole messages one read of ``connection`` completes; None at its end."""
@@ -194,8 +204,13 @@ class RendezvousServer:
                         self._handle(raw, connection, None, served)
         served.put_in_order()
 
-    def _handle(self, raw: bytes, connection: socket.socket, kill: Kill | None, served: Served) -> bool:
-        """Record one message; reply unless it is the kill's moment or asked for none. True means: kill now."""
+    def _handle(self, raw: bytes, connection: socket.socket, kill: Kill | None, served: Served,
+                on_point: PointHook | None = None) -> bool:
+        """Record one message; reply unless it is the kill's moment or asked for none. True means: kill now.
+
+        ``on_point`` is called before the reply to a point waited at; never for one read after the
+        incarnation's end (``_drain``), whose sender no longer waits.
+        """
         arrived = time.monotonic()
         try:
             message = json.loads(raw)
@@ -209,7 +224,7 @@ class RendezvousServer:
             _reply(connection)
             return False
         reached_at = _reached_at(sent, served.launching, arrived)
-        served.record(point if call is None else f"{call}:{point}", reached_at)
+        served.record(point_reached(point, call), reached_at)
         if served.armed or (isinstance(kill, AtPoint) and kill.matches(point, call)):
             served.hit, served.hit_at = kill, reached_at
             if not waits:
@@ -222,6 +237,8 @@ class RendezvousServer:
         if isinstance(kill, AfterPoint) and kill.matches(point, call):
             served.armed = True
         if waits:
+            if on_point is not None:
+                on_point(point, call, served)
             _reply(connection)
         return False
 

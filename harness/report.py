@@ -21,7 +21,7 @@ from killpoint.harness.evidence import read_evidence
 from killpoint.harness.explore import BEFORE_FIRST_POINT, coverage
 from killpoint.harness.model import AFTER_SUFFIX, GoldenRun, Scenario, Verdict
 from killpoint.harness.repro_safety import repro_line
-from killpoint.harness.schedule import format_schedule
+from killpoint.harness.schedule import format_schedule, point_reached
 from killpoint.harness.session import RunOutcome, outcome_to_json
 from killpoint.harness.summary import Summary, unknown_reason
 
@@ -261,7 +261,7 @@ def write_coverage(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutc
         out.write(f"coverage, incarnation {incarnation} ({started}):\n")
         out.write(f"  {'':<{width}}" + "".join(f"{COVERAGE_HEADINGS[point]:>12}" for point in columns) + "\n")
         for call in [*scenario.plan.call_ids, None]:
-            cells = [_coverage_cell(counts, point if call is None else f"{call}:{point}") for point in columns]
+            cells = [_coverage_cell(counts, point_reached(point, call)) for point in columns]
             if any(cells):
                 out.write(f"  {call or '(recovery)':<{width}}" + "".join(f"{cell or '.':>12}" for cell in cells) + "\n")
         if counts.get(BEFORE_FIRST_POINT):

@@ -24,9 +24,10 @@ import stat
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, Protocol
 
 from killpoint import protocol
 from killpoint.errors import WorkloadError
@@ -109,7 +110,7 @@ def store_files(scenario: Scenario) -> tuple[str, ...] | None:
     return reader_for(scenario.journal).files(scenario.plan) if scenario.journal is not None else None
 
 
-def _stderr_tail(path: Path) -> str:
+def stderr_tail(path: Path) -> str:
     with path.open("rb") as stream:
         stream.seek(max(0, path.stat().st_size - STDERR_TAIL_BYTES))
         return stream.read().decode(errors="replace").strip()
@@ -187,27 +188,47 @@ def abandoned_folders(root: Path, prefix: str) -> list[Path]:
     return found
 
 
-# Called after the strike of a schedule's last kill with the run directory, its incarnations and control folder.
-LastKillHook = Callable[[Path, list[Incarnation], Path], object]
+class PointWatch(Protocol):
+    """Watches the incarnation after a run's last kill at each point it waits at (``harness/point_snapshots.py``)."""
+
+    def on_point(self, point: str, call: str | None, served: Served) -> object: ...
+
+    def finish(self, incarnation: Incarnation) -> object: ...
+
+
+class Sharing(Protocol):
+    """What a run whose children start from its state saves for them (``harness/prefixes.py``)."""
+
+    @property
+    def holds_points(self) -> bool:
+        """Whether the incarnation after the last kill is watched (``snapshots``)."""
+
+    def after_last_kill(self, run_dir: Path, incarnations: list[Incarnation], control_dir: Path) -> bool:
+        """Save the state the last kill left; whether it could stand in for a run's own."""
+
+    def snapshots(self, run_dir: Path, incarnations: list[Incarnation], control_dir: Path, launched: Launched,
+                  started: float, store: tuple[str, ...] | None) -> PointWatch:
+        """The watch of the incarnation just launched after the last kill, from a state that stands in."""
 
 
 def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
                 drift: Drift | None = None, max_incarnations: int | None = None,
-                resumed: Sequence[Incarnation] = (), after_last_kill: LastKillHook | None = None) -> list[Incarnation]:
+                resumed: Sequence[Incarnation] = (), sharing: Sharing | None = None) -> list[Incarnation]:
     """Carry out ``schedule`` against the workload in ``run_dir``; return what each incarnation did.
 
     With ``resumed``, ``run_dir`` already holds the state those incarnations (the
-    first of ``schedule``'s kills) left, restored from a shared prefix (``harness/prefixes.py``),
-    and the run goes on from the next. ``after_last_kill`` is called once the
-    last kill of ``schedule`` has struck, before the next incarnation starts.
+    first of ``schedule``'s kills, or all of them) left, restored from a shared
+    prefix (``harness/prefixes.py``), and the run goes on from the next. With
+    ``sharing``, the run saves the state its last kill left, and then the
+    incarnation after it waits at every point, where ``sharing``'s watch sees it.
     """
     return _carry_out(scenario, schedule, run_dir, backend, drift=drift, max_incarnations=max_incarnations,
-                      resumed=resumed, after_last_kill=after_last_kill)[0]
+                      resumed=resumed, sharing=sharing)[0]
 
 
 def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
                drift: Drift | None = None, max_incarnations: int | None = None, watch_work: bool = False,
-               resumed: Sequence[Incarnation] = (), after_last_kill: LastKillHook | None = None,
+               resumed: Sequence[Incarnation] = (), sharing: Sharing | None = None,
                ) -> tuple[list[Incarnation], tuple[float, float] | None]:
     """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_window``)."""
     # Resolved once: the paths handed to each incarnation are absolute and free of links the harness put there.
@@ -217,6 +238,9 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     control_dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_DIR_PREFIX}{os.getpid()}-", dir=control_root()))
     server = RendezvousServer(control_dir / "control.sock")
     incarnations: list[Incarnation] = list(resumed)
+    # Whether the state the incarnation after the last kill starts from stands in for the run's own: restored
+    # whole from a snapshot, or saved by ``sharing`` after the last kill.
+    stands_in = bool(schedule) and len(incarnations) == len(schedule)
     window = None
     files = store_files(scenario)
     disks: Disks | None = None
@@ -225,24 +249,29 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
             disks = mount_disks(run_dir, world=scenario.world_on_device)
         for number in range(len(incarnations), bound):
             kill: Kill | None = schedule[number] if number < len(schedule) else None
+            watched = sharing is not None and sharing.holds_points and stands_in and number == len(schedule)
             started = time.monotonic()
             launched = backend.launch(
                 scenario.workload, cwd=scenario.cwd,
                 env=_environment(paths, server.path, number, drift,
                                  world_durable=disks is not None and disks.world is not None,
                                  # The crash-free run's point times bound the timed kills (``work_window``),
-                                 # so it waits at every point, as a timed kill's incarnation does.
-                                 armed=None if watch_work else armed_points(kill)),
+                                 # so it waits at every point, as a timed kill's incarnation does; a watched
+                                 # one is held at each.
+                                 armed=None if watch_work or watched else armed_points(kill)),
                 stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
             # Timed kills count from here: a backend's start-up (a fork server warming, a container
             # being created) is not the workload's time.
             launched_at = time.monotonic()
+            watch = (sharing.snapshots(run_dir, incarnations, control_dir, launched, started, files)
+                     if sharing is not None and watched else None)
             event = kill if isinstance(kill, OnEvent) else None
             watcher = (EventWatcher(event, paths["journal"], paths["ledger"])
                        if event or (watch_work and number == 0) else None)
             try:
                 served = server.serve(launched.pid, kill, started=launched_at, deadline=started + scenario.timeout_s,
-                                      watcher=watcher, launching=started)
+                                      watcher=watcher, launching=started,
+                                      on_point=watch.on_point if watch is not None else None)
                 killed_at: str | None = None
                 exit_code: int | None = None
                 kill_problems: tuple[str, ...] = ()
@@ -268,15 +297,17 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 number=number, pid=launched.pid, exit_code=exit_code, killed_at=killed_at,
                 timed_out=served.timed_out, points=tuple(served.points),
                 seconds=round(time.monotonic() - started, 4),
-                stderr_tail=_stderr_tail(run_dir / f"incarnation-{number}.stderr"),
+                stderr_tail=stderr_tail(run_dir / f"incarnation-{number}.stderr"),
                 leftovers=leftovers,
                 protocol_problems=(*served.protocol_problems, *kill_problems),
                 catalogue_drift=str(drift) if drift is not None and number > 0 else None,
                 kill_latency_s=latency,
             ))
             save_incarnations(paths["incarnations"], incarnations)
-            if after_last_kill is not None and killed_at is not None and number == len(schedule) - 1:
-                after_last_kill(run_dir, incarnations, control_dir)
+            if watch is not None:
+                watch.finish(incarnations[-1])
+            if sharing is not None and killed_at is not None and number == len(schedule) - 1:
+                stands_in = sharing.after_last_kill(run_dir, incarnations, control_dir)
             if killed_at is None and completed_task(scenario, incarnations[-1], paths["journal"]):
                 break
         if files is not None:
@@ -317,13 +348,18 @@ def _strike(launched: Launched, served: Served, run_dir: Path, number: int, file
     ``files`` are the runtime's own store's (None: it keeps none), copied at the kill too; ``disks`` the lazy
     file system a power loss drops from (None: the run has no power loss).
     """
+    return nemesis.strike(launched, served.hit, incarnation=number, **strike_sites(run_dir, files, kills),
+                          drop=None if disks is None else nemesis.DropSite(disks, run_dir, kills))
+
+
+def strike_sites(run_dir: Path, files: tuple[str, ...] | None, kills: int) -> dict[str, Any]:
+    """Where the strike of kill number ``kills`` (from 0) of the run in ``run_dir`` reads and writes: the keyword
+    arguments of ``nemesis.strike`` and ``record_strike``; ``files``, the runtime's own store's (None: none)."""
     paths = run_paths(run_dir)
     store = None if files is None else nemesis.StoreCopies(paths["workload"], files, store_at_kill_path(run_dir, kills),
                                                            store_found_path(run_dir, kills))
-    return nemesis.strike(launched, served.hit, incarnation=number, ledger=paths["ledger"], journal=paths["journal"],
-                          journal_copy=journal_at_kill_path(run_dir, kills),
-                          torn_copy=torn_journal_path(run_dir, kills), store=store,
-                          drop=None if disks is None else nemesis.DropSite(disks, run_dir, kills))
+    return {"ledger": paths["ledger"], "journal": paths["journal"], "journal_copy": journal_at_kill_path(run_dir, kills),
+            "torn_copy": torn_journal_path(run_dir, kills), "store": store}
 
 
 def _copy_final_store(paths: dict[str, Path], files: tuple[str, ...], run_dir: Path,

@@ -68,6 +68,11 @@ def parse_kill_point(text: str, plan: Plan) -> Kill:
         raise ConfigError(str(error)) from None
 
 
+def point_reached(point: str, call: str | None) -> str:
+    """A crash point as the runner records it: "c3:after_effect", or "after_decisions" for one of no call."""
+    return point if call is None else f"{call}:{point}"
+
+
 def parse_point_reached(reached: str) -> AtPoint:
     """A crash point as the runner records it ("c3:after_effect", "after_decisions"), as a kill at it.
 

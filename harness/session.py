@@ -11,7 +11,6 @@ evidence explains itself even if the harness dies next.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import signal
@@ -37,6 +36,7 @@ from killpoint.harness.run_record import RUN_RECORD_NAME, new_run_record, write_
 from killpoint.harness import lazyfs
 from killpoint.harness.runner import (execute_run, require_rendezvous, run_golden, save_incarnations,
                                      sweep_abandoned_control_dirs)
+from killpoint.harness.point_snapshots import RunSharing
 from killpoint.harness.prefixes import Prefixes
 from killpoint.harness.schedule import Schedule, has_power_loss, parse_point_reached
 from killpoint.harness.scratch import SCRATCH_COPY_NAME, Scratch, keep_on_disk, open_scratch, sweep_abandoned
@@ -189,10 +189,12 @@ def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Pa
     scratch_run = scratch.run_dir(job.index)
     prefixes = Prefixes(scratch.folder / PREFIXES_NAME, golden.points)
     prefix = prefixes.find(job.schedule, job.drift)
-    resumed = (prefix.restore(scratch_run) if prefix is not None else None) or []
-    save = functools.partial(prefixes.save, job.schedule, job.drift, job.index) if job.saves_prefix else None
+    # A snapshot of every kill of the schedule is this run's alone, unless the runs that kill once more fall back on it.
+    take = prefix is not None and prefix.kills == len(job.schedule) and not job.saves_prefix
+    resumed = (prefix.restore(scratch_run, take=take) if prefix is not None else None) or []
+    sharing = RunSharing(prefixes, job.schedule, job.drift, job.index) if job.saves_prefix else None
     incarnations = tuple(execute_run(scenario, job.schedule, scratch_run, backend, drift=job.drift, resumed=resumed,
-                                     after_last_kill=save))
+                                     sharing=sharing))
     verdict = check(scenario, run_evidence(scenario, scratch_run, golden), golden)
     if prefix is not None and resumed:
         verdict = replace(verdict, notes=(*verdict.notes, prefix.note(len(resumed))))

@@ -21,12 +21,21 @@ from bench.bench_speed import (
 def test_counts_include_the_golden_run_and_read_schedules_and_kills_from_the_summary() -> None:
     report = {"summary": {"schedules": 2, "kills": 3},
               "runs": [{"incarnations": [{}, {}]}, {"incarnations": [{}, {}, {}]}]}
-    assert counts_of(report) == Counts(schedules=2, incarnations=6, kills=3)
+    assert counts_of(report) == Counts(schedules=2, incarnations=6, kills=3, shared=0)
+
+
+def test_a_shared_incarnation_was_started_and_killed_once() -> None:
+    """The second run took its first two incarnations (both killed) from the state the first one's left."""
+    report = {"summary": {"schedules": 2, "kills": 3},
+              "runs": [{"incarnations": [{}, {}], "shared_incarnations": 0},
+                       {"incarnations": [{}, {}, {}], "shared_incarnations": 2}]}
+    assert counts_of(report) == Counts(schedules=2, incarnations=4, kills=1, shared=2)
 
 
 def test_the_floor_is_each_part_times_its_cost_shared_by_the_jobs() -> None:
     floors = Floors(fork=0.001, fsync=0.0002, kill=0.0005)
-    seconds = floor_seconds(Counts(schedules=10, incarnations=30, kills=20), journal_records=100, floors=floors, jobs=2)
+    seconds = floor_seconds(Counts(schedules=10, incarnations=30, kills=20, shared=0), journal_records=100,
+                            floors=floors, jobs=2)
     assert abs(seconds - (30 * 0.001 + 100 * 0.0002 + 20 * 0.0005) / 2) < 1e-12
 
 

@@ -41,7 +41,7 @@ def test_a_saved_state_starts_a_child_in_its_own_directory(tmp_path):
     assert prefix.restore(child) == incarnations
     assert (child / "workload" / "journal.jsonl").read_text() == '{"kind":"started","op":"o1"}\n'
     assert (child / "world" / "files" / "todo.txt").read_text() == "milk\n"
-    assert prefixes.find((FIRST,), None) is None  # a depth-1 schedule starts from nothing
+    assert prefixes.find((FIRST,), None).kills == 1  # the run of (FIRST,) itself would start from its kill's state
     assert prefixes.find((SECOND, SECOND), None) is None  # another prefix
     assert "run-00007's" in prefix.note(1)
 

@@ -12,6 +12,7 @@ prove it dead, and sweep what it left elsewhere.
 from __future__ import annotations
 
 from pathlib import Path
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from killpoint.errors import ConfigError
@@ -34,6 +35,12 @@ class Launched(Protocol):
 
     def sweep(self) -> list[str]:
         """Kill anything the incarnation left running elsewhere; describe each one killed (and every leftover found)."""
+
+    def held(self) -> AbstractContextManager[bool]:
+        """Hold every process of the running incarnation still for the body; True once all are, False if it cannot.
+
+        A run held at a crash point leaves what a kill there would (``harness/prefixes.py``).
+        """
 
 
 class Backend(Protocol):

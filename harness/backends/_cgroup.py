@@ -47,6 +47,7 @@ from killpoint.errors import HarnessError
 from killpoint.harness import _process_tree
 
 NAME_PREFIX = "killpoint-"  # killpoint-PID-N: incarnation N of harness process PID
+FREEZE_TIMEOUT_S = 1.0  # a freeze waits for every process to stop; one that will not is never held
 
 _numbers = itertools.count()
 
@@ -177,6 +178,33 @@ class IncarnationCgroup:
         """Kill whatever is in the cgroup and remove it, describing nothing."""
         self.kill(expected=lambda pid: True)
 
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[bool]:
+        """Every process in the cgroup (and below) frozen for the body, by cgroup v2's freezer; True once all are.
+
+        False, with nothing held, where it cannot be frozen (no ``cgroup.freeze``:
+        Linux before 5.2) or is not frozen within ``FREEZE_TIMEOUT_S`` (a
+        process in an uninterruptible wait). A frozen process finds nothing
+        changed when it is thawed: a system call it was blocked in resumes.
+        """
+        try:
+            events = os.open(self.path / "cgroup.events", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            yield False
+            return
+        try:
+            (self.path / "cgroup.freeze").write_bytes(b"1")
+        except OSError:
+            os.close(events)
+            yield False
+            return
+        try:
+            yield _wait_for_event(events, lambda said: b"frozen 1" in said, FREEZE_TIMEOUT_S)
+        finally:
+            os.close(events)
+            with contextlib.suppress(OSError):
+                (self.path / "cgroup.freeze").write_bytes(b"0")
+
     def _wait_until_empty(self) -> None:
         try:
             events = os.open(self.path / "cgroup.events", os.O_RDONLY | os.O_CLOEXEC)
@@ -185,15 +213,10 @@ class IncarnationCgroup:
                 return
             raise
         try:
-            poller = select.poll()
-            poller.register(events, select.POLLPRI)  # the kernel signals each change of cgroup.events
-            deadline = time.monotonic() + _process_tree.CONFIRM_TIMEOUT_S
-            while b"populated 1" in _read_events(events):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise _process_tree.KillFailed(f"pids {self.members()} in cgroup {self.path} survived "
-                                                   f"SIGKILL for {_process_tree.CONFIRM_TIMEOUT_S}s")
-                poller.poll(remaining * 1000)
+            # Removed (read as nothing) is empty too.
+            if not _wait_for_event(events, lambda said: b"populated 1" not in said, _process_tree.CONFIRM_TIMEOUT_S):
+                raise _process_tree.KillFailed(f"pids {self.members()} in cgroup {self.path} survived "
+                                               f"SIGKILL for {_process_tree.CONFIRM_TIMEOUT_S}s")
         finally:
             os.close(events)
 
@@ -234,6 +257,19 @@ def _removed(error: OSError) -> bool:
     harness's cgroup; the second reads it as the first removes it.
     """
     return isinstance(error, FileNotFoundError) or error.errno == errno.ENODEV
+
+
+def _wait_for_event(events: int, done: Callable[[bytes], bool], timeout_s: float) -> bool:
+    """Whether what ``cgroup.events`` (open on ``events``) says is ``done`` within ``timeout_s``."""
+    poller = select.poll()
+    poller.register(events, select.POLLPRI)  # the kernel signals each change of cgroup.events
+    deadline = time.monotonic() + timeout_s
+    while not done(_read_events(events)):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        poller.poll(remaining * 1000)
+    return True
 
 
 def _read_events(events: int) -> bytes:

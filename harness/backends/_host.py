@@ -8,8 +8,10 @@ of ``_process_tree`` do what they can.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 import psutil
@@ -71,6 +73,10 @@ class HostIncarnation:
         if self.cgroup is None:
             return _process_tree.sweep_leftovers(self.workload_dir)
         return self.leftovers
+
+    def held(self) -> AbstractContextManager[bool]:
+        """Its cgroup frozen; without one no incarnation can be held whole (a process may have left its tree)."""
+        return self.cgroup.frozen() if self.cgroup is not None else contextlib.nullcontext(False)
 
     def _reaped(self) -> int:
         if self.exit_code is None:

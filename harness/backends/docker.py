@@ -21,10 +21,12 @@ environment from a file in the run directory through /bin/sh (the image needs on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
 import sys
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,6 +94,10 @@ class ContainerIncarnation:
         if self.remove_on_sweep:
             _engine.remove_container(self.api, self.container_id)
         return []
+
+    def held(self) -> AbstractContextManager[bool]:
+        """Never held: a container's run is carried out on disk, whose state no snapshot shares (docs/cli.md)."""
+        return contextlib.nullcontext(False)
 
     def _finish(self) -> None:
         """Wait for the exit, confirm it with the engine, reap any stand-in, and save the logs."""
