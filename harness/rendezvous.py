@@ -56,6 +56,7 @@ class Served:
     timed_out: bool = False
     armed: bool = False  # for an AfterPoint kill: its point was passed, the next one kills
     protocol_problems: list[str] = field(default_factory=list)
+    held_s: float = 0.0  # spent in ``serve``'s ``on_point``, while the workload waited: its deadline moves by it
 
     def record(self, point: str, reached_at: float) -> None:
         self.points.append(point)
@@ -119,13 +120,14 @@ class RendezvousServer:
         try:
             while True:
                 now = time.monotonic()
+                ends = deadline + served.held_s  # the time ``on_point`` held the workload is not the workload's
                 if kill_at is not None and now >= kill_at:
                     served.hit = kill
                     return served
-                if now >= deadline:
+                if now >= ends:
                     served.timed_out = True
                     return served
-                for key, _ in selector.select(min(deadline, kill_at or deadline) - now):
+                for key, _ in selector.select(min(ends, kill_at if kill_at is not None else ends) - now):
                     if key.data == "exit":
                         self._drain(buffers, served)
                         return served
@@ -238,7 +240,9 @@ class RendezvousServer:
             served.armed = True
         if waits:
             if on_point is not None:
+                holding = time.monotonic()
                 on_point(point, call, served)
+                served.held_s += time.monotonic() - holding
             _reply(connection)
         return False
 

@@ -8,17 +8,18 @@ at the same points and get the same verdict, and the first must really share.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from tests.helpers import DEMO, mutant_workload
+from tests.helpers import DEMO, ROOT, mutant_workload
 
 pytestmark = pytest.mark.integration
 SHARED = "shared: this run started from the state its kills left"
 
 
-def sweep(killpoint, tmp_path, name: str, *flags: str) -> tuple[int, dict[tuple[str, ...], dict]]:
-    result = killpoint("run", DEMO, "--exhaustive", "--depth", "2", "-j", "2", *flags, "--json", tmp_path / name)
+def sweep(killpoint, tmp_path, name: str, *flags: str, scenario: Path = DEMO) -> tuple[int, dict[tuple[str, ...], dict]]:
+    result = killpoint("run", scenario, "--exhaustive", "--depth", "2", "-j", "2", *flags, "--json", tmp_path / name)
     runs = json.loads((tmp_path / name).read_text())["runs"]
     return result.exit_code, {tuple(run["schedule"]): run for run in runs}
 
@@ -59,3 +60,14 @@ def test_a_second_crash_bug_is_caught_at_the_same_schedules_with_shared_prefixes
     assert any(SHARED in note for note in shared[("c4:after_effect", "c4:after_verify")]["notes"])
     assert {schedule: judged(run) for schedule, run in shared.items()} == \
            {schedule: judged(run) for schedule, run in alone.items()}
+
+
+def test_a_runtime_with_a_store_of_its_own_passes_alike_with_and_without_shared_prefixes(killpoint, tmp_path):
+    """The SQLite runtime keeps its journal in a database (and its WAL) the copies carry, held or killed."""
+    scenario = ROOT / "scenarios" / "sqlite_journal" / "short.toml"
+    shared_exit, shared = sweep(killpoint, tmp_path, "shared.json", scenario=scenario)
+    alone_exit, alone = sweep(killpoint, tmp_path, "alone.json", "--no-share-prefixes", scenario=scenario)
+    assert shared_exit == alone_exit == 0
+    assert {schedule: judged(run) for schedule, run in shared.items()} == \
+           {schedule: judged(run) for schedule, run in alone.items()}
+    assert all(run["shared_incarnations"] == 2 for schedule, run in shared.items() if len(schedule) == 2)

@@ -1,0 +1,63 @@
+"""An incarnation held at its points (``serve``'s ``on_point``) is a real process, and the time held is not its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from killpoint.harness.rendezvous import RendezvousServer, Served
+
+pytestmark = pytest.mark.integration
+
+# A v1 workload: three points, each waited at, then exit 0.
+WAITS_AT_THREE = """
+import sys
+from killpoint.client import Rendezvous
+rendezvous = Rendezvous(sys.argv[1], 1)
+for call in ("c1", "c2", "c3"):
+    rendezvous.point("after_started", call=call)
+"""
+TIMEOUT_S = 1.0
+HELD_S = 0.6  # at each point: three holds outlast the timeout
+
+
+def test_the_time_an_incarnation_is_held_moves_its_deadline_and_it_is_never_timed_out_for_it(tmp_path: Path) -> None:
+    server = RendezvousServer(tmp_path / "c.sock")
+    held: list[str] = []
+
+    def hold(point: str, call: str | None, served: Served) -> None:
+        held.append(served.points[-1])
+        time.sleep(HELD_S)
+
+    process = subprocess.Popen([sys.executable, "-c", WAITS_AT_THREE, str(server.path)])
+    try:
+        started = time.monotonic()
+        served = server.serve(process.pid, None, started=started, deadline=started + TIMEOUT_S, on_point=hold)
+        assert process.wait(timeout=10) == 0
+    finally:
+        process.kill()
+        process.wait()
+        server.close()
+    assert not served.timed_out and served.hit is None
+    assert held == served.points == ["c1:after_started", "c2:after_started", "c3:after_started"]
+    assert served.held_s >= 3 * HELD_S > TIMEOUT_S
+
+
+def test_an_incarnation_that_hangs_between_holds_still_times_out(tmp_path: Path) -> None:
+    server = RendezvousServer(tmp_path / "c.sock")
+    hangs = WAITS_AT_THREE + "import time\ntime.sleep(60)\n"
+    process = subprocess.Popen([sys.executable, "-c", hangs, str(server.path)])
+    try:
+        started = time.monotonic()
+        served = server.serve(process.pid, None, started=started, deadline=started + TIMEOUT_S,
+                              on_point=lambda point, call, served: time.sleep(0.1))
+    finally:
+        process.kill()
+        process.wait()
+        server.close()
+    assert served.timed_out and len(served.points) == 3
+    assert time.monotonic() - started < TIMEOUT_S + served.held_s + 5  # at its moved deadline, not never
