@@ -16,10 +16,14 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 # Evidence files past this size are not read whole: no honest run writes that much.
 READ_LIMIT_BYTES = 64 * 1024 * 1024
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # a copy: never opened if it exists
+# Sees a file being copied (its path relative to the tree, with "/", and its bytes); what is wrong, if anything.
+Screen = Callable[[str, bytes], "str | None"]
 
 
 class UntrustedFile(OSError):
@@ -98,7 +102,7 @@ def copy_evidence(source: Path, copy: Path) -> None:
         data = read_bounded(source)
     except FileNotFoundError:
         data = b""
-    _write_all(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644), data)
+    _write_all(os.open(copy, _NEW_FILE, 0o644), data)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -161,7 +165,7 @@ COPY_MAX_BYTES = 256 * 1024 * 1024
 COPY_MAX_DEPTH = 32
 
 
-def copy_tree(source: Path, copy: Path) -> list[str]:
+def copy_tree(source: Path, copy: Path, *, screen: Screen | None = None) -> list[str]:
     """Copy the regular files and folders under ``source`` into the folder ``copy``; what was left out, and why.
 
     ``copy`` is made if absent; a file already in it is never overwritten (each
@@ -170,7 +174,8 @@ def copy_tree(source: Path, copy: Path) -> list[str]:
     file as ``copy_evidence`` does (no FIFO blocks it; a file with a second hard
     link may be a file outside, so it is not read), leaves out a file past
     ``READ_LIMIT_BYTES`` and goes on, and stops at ``COPY_MAX_FILES`` files or
-    ``COPY_MAX_BYTES``.
+    ``COPY_MAX_BYTES``. ``screen`` sees each file's path (relative, with ``/``)
+    and bytes as they are copied, and says what is wrong with them, if anything.
     """
     try:
         copy.mkdir()
@@ -179,40 +184,41 @@ def copy_tree(source: Path, copy: Path) -> list[str]:
             raise
     problems: list[str] = []
     files = size = folders = 0
-
-    def unreadable(error: OSError) -> None:
-        problems.append(f"{error.filename} could not be listed: {error.strerror or error}")
-
-    for folder, subfolders, names in os.walk(source, onerror=unreadable, followlinks=False):
+    below: list[tuple[str, int]] = [("", 0)]  # folders still to copy: relative path, depth
+    while below:
+        relative, depth = below.pop()
+        folder = os.path.join(source, relative)
         folders += 1
         if folders > COPY_MAX_FILES:
-            problems.append(f"the copy stopped at {COPY_MAX_FILES} folders, before {folder}")
+            problems.append(f"the copy stopped at {COPY_MAX_FILES} folders, before {folder.rstrip(os.sep)}")
             return problems
-        relative = Path(folder).relative_to(source)
-        for name in sorted(subfolders):
-            shown = (relative / name).as_posix()
-            if stat.S_ISLNK(os.lstat(Path(folder) / name).st_mode):
-                problems.append(f"{shown} is a symlink to {os.readlink(Path(folder) / name)!r}; not followed")
-            elif len(relative.parts) >= COPY_MAX_DEPTH:
-                problems.append(f"{shown} is nested past {COPY_MAX_DEPTH} folders; not copied")
-            else:
-                (copy / relative / name).mkdir()
-                continue
-            subfolders.remove(name)
-        for name in sorted(names):
-            path, shown = Path(folder) / name, (relative / name).as_posix()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as error:
+            problems.append(f"{error.filename} could not be listed: {error.strerror or error}")
+            continue
+        for entry in entries:
+            shown = f"{relative}/{entry.name}" if relative else entry.name
             try:
-                mode = os.lstat(path).st_mode
+                if entry.is_dir(follow_symlinks=False):
+                    if depth + 1 > COPY_MAX_DEPTH:
+                        problems.append(f"{shown} is nested past {COPY_MAX_DEPTH} folders; not copied")
+                    else:
+                        os.mkdir(os.path.join(copy, shown))
+                        below.append((shown, depth + 1))
+                    continue
+                if entry.is_symlink():
+                    problems.append(f"{shown} is a symlink to {os.readlink(entry.path)!r}; not followed")
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    problems.append(f"{shown} is not a regular file; not copied")
+                    continue
+                length = entry.stat(follow_symlinks=False).st_size
             except OSError as error:  # listed, then gone: said, never a crash of the strike
                 problems.append(f"{shown} could not be read: {error.strerror or error}")
                 continue
-            if stat.S_ISLNK(mode):
-                problems.append(f"{shown} is a symlink to {os.readlink(path)!r}; not followed")
-                continue
-            if not stat.S_ISREG(mode):
-                problems.append(f"{shown} is not a regular file; not copied")
-                continue
-            if (length := os.lstat(path).st_size) > READ_LIMIT_BYTES:  # never read: it must not stop the copy
+            if length > READ_LIMIT_BYTES:  # never read: it must not stop the copy
                 problems.append(f"{shown} holds {length} bytes, over the {READ_LIMIT_BYTES}-byte limit; not copied")
                 continue
             files += 1
@@ -222,7 +228,11 @@ def copy_tree(source: Path, copy: Path) -> list[str]:
                                 f"before {shown}")
                 return problems
             try:
-                copy_evidence(path, copy / relative / name)
+                data = read_bounded(Path(entry.path))
+                if screen is not None and (said := screen(shown, data)) is not None:
+                    problems.append(f"{shown}: {said}")
+                    continue
+                _write_all(os.open(os.path.join(copy, shown), _NEW_FILE, 0o644), data)
             except (UntrustedFile, OSError) as refusal:
                 problems.append(f"{shown}: {refusal}")
     return problems

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from killpoint.harness._safe_files import READ_LIMIT_BYTES, UntrustedFile, copy_tree, read_bounded, remove_tree
+from killpoint.harness._safe_files import copy_tree, read_bounded, remove_tree
 from killpoint.harness.evidence import read_incarnations, run_paths
 from killpoint.harness.model import AfterPoint, AtPoint, Drift, Incarnation
 from killpoint.harness.schedule import Schedule
@@ -167,23 +167,15 @@ class Prefixes:
 
 
 def copy_state(run_dir: Path, building: Path, control_dir: Path) -> bool:
-    """Copy ``run_dir`` into ``building``'s state; whether the copy is whole and names neither ``run_dir`` nor
-    ``control_dir`` (the module's list)."""
-    state = building / STATE
-    return not copy_tree(run_dir, state) and not _names_any(state, (str(run_dir), str(control_dir)))
+    """Copy ``run_dir`` into ``building``'s state; whether the copy is whole and no file of the state the next
+    incarnation reads (its storage, the world, the ledger) names ``run_dir`` or ``control_dir``."""
+    needles = (str(run_dir).encode(), str(control_dir).encode())
+    layout = run_paths(Path())  # relative: the paths a copied file is named by
+    read_next, ledger = (f"{layout['workload']}/", f"{layout['world']}/"), str(layout["ledger"])
 
+    def names_a_folder(relative: str, data: bytes) -> str | None:
+        if (relative.startswith(read_next) or relative == ledger) and any(needle in data for needle in needles):
+            return "names the run's own folder, which the next run's is not"
+        return None
 
-def _names_any(state: Path, needles: tuple[str, ...]) -> bool:
-    """A file of the state the next incarnation reads (storage, world, ledger) holds one of ``needles``."""
-    paths = run_paths(state)
-    files = [paths["ledger"], *(Path(folder, name) for top in (paths["workload"], paths["world"])
-                                for folder, _, names in os.walk(top) for name in names)]
-    encoded = [needle.encode() for needle in needles]
-    for path in files:
-        try:
-            data = read_bounded(path, READ_LIMIT_BYTES)
-        except (UntrustedFile, OSError):
-            return True
-        if any(needle in data for needle in encoded):
-            return True
-    return False
+    return not copy_tree(run_dir, building / STATE, screen=names_a_folder)
