@@ -199,7 +199,11 @@ class IncarnationCgroup:
             yield False
             return
         try:
-            yield _wait_for_event(events, lambda said: b"frozen 1" in said, FREEZE_TIMEOUT_S)
+            try:
+                frozen = _wait_for_event(events, lambda said: b"frozen 1" in said, FREEZE_TIMEOUT_S)
+            except OSError:  # cgroup.events unreadable: not known to be held
+                frozen = False
+            yield frozen
         finally:
             os.close(events)
             with contextlib.suppress(OSError):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from killpoint.harness.backends._cgroup import IncarnationCgroup, preexec_joiner, usable_parent
 from killpoint.harness.rendezvous import RendezvousServer, Served
 
 pytestmark = pytest.mark.integration
@@ -61,3 +62,35 @@ def test_an_incarnation_that_hangs_between_holds_still_times_out(tmp_path: Path)
         server.close()
     assert served.timed_out and len(served.points) == 3
     assert time.monotonic() - started < TIMEOUT_S + served.held_s + 5  # at its moved deadline, not never
+
+
+def cpu_ticks(pid: int) -> int:
+    """User + system clock ticks ``pid`` has run (fields 14 and 15 of /proc/PID/stat, after its name)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def test_a_frozen_cgroup_holds_every_process_in_it_still_and_thaws_on_leaving() -> None:
+    if usable_parent() is None:
+        pytest.skip("no cgroup v2 folder this process may write: incarnations are never held here")
+    cgroup = IncarnationCgroup.create()
+    assert cgroup is not None
+    with preexec_joiner(cgroup) as join:
+        spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=join)
+    try:
+        deadline = time.monotonic() + 10
+        while cpu_ticks(spinner.pid) < 5 and time.monotonic() < deadline:  # running, and seen to run
+            time.sleep(0.05)
+        with cgroup.frozen() as held:
+            assert held
+            before = cpu_ticks(spinner.pid)
+            time.sleep(0.5)
+            assert cpu_ticks(spinner.pid) == before
+        thawed = cpu_ticks(spinner.pid)
+        while cpu_ticks(spinner.pid) == thawed and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cpu_ticks(spinner.pid) > thawed  # it runs again
+    finally:
+        cgroup.discard()
+        spinner.wait(timeout=10)
+    assert spinner.returncode == -9
