@@ -175,7 +175,7 @@ def copy_state(run_dir: Path, building: Path, control_dir: Path) -> bool:
 
     def names_a_folder(relative: str, data: bytes) -> str | None:
         if (relative.startswith(read_next) or relative == ledger) and any(needle in data for needle in needles):
-            return "names the run's own folder, which the next run's is not"
+            return "names this run's own folder, which a run started from the copy would find pointing elsewhere"
         return None
 
     return not copy_tree(run_dir, building / STATE, screen=names_a_folder)

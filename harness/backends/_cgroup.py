@@ -193,15 +193,10 @@ class IncarnationCgroup:
             yield False
             return
         try:
-            (self.path / "cgroup.freeze").write_bytes(b"1")
-        except OSError:
-            os.close(events)
-            yield False
-            return
-        try:
             try:
+                (self.path / "cgroup.freeze").write_bytes(b"1")
                 frozen = _wait_for_event(events, lambda said: b"frozen 1" in said, FREEZE_TIMEOUT_S)
-            except OSError:  # cgroup.events unreadable: not known to be held
+            except OSError:  # no freezer, or its events unreadable: not known to be held
                 frozen = False
             yield frozen
         finally:
