@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -113,6 +114,17 @@ def workload_processes(under: Path) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
     return found
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT as Python sets it up under a terminal (it raises KeyboardInterrupt) for the test, whatever the runner
+    inherited: a CI job started in the background of a script has SIGINT ignored, which the harness leaves so."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ def swallowed(signum: signal.Signals) -> None:
 
 
 @pytest.mark.parametrize(("signum", "raised"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)])
-def test_a_stop_is_raised_where_it_lands_and_again_at_the_next_safe_point(signum, raised):
+def test_a_stop_is_raised_where_it_lands_and_again_at_the_next_safe_point(signum, raised, ctrl_c_raises):
     with stop_signals():
         with pytest.raises(raised):
             signal.raise_signal(signum)

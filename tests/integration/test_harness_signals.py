@@ -143,7 +143,8 @@ def test_a_stopped_run_ends_cleanly_and_marks_the_runs_under_way(tmp_path, signu
     assert len(judged) >= 3 and all(verdict["outcome"] == "passed" for verdict in judged)
 
 
-def test_a_stop_swallowed_on_its_way_still_ends_the_session_after_the_run_being_reported(killpoint, monkeypatch):
+def test_a_stop_swallowed_on_its_way_still_ends_the_session_after_the_run_being_reported(killpoint, monkeypatch,
+                                                                                          ctrl_c_raises):
     """A KeyboardInterrupt lands wherever the main thread is; where a callee swallows it (here the printer of
     each outcome), the session raises it again before the next run: the user's Ctrl-C is never lost."""
     reported = []
