@@ -71,7 +71,7 @@ class Prefix:
         if take:
             try:
                 os.rename(self.folder / STATE, run_dir)
-            except OSError:  # another run took it, or run_dir is there already: start afresh
+            except OSError:  # gone, or run_dir is there already: the run starts afresh
                 return None
             finally:
                 remove_tree(self.folder)
