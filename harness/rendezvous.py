@@ -81,7 +81,6 @@ class RendezvousServer:
         self.listener.setblocking(False)
         self._connections: list[socket.socket] = []
         self._buffers: dict[socket.socket, bytes] = {}  # the last incarnation's connections and their unread ends
-        self._on_point: PointHook | None = None  # the incarnation being served's (``serve``)
 
     def serve(self, pid: int, kill: Kill | None, *, started: float, deadline: float,
               watcher: EventWatcher | None = None, launching: float | None = None,
@@ -94,7 +93,6 @@ class RendezvousServer:
         the point recorded, before the workload is answered.
         """
         served = Served(launching=started if launching is None else launching)
-        self._on_point = on_point
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
@@ -104,12 +102,12 @@ class RendezvousServer:
             self._drain(self._buffers, served)
             return served
         try:
-            return self._serve(pidfd, kill, served, deadline, watcher, started)
+            return self._serve(pidfd, kill, served, deadline, watcher, started, on_point)
         finally:
             os.close(pidfd)
 
     def _serve(self, pidfd: int, kill: Kill | None, served: Served, deadline: float,
-               watcher: EventWatcher | None, started: float) -> Served:
+               watcher: EventWatcher | None, started: float, on_point: PointHook | None) -> Served:
         selector = selectors.DefaultSelector()
         selector.register(self.listener, selectors.EVENT_READ, "accept")
         selector.register(pidfd, selectors.EVENT_READ, "exit")
@@ -143,7 +141,7 @@ class RendezvousServer:
                         selector.register(connection, selectors.EVENT_READ, "message")
                     else:
                         assert isinstance(key.fileobj, socket.socket)  # a connection, registered as "message"
-                        if self._receive(key.fileobj, buffers, selector, kill, served):
+                        if self._receive(key.fileobj, buffers, selector, kill, served, on_point):
                             return served
         finally:
             selector.close()
@@ -167,13 +165,14 @@ class RendezvousServer:
         served.put_in_order()
 
     def _receive(self, connection: socket.socket, buffers: dict[socket.socket, bytes],
-                 selector: selectors.BaseSelector, kill: Kill | None, served: Served) -> bool:
+                 selector: selectors.BaseSelector, kill: Kill | None, served: Served,
+                 on_point: PointHook | None) -> bool:
         """Handle each whole message ``connection`` has sent; True means: kill now."""
         complete = self._read(connection, buffers, served)
         if complete is None:
             selector.unregister(connection)
             return False
-        return any(self._handle(raw, connection, kill, served, self._on_point) for raw in complete)
+        return any(self._handle(raw, connection, kill, served, on_point) for raw in complete)
 
     def _read(self, connection: socket.socket, buffers: dict[socket.socket, bytes], served: Served) -> list[bytes] | None:
         """The whole messages one read of ``connection`` completes; None at its end."""
