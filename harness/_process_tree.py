@@ -40,9 +40,17 @@ def process_identity(pid: int) -> str:
     resumed from a snapshot: 15 s in one session here), and a live process would
     look like another one. The start in ticks (/proc/PID/stat, field 22) never moves.
     """
+    return f"{pid}:{int(stat_fields(pid)[STAT_START])}"
+
+
+# Indexes in ``stat_fields``: /proc/PID/stat's fields 3 (state), 4 (parent), 6 (session) and 22 (start, in ticks).
+STAT_STATE, STAT_PARENT, STAT_SESSION, STAT_START = 0, 1, 3, 19
+
+
+def stat_fields(pid: int) -> list[bytes]:
+    """/proc/PID/stat's fields after the name (``STAT_*`` index them); OSError if there is no such process."""
     stat_line = Path(f"/proc/{pid}/stat").read_bytes()
-    fields = stat_line[stat_line.rindex(b")") + 2:].split()  # the name, in parentheses, may hold spaces
-    return f"{pid}:{int(fields[19])}"
+    return stat_line[stat_line.rindex(b")") + 2:].split()  # the name, in parentheses, may hold spaces
 
 
 def own_identity() -> str:

@@ -74,18 +74,19 @@ def read_bounded(path: Path, limit: int = READ_LIMIT_BYTES) -> bytes:
         os.close(fd)
 
 
-def append_own_line(path: Path, line: bytes) -> bool:
-    """Append ``line`` (ending in a newline) so that it starts a line of its own.
+def append_own_line(path: Path, line: Callable[[bool], bytes]) -> bool:
+    """Append the line ``line(unterminated)`` (ending in a newline) so that it starts a line of its own.
 
     A workload killed mid-write leaves a last line with no newline; gluing the
-    harness's record onto it would lose both. Returns True when such an
-    unterminated line was found (and closed with a newline first).
+    harness's record onto it would lose both. ``unterminated`` says whether
+    such a line was found (it is closed with a newline first), so that the
+    record can say so; it is also returned.
     """
     fd = open_regular(path, os.O_RDWR | os.O_APPEND)
     try:
         size = os.fstat(fd).st_size
         unterminated = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-        os.write(fd, (b"\n" if unterminated else b"") + line)
+        os.write(fd, (b"\n" if unterminated else b"") + line(unterminated))
         return unterminated
     finally:
         os.close(fd)
@@ -115,13 +116,29 @@ def _write_all(fd: int, data: bytes) -> None:
         os.close(fd)
 
 
+REMOVE_PASSES = 3  # a folder something keeps writing in is walked again, at most this many times in all
+
+
 def remove_tree(root: Path) -> None:
     """Remove ``root`` and everything in it, holding one folder open at a time and following no link.
 
     ``shutil.rmtree`` recurses once per level: a workload that nests a few
     thousand folders deep makes it raise RecursionError (and it would need a
     descriptor per level). This walks down and back up through ``..`` instead.
+    A folder that gains an entry while it is emptied (a process still writing
+    there) is walked again, ``REMOVE_PASSES`` times in all; then the OSError
+    (ENOTEMPTY) is raised.
     """
+    for passes_left in reversed(range(REMOVE_PASSES)):
+        try:
+            _remove_tree_once(root)
+            return
+        except OSError as error:
+            if error.errno != errno.ENOTEMPTY or not passes_left:
+                raise
+
+
+def _remove_tree_once(root: Path) -> None:
     try:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:

@@ -29,11 +29,14 @@ from killpoint.harness.properties import (
     PROPERTY_BY_STATUS,
     Facts,
     LedgerAroundKill,
+    decided,
     drift_excuse,
     expected_action,
     incarnations_failed,
+    judged,
     of_kind,
     repeated_effect,
+    timeouts_on_slow_storage,
 )
 
 NO_PROBE_HINT = ("no read-only probe of it was run: check with one before re-running (a killpoint fake tool's is "
@@ -139,7 +142,8 @@ def verify_before_replay(facts: Facts) -> list[Finding]:
     words with the effect's count; with a probe, effects beyond what the
     crash-free run leaves are still a repeat.
     """
-    findings = []
+    findings: list[Finding] = []
+    unjudged: list[str] = []
     for kill in store_kills(facts):
         if kill.around.following is None:
             continue
@@ -153,15 +157,15 @@ def verify_before_replay(facts: Facts) -> list[Finding]:
                           and (p.LEDGER_PROBE in line.record or p.LEDGER_INVOKED in line.record)), None)
             if first is not None and p.LEDGER_INVOKED in first.record:
                 findings.append(_at_least_once(facts, kill, state, tool_class, first))
-            elif repeated := repeated_effect(facts, call, kill.around):
+            elif repeated := repeated_effect(facts, call, kill.around, unjudged):
                 findings.append(repeated)
-    return findings
+    return judged(findings, unjudged)
 
 
 def _at_least_once(facts: Facts, kill: StoreKill, state: CallAtKill, tool_class: str, rerun: Line) -> Finding:
     call = state.call
     effects = of_kind(facts.evidence.ledger.lines, p.LEDGER_EFFECT, call)
-    want = facts.golden.effects_per_call.get(call, 0)
+    want = "not known" if facts.golden.effects_unknown else facts.golden.effects_per_call.get(call, 0)
     probed = of_kind(facts.evidence.ledger.lines, p.LEDGER_PROBE, call)
     hint = "" if probed else f"; {NO_PROBE_HINT}"
     quoted = (*state.quoted_record, *((state.invoked.quote(),) if state.invoked else ()), rerun.quote(),
@@ -214,6 +218,9 @@ def liveness(facts: Facts) -> list[Finding]:
     recorded is recorded in this run's final store (else its run was lost after the crash)."""
     evidence = facts.evidence
     findings = incarnations_failed(facts)
+    slowed = timeouts_on_slow_storage(facts)
+    if slowed and not facts.completed():  # what the final store lacks is then what the timeout cut short
+        return decided(findings, slowed)
     if not facts.completed():
         findings.append(Finding("liveness", f"the task did not complete within {len(evidence.incarnations)} "
                                             f"incarnations: the last did not exit 0"))
@@ -232,7 +239,7 @@ def liveness(facts: Facts) -> list[Finding]:
                             *((f"{STORE_FINAL}: {now.quote}",) if now else ()), *((last.quote(),) if last else ()))))
     if golden.completed and final.completed is False:
         findings.append(Finding("liveness", "the store does not say the task finished, as the crash-free run's does"))
-    return findings
+    return decided(findings, slowed)
 
 
 def retries_made_unsafe_by_drift(facts: Facts) -> list[str]:

@@ -30,32 +30,40 @@ from killpoint.catalogue import (
     read_text,
 )
 from killpoint.errors import ConfigError
+from killpoint.fake_tools.base import REGISTRY
+from killpoint.harness import limits
 from killpoint.harness._command import killpoint_command
 
 # The MCP ToolAnnotations hints that bear on a class; each must be a JSON boolean.
 HINTS = ("readOnlyHint", "idempotentHint", "destructiveHint", "openWorldHint")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ENVELOPES = ('{"tools": [...]}', '{"result": {"tools": [...]}}', "[...]")
+MCP_LIST_FIX = f"give the server's tools/list result saved as JSON: {', '.join(_ENVELOPES)}"
 
 
 def add_catalogue_parser(commands: argparse._SubParsersAction) -> None:
     """Register ``catalogue`` and its ``check`` and ``from-mcp`` subcommands."""
-    catalogue = commands.add_parser("catalogue", help="print, check or generate a classification catalogue",
-                                    description="Without a subcommand: print the catalogue as a table.")
+    catalogue = commands.add_parser("catalogue", help="print a classification catalogue (no action), check one "
+                                    "(check), make one from an MCP server's tools (from-mcp), or print the fake "
+                                    "tools' arguments (args)",
+                                    description="Without an action: print the catalogue as a table.")
     catalogue.add_argument("--class", dest="tool_class", type=str.upper, choices=protocol.CLASSES,
                            help="only tools of this class")
-    catalogue.add_argument("--family", help="only tools of this family (file, browser, github, ...)")
-    catalogue.add_argument("--file", dest="catalogue_file", type=Path, metavar="FILE",
+    catalogue.add_argument("--family", type=limits.text, help="only tools of this family (file, browser, github, ...)")
+    catalogue.add_argument("--file", dest="catalogue_file", type=limits.path, metavar="FILE",
                            help="the catalogue to print (TOML or protocol JSON; default: the reference one)")
     actions = catalogue.add_subparsers(dest="catalogue_action", metavar="ACTION")
     check = actions.add_parser("check", help="report every problem of a catalogue, each with its line")
-    check.add_argument("check_file", type=Path, metavar="FILE")
+    check.add_argument("check_file", type=limits.path, metavar="FILE")
     from_mcp = actions.add_parser("from-mcp", help="a catalogue from an MCP tools/list result (annotations -> classes)")
-    from_mcp.add_argument("mcp_file", type=Path, metavar="TOOLS.json",
+    from_mcp.add_argument("mcp_file", type=limits.path, metavar="TOOLS.json",
                           help=f"the tools/list result: {', '.join(_ENVELOPES)}")
-    from_mcp.add_argument("--out", type=Path, metavar="FILE", help="write the TOML here instead of printing it")
-    from_mcp.add_argument("--family", dest="mcp_family", default="mcp", metavar="NAME",
+    from_mcp.add_argument("--out", type=limits.path, metavar="FILE", help="write the TOML here instead of printing it")
+    from_mcp.add_argument("--family", type=limits.text, dest="mcp_family", default="mcp", metavar="NAME",
                           help="the family given to every tool (default mcp; the server's name reads well)")
+    arguments = actions.add_parser("args", help="the arguments each fake tool takes (its JSON Schema, one line a tool)")
+    arguments.add_argument("tools", nargs="*", type=limits.text, metavar="TOOL",
+                           help="only these tools (default: all 96)")
 
 
 def command_catalogue(args: argparse.Namespace, out: TextIO) -> int:
@@ -64,6 +72,8 @@ def command_catalogue(args: argparse.Namespace, out: TextIO) -> int:
         return check_command(args.check_file, out)
     if args.catalogue_action == "from-mcp":
         return from_mcp_command(args.mcp_file, args.out, args.mcp_family, out)
+    if args.catalogue_action == "args":
+        return write_arguments(args.tools, out)
     path = args.catalogue_file or REFERENCE_CATALOGUE
     source = str(path) if args.catalogue_file else "the reference catalogue (fake_tools/catalogue.toml)"
     write_table(load_catalogue(path), out, tool_class=args.tool_class, family=args.family, source=source)
@@ -106,7 +116,7 @@ def check_command(path: Path, out: TextIO) -> int:
 
 
 def from_mcp_command(path: Path, out_path: Path | None, family: str, out: TextIO) -> int:
-    classified = classify_mcp_tools(path, read_text(path, "the MCP tool list"))
+    classified = classify_mcp_tools(path, read_text(path, "the MCP tool list", MCP_LIST_FIX))
     text = catalogue_toml(classified, family=family, source=path)
     if out_path is None:
         out.write(text)
@@ -213,3 +223,38 @@ def catalogue_toml(classified: dict[str, tuple[str, str]], *, family: str = "mcp
 def _toml_string(text: str) -> str:
     """A TOML basic string: JSON's escapes are TOML's, except that TOML also escapes DEL."""
     return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+# -- the fake tools' arguments -------------------------------------------------
+
+
+def write_arguments(tools: list[str], out: TextIO) -> int:
+    """One line a fake tool: each argument with its type and limits, ``?`` after an optional one."""
+    unknown = [name for name in tools if name not in REGISTRY]
+    if unknown:
+        raise ConfigError(f"catalogue args: {', '.join(map(repr, unknown))} is no fake tool; "
+                          "`killpoint catalogue args` lists them all")
+    names = tools or list(REGISTRY)
+    width = max(map(len, names))
+    for name in names:
+        schema = REGISTRY[name].schema
+        required = set(schema.get("required", ()))
+        fields = [f"{key}{'' if key in required else '?'}: {describe_schema(value)}"
+                  for key, value in schema.get("properties", {}).items()]
+        out.write(f"{name:<{width}}  {', '.join(fields) or '(no arguments)'}\n")
+    return 0
+
+
+def describe_schema(schema: dict[str, Any]) -> str:
+    """``string (1..200 chars)``, ``integer (0..59)``, ``one of 'on' | 'off'``, ``array of string``: for a reader."""
+    if "enum" in schema:
+        return "one of " + " | ".join(json.dumps(value) for value in schema["enum"])
+    kind = str(schema.get("type", "any"))
+    if kind == "array":
+        return f"array of {describe_schema(schema.get('items', {}))}"
+    low, high = (schema.get("minLength"), schema.get("maxLength")) if kind == "string" else (
+        schema.get("minimum"), schema.get("maximum"))
+    if low is None and high is None:
+        return kind
+    unit = " chars" if kind == "string" else ""
+    return f"{kind} ({'' if low is None else low}..{'' if high is None else high}{unit})"

@@ -27,6 +27,7 @@ from killpoint.harness.evidence import (
     Evidence,
     MissingEvidence,
     handed_catalogue_file,
+    lines_no_kill_left,
     torn_journal_name,
 )
 from killpoint.harness.frameworks import framework_versions
@@ -89,7 +90,8 @@ def kill_copies(evidence: Evidence) -> str | None:
 
 
 def kill_markers(evidence: Evidence) -> str | None:
-    """The ledger, split by the harness's kill markers, one per kill in order: what ran before and after each."""
+    """The ledger, split by the harness's kill markers, one per kill in order: what ran before and after each;
+    and every line of it read, but the one a kill cut short (``evidence.lines_no_kill_left``)."""
     if why := incarnations_recorded(evidence) or evidence.unreadable.get("ledger.jsonl"):
         return why
     killed = [incarnation.number for incarnation in evidence.incarnations if incarnation.killed_at is not None]
@@ -98,6 +100,11 @@ def kill_markers(evidence: Evidence) -> str | None:
         found = ", ".join(line.quote() for line in markers) or "none"
         return (f"the ledger's kill markers do not match the kills made (of incarnations {killed}): "
                 f"found {found}; a marker was lost or forged")
+    if unread := lines_no_kill_left(evidence.ledger):
+        # Quoted short, so that runs unknown for the same reason are counted together; the notes quote every line.
+        others = " (and other lines, quoted in the notes)" if len(unread) > 1 else ""
+        return (f"{unread[0].quote(40)}: no kill leaves such a line, and a tool's record may be glued onto it"
+                f"{others}")
     return None
 
 
@@ -116,6 +123,18 @@ def handed_catalogues(evidence: Evidence) -> str | None:
 
 
 KILLS = (kill_copies, kill_markers)
+
+
+def contained(evidence: Evidence) -> str | None:
+    """No process escaped an incarnation's containment: what one wrote, even after its incarnation's kill, is not
+    the run's evidence (``harness/_escapees.py``), so no rule can be judged on the files it held."""
+    escaped = [f"incarnation {incarnation.number}'s {escapee}" for incarnation in evidence.incarnations
+               for escapee in incarnation.escaped]
+    if not escaped:
+        return None
+    return (f"{len(escaped)} process(es) escaped the incarnation's containment (its cgroup, process tree and "
+            f"environment) and held the run's files; each was killed, but what it wrote is not the run's doing: "
+            + "; ".join(escaped))
 
 
 def store_copies(evidence: Evidence) -> str | None:
@@ -209,6 +228,8 @@ def _check_safe(rule: Rule, facts: Facts) -> tuple[RuleResult, list[Finding]]:
         findings = rule.judge(facts)
     except MissingEvidence as missing:
         return RuleResult(rule.name, UNKNOWN, f"evidence missing: {missing}"), []
+    except properties.Undecidable as why:
+        return RuleResult(rule.name, UNKNOWN, f"not decidable: {why}"), []
     except Exception as error:  # noqa: BLE001 - a checker bug must not pass as a verdict, nor hide the other rules
         return RuleResult(rule.name, UNKNOWN, f"checker error: {type(error).__name__}: {error}"), []
     return RuleResult(rule.name, FAILED if findings else PASSED), findings
@@ -232,6 +253,9 @@ def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun, rules: tupl
         return Verdict(None, (), tuple(notes), f"checker error: {type(failure).__name__}: {failure}",
                        tuple(RuleResult(rule.name, UNKNOWN, "checker error") for rule in rules))
     notes += [f"ledger record left out: {problem}" for problem in ledger_problems]
+    if escaped := contained(evidence):
+        return Verdict(None, (), tuple(notes), f"evidence untrusted, so no rule can be judged: {escaped}",
+                       tuple(RuleResult(rule.name, UNKNOWN, f"evidence untrusted: {escaped}") for rule in rules))
     facts = Facts(scenario, evidence, golden, tuple(journal_problems))
     results, findings = [], []
     for rule in rules:
@@ -275,4 +299,5 @@ def _notes(evidence: Evidence) -> tuple[str, ...]:
         notes += [f"incarnation {incarnation.number} left {leftover} running; the sweep killed it"
                   for leftover in incarnation.leftovers]
         notes += [f"incarnation {incarnation.number}: {problem}" for problem in incarnation.protocol_problems]
+    notes += evidence.store_notes
     return tuple(notes)

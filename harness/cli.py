@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import signal
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from killpoint.errors import ConfigError, HarnessError, InfrastructureError
-from killpoint.harness import defaults, explore
+from killpoint.harness import defaults, explore, limits
 from killpoint.harness.catalogue_cli import add_catalogue_parser, command_catalogue
 from killpoint.harness.certify.cli import add_certify_parser, command_certify
 from killpoint.harness.model import BACKENDS, RESTART_MODES, AfterDelay, GoldenRun, Scenario, parse_kill
@@ -37,8 +36,9 @@ from killpoint.harness.repro_safety import (
 )
 from killpoint.harness.retention import prune
 from killpoint.harness.runner import sweep_abandoned_control_dirs
+from killpoint.harness.leftovers import sweep_temp_folders
 from killpoint.harness.scratch import sweep_abandoned
-from killpoint.harness.scenario import load_scenario, scenario_from_flags, with_workload
+from killpoint.harness.scenario import load_scenario, scenario_from_flags, unlisted_tools_note, with_workload
 from killpoint.harness.schedule import format_schedule
 from killpoint.harness.session import (
     RESULTS,
@@ -76,19 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="kill a workload at crash points and judge every recovery",
                               epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("scenario", nargs="?", help="a scenario file (scenarios/*.toml)")
+    run.add_argument("scenario", nargs="?", type=limits.text, help="a scenario file (scenarios/*.toml)")
     source = run.add_argument_group("workload")
-    source.add_argument("--workload", help="command that starts the runtime under test (with a scenario: replaces its workload)")
-    source.add_argument("--plan", help="plan JSON, with --workload")
-    source.add_argument("--catalogue", help="catalogue (TOML or protocol JSON), with --workload; default: the reference one")
+    source.add_argument("--workload", type=limits.text, help="command that starts the runtime under test (with a scenario: replaces its workload)")
+    source.add_argument("--plan", type=limits.text, help="plan JSON, with --workload")
+    source.add_argument("--catalogue", type=limits.text, help="catalogue (TOML or protocol JSON), with --workload; default: the reference one")
     source.add_argument("--backend", choices=BACKENDS, help=f"how incarnations run (default: {defaults.BACKEND_HELP})")
     _container_flags(source)
     schedules = run.add_argument_group("schedules")
-    schedules.add_argument("--kill-at", action="append", default=[], metavar="KILL",
+    schedules.add_argument("--kill-at", action="append", default=[], type=limits.text, metavar="KILL",
                            help="kill there; repeat for later incarnations: c3:after_effect, after_decisions, "
                                 "c3:after_started+ (next point), @0.05 (seconds), ledger:effect:c3; /now kills with "
                                 "no pause (c3:after_effect/now); /torn:500 tears; /power loses what was never fsynced")
-    schedules.add_argument("--kill-on", action="append", default=[], metavar="EVENT",
+    schedules.add_argument("--kill-on", action="append", default=[], type=limits.text, metavar="EVENT",
                            help="kill as soon as the journal or ledger shows EVENT (journal:started:c5, ledger:effect:c3)")
     schedules.add_argument("--exhaustive", action="store_true", help="every schedule of up to --depth kills at reached points")
     schedules.add_argument("--depth", type=int, metavar="K", help=f"kills per schedule for --exhaustive (default {defaults.DEPTH})")
@@ -105,10 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
                            help="with --exhaustive: run every incarnation of every schedule, rather than start a "
                                 "deeper schedule from the state its shorter one's kills left")
     schedules.add_argument("--power-loss", action="store_true", help=defaults.POWER_LOSS_HELP)
-    schedules.add_argument("--drift", metavar="TOOL=CLASS", help="hand recovery incarnations a catalogue where TOOL has CLASS")
+    schedules.add_argument("--drift", type=limits.text, metavar="TOOL=CLASS", help="hand recovery incarnations a catalogue where TOOL has CLASS")
     schedules.add_argument("--seed", type=int, help=f"seed of --random/--timed (default: {defaults.SEED_HELP})")
     output = run.add_argument_group("output")
-    output.add_argument("--timeout", type=float, metavar="S", help="seconds one incarnation may take")
+    output.add_argument("--timeout", type=float, metavar="S",
+                        help="seconds one incarnation may take, less what it waits for a power loss's lazy file system")
     output.add_argument("--min-coverage", type=float, metavar="PCT",
                         help="exit 3 unless runs killed at least PCT%% (0-100) of the crash-free run's crash points")
     output.add_argument("--keep-all", action="store_true",
@@ -116,24 +117,24 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("-x", "--exitfirst", action="store_true", help="stop after the first failing run")
     output.add_argument("-j", "--jobs", type=int, metavar="N", help=f"run N schedules in parallel (default {defaults.JOBS_HELP})")
     output.add_argument("--shard", metavar="K/N", help="run only shard K of N (CI matrix jobs; the shards partition the set)")
-    output.add_argument("--runs-dir", type=Path, help=f"where run evidence goes (default {defaults.RUNS_DIR_HELP})")
-    output.add_argument("--scratch", type=Path, metavar="DIR", help=defaults.SCRATCH_HELP)
+    output.add_argument("--runs-dir", type=limits.path, help=f"where run evidence goes (default {defaults.RUNS_DIR_HELP})")
+    output.add_argument("--scratch", type=limits.path, metavar="DIR", help=defaults.SCRATCH_HELP)
     output.add_argument("--no-scratch", action="store_true", help=defaults.NO_SCRATCH_HELP)
-    output.add_argument("--json", type=Path, metavar="REPORT.json", help="write the full report as JSON")
-    output.add_argument("--html", type=Path, metavar="REPORT.html", help="write a self-contained HTML report")
+    output.add_argument("--json", type=limits.path, metavar="REPORT.json", help="write the full report as JSON")
+    output.add_argument("--html", type=limits.path, metavar="REPORT.html", help="write a self-contained HTML report")
     modes = output.add_mutually_exclusive_group()
     modes.add_argument("-q", "--quiet", action="store_true", help="print only failing runs and the summary line")
     modes.add_argument("--machine", action="store_true", help="print one JSON line per finished run, then a summary line")
 
     hunt = commands.add_parser("hunt", help="search plans x schedules with Hypothesis; shrink what fails")
-    hunt.add_argument("scenarios", nargs="+", type=Path, help="scenario files whose calls and worlds the plans draw from")
-    hunt.add_argument("--workload", help="the runtime to hunt in (default: the first scenario's)")
+    hunt.add_argument("scenarios", nargs="+", type=limits.path, help="scenario files whose calls and worlds the plans draw from")
+    hunt.add_argument("--workload", type=limits.text, help="the runtime to hunt in (default: the first scenario's)")
     hunt.add_argument("--examples", type=int, default=defaults.HUNT_EXAMPLES, metavar="N",
                       help=f"examples to try (default {defaults.HUNT_EXAMPLES})")
     hunt.add_argument("--max-calls", type=int, default=defaults.HUNT_MAX_CALLS, metavar="K",
                       help=f"longest plan drawn (default {defaults.HUNT_MAX_CALLS})")
     hunt.add_argument("--seed", type=int, default=defaults.HUNT_SEED, help=f"Hypothesis seed (default {defaults.HUNT_SEED})")
-    hunt.add_argument("--out", type=Path, default=Path("."), help="where the shrunk scenario file goes (default .)")
+    hunt.add_argument("--out", type=limits.path, default=Path("."), help="where the shrunk scenario file goes (default .)")
     hunt.add_argument("--no-pause", action="store_true", help=defaults.NO_PAUSE_HELP)
     hunt.add_argument("--power-loss", action="store_true", help=defaults.POWER_LOSS_HELP)
 
@@ -144,18 +145,18 @@ def build_parser() -> argparse.ArgumentParser:
                             "file's own workload or one shipped with killpoint runs")
     repro.add_argument("--backend", choices=BACKENDS, help="override the token's backend")
     _container_flags(repro)
-    repro.add_argument("--runs-dir", type=Path)
+    repro.add_argument("--runs-dir", type=limits.path)
 
     merge = commands.add_parser("merge", help="combine the JSON reports of one session's shards into one verdict, "
                                               "summary, coverage map and report",
                                 epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    merge.add_argument("reports", nargs="+", type=Path, metavar="REPORT.json",
+    merge.add_argument("reports", nargs="+", type=limits.path, metavar="REPORT.json",
                        help="the report of each shard (killpoint run --shard K/N --json REPORT.json)")
     merge.add_argument("--min-coverage", type=float, metavar="PCT",
                        help="exit 3 unless the shards together killed at least PCT%% (0-100) of the crash-free "
                             "run's crash points")
-    merge.add_argument("--json", type=Path, metavar="REPORT.json", help="write the merged report as JSON")
-    merge.add_argument("--html", type=Path, metavar="REPORT.html", help="write the merged self-contained HTML report")
+    merge.add_argument("--json", type=limits.path, metavar="REPORT.json", help="write the merged report as JSON")
+    merge.add_argument("--html", type=limits.path, metavar="REPORT.html", help="write the merged self-contained HTML report")
     merge_modes = merge.add_mutually_exclusive_group()
     merge_modes.add_argument("-q", "--quiet", action="store_true", help="print only failing runs and the summary line")
     merge_modes.add_argument("--machine", action="store_true",
@@ -163,18 +164,21 @@ def build_parser() -> argparse.ArgumentParser:
     merge.set_defaults(runs_dir=None)  # check_outputs' --runs-dir: merge writes no evidence
 
     prune = commands.add_parser("prune", help="remove old sessions' evidence from a runs directory")
-    prune.add_argument("--runs-dir", type=Path, default=Path("killpoint-runs"),
+    prune.add_argument("--runs-dir", type=limits.path, default=Path("killpoint-runs"),
                        help="the folder of sessions (default ./killpoint-runs)")
     prune.add_argument("--keep", type=int, metavar="N", help="keep the N newest sessions")
     prune.add_argument("--older-than", type=float, metavar="DAYS", help="remove sessions older than DAYS days")
 
-    clean = commands.add_parser("clean", help="remove containers of killpoint runs whose harness is gone (by label), "
-                                              "scratch folders in /dev/shm and control folders whose harness is gone, "
-                                              "and unmount lazy file systems (--power-loss) whose daemon is gone")
+    clean = commands.add_parser("clean", help="remove what killpoint harnesses now gone left: their containers (by "
+                                              "label), incarnation cgroups, scratch folders in /dev/shm, control "
+                                              "and temporary folders (certify, MCP, store copies), and unmount lazy "
+                                              "file systems (--power-loss) whose daemon is gone; a live session's "
+                                              "are left alone")
     clean.add_argument("--all", action="store_true", help="also the containers of harnesses still running")
     image = commands.add_parser("image", help="the docker backend's local image (built here, never pulled)")
     image.add_argument("action", choices=["build"], help="build: (re)build it from an empty root filesystem")
-    image.add_argument("--tag", default="killpoint-host:1", help="image name (default killpoint-host:1)")
+    image.add_argument("--tag", type=limits.image_tag, default="killpoint-host:1",
+                       help="image name (default killpoint-host:1)")
     add_catalogue_parser(commands)
     add_certify_parser(commands)
     add_show_parser(commands)
@@ -182,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _container_flags(group: argparse._ActionsContainer) -> None:
-    group.add_argument("--image", help="with --backend docker: a local image (default killpoint-host:1, built here)")
+    group.add_argument("--image", type=limits.image_reference,
+                       help="with --backend docker: a local image (default killpoint-host:1, built here)")
     group.add_argument("--restart", choices=RESTART_MODES,
                        help="with --backend docker: a new container per incarnation (default) or the killed one again")
 
@@ -213,7 +218,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
 
 
 def _command(args: argparse.Namespace, out: TextIO) -> int:
-    commands = {"run": command_run, "hunt": command_hunt, "clean": command_containers, "image": command_containers,
+    commands = {"run": command_run, "hunt": command_hunt, "clean": command_clean, "image": command_image,
                 "catalogue": command_catalogue, "certify": command_certify, "merge": command_merge,
                 "prune": command_prune, "show": command_show}
     return commands.get(args.command, command_repro)(args, out)
@@ -258,11 +263,6 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
     return scenario
 
 
-def _positive(flag: str, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise ConfigError(f"{flag} {value}: give a positive number")
-
-
 def check_outputs(args: argparse.Namespace) -> None:
     """Every place the session will write is usable, before the session runs (not after it, with a traceback)."""
     problems = []
@@ -292,6 +292,8 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
     scenario = spec.scenario
     printer.header(f"killpoint: {scenario.name}: {spec.describe()}; {spec.describe_backend()}; "
                    f"evidence in {spec.runs_dir}")
+    if (unlisted := unlisted_tools_note(scenario.plan, scenario.catalogue)) is not None:
+        printer.header(unlisted)
     started = time.monotonic()
     with printer:
         golden, outcomes = run_spec(spec, on_outcome=printer.on_outcome, track=printer.track)
@@ -303,12 +305,15 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
 
         write_html_report(args.html, scenario, golden, outcomes, summary)
     printer.finish(scenario, golden, outcomes, summary, show_coverage=args.exhaustive)
+    if (empty := spec.empty_shard(golden, outcomes)) is not None:
+        print(f"killpoint: not established: {empty}", file=sys.stderr)
+        return EXIT_NOT_ESTABLISHED
     return session_exit(summary, golden, outcomes, spec.min_coverage)
 
 
 def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
-    for flag, value in (("--examples", args.examples), ("--max-calls", args.max_calls)):
-        _positive(flag, value)
+    limits.check_numbers((("--examples", "examples", args.examples), ("--max-calls", "max_calls", args.max_calls),
+                          ("--seed", "seed", args.seed)))
     # Imported here, not at the top: it imports Hypothesis, 0.2 s of every session's start.
     from killpoint.harness.hunt import hunt
 
@@ -370,8 +375,7 @@ def command_merge(args: argparse.Namespace, out: TextIO) -> int:
     """``killpoint merge``: the shards' reports judged as their one session, exiting as ``killpoint run`` would."""
     from killpoint.harness.merge import merge_reports, write_merged_json
 
-    if args.min_coverage is not None and not 0 <= args.min_coverage <= 100:
-        raise ConfigError(f"--min-coverage {args.min_coverage}: give a percentage from 0 to 100")
+    limits.check_numbers((("--min-coverage", "min_coverage", args.min_coverage),))
     check_outputs(args)
     merged = merge_reports(args.reports)
     scenario, golden, outcomes, summary = merged.scenario, merged.golden, list(merged.outcomes), merged.summary
@@ -420,32 +424,48 @@ def command_prune(args: argparse.Namespace, out: TextIO) -> int:
     if args.keep is None and args.older_than is None:
         raise ConfigError("killpoint prune: say what goes: --keep N (the N newest sessions stay) and/or "
                           "--older-than DAYS (older sessions go)")
-    if args.keep is not None and args.keep < 0:
-        raise ConfigError(f"--keep {args.keep}: give a number of sessions >= 0")
-    if args.older_than is not None and not (math.isfinite(args.older_than) and args.older_than >= 0):
-        raise ConfigError(f"--older-than {args.older_than}: give a number of days >= 0")
+    limits.check_numbers((("--keep", "keep", args.keep), ("--older-than", "older_than", args.older_than)))
     removed = prune(args.runs_dir, keep=args.keep, older_than_days=args.older_than)
     out.writelines(f"removed {session}\n" for session in removed)
     out.write(f"killpoint prune: {len(removed)} session(s) removed from {args.runs_dir}\n")
     return EXIT_PASSED
 
 
-def command_containers(args: argparse.Namespace, out: TextIO) -> int:
-    """``killpoint clean`` and ``killpoint image build``: the docker backend's housekeeping."""
-    from killpoint.harness import lazyfs
+def command_image(args: argparse.Namespace, out: TextIO) -> int:
+    """``killpoint image build``: the docker backend's local image."""
     from killpoint.harness.backends import _engine
 
-    if args.command == "clean":
-        out.writelines(f"removed {path}, the control directory of a harness process now gone\n" for path in sweep_abandoned_control_dirs())
-        out.writelines(f"removed {path}, the scratch folder of a harness process now gone\n" for path in sweep_abandoned())
-        out.writelines(f"unmounted {mount}\n" for mount in lazyfs.unmount_stale(Path("/")))
-        removed = _engine.remove_leftovers(_engine.connect(), everything=args.all)
-        out.writelines(f"removed {description}\n" for description in removed)
-        out.write(f"killpoint clean: {len(removed)} container(s) removed\n")
-    else:
-        image_id = _engine.build_host_image(_engine.connect(), args.tag)
-        out.write(f"killpoint image build: {args.tag} ({image_id[:19]}), an empty root filesystem imported with no "
-                  f"registry; the docker backend mounts the host's /usr, Python and project into it read-only\n")
+    image_id = _engine.build_host_image(_engine.connect(), args.tag)
+    out.write(f"killpoint image build: {args.tag} ({image_id[:19]}), an empty root filesystem imported with no "
+              f"registry; the docker backend mounts the host's /usr, Python and project into it read-only\n")
+    return EXIT_PASSED
+
+
+def command_clean(args: argparse.Namespace, out: TextIO) -> int:
+    """``killpoint clean``: remove what harnesses now gone left (``harness/leftovers.py``), never a live one's.
+
+    Docker is asked last and only if an engine answers: a host with no engine has no containers to remove.
+    """
+    from killpoint.errors import ConfigError as NoEngine
+    from killpoint.harness import lazyfs
+    from killpoint.harness.backends import _cgroup, _engine
+
+    gone = "of a harness process now gone"
+    out.writelines(f"removed {path}, the control directory {gone}\n" for path in sweep_abandoned_control_dirs())
+    out.writelines(f"removed {path}, the scratch folder {gone}\n" for path in sweep_abandoned())
+    out.writelines(f"removed {path}, a temporary folder {gone}\n" for path in sweep_temp_folders())
+    for cgroup, killed in _cgroup.sweep_abandoned():
+        out.write(f"removed {cgroup}, an incarnation cgroup {gone}" + (f"; killed {'; '.join(killed)}" if killed
+                                                                       else "") + "\n")
+    out.writelines(f"unmounted {mount}\n" for mount in lazyfs.unmount_stale(Path("/")))
+    try:
+        client = _engine.connect()
+    except NoEngine:
+        out.write("killpoint clean: no Docker engine answers, so there are no containers to remove\n")
+        return EXIT_PASSED
+    removed = _engine.remove_leftovers(client, everything=args.all)
+    out.writelines(f"removed {description}\n" for description in removed)
+    out.write(f"killpoint clean: {len(removed)} container(s) removed\n")
     return EXIT_PASSED
 
 

@@ -49,11 +49,25 @@ class Line:
 
 
 @dataclass(frozen=True)
+class BadLine:
+    """A newline-terminated line that is not a JSON object: where, why, and its first bytes."""
+
+    source: str
+    number: int
+    why: str
+    start: bytes  # the line's first 120 bytes
+
+    def quote(self, length: int = 120) -> str:
+        return f"{self.source}:{self.number}: {self.why}: {self.start[:length]!r}"
+
+
+@dataclass(frozen=True)
 class JsonLines:
     lines: tuple[Line, ...]
     torn_tail: bytes | None = None
     problems: tuple[str, ...] = ()
     refused: str | None = None  # why the file was not read at all (a symlink, a FIFO, too big); also a problem
+    bad_lines: tuple[BadLine, ...] = ()  # each line that is not a JSON object (each also one of ``problems``)
 
 
 def read_lines(path: Path, source: str | None = None) -> JsonLines:
@@ -70,8 +84,31 @@ def read_lines(path: Path, source: str | None = None) -> JsonLines:
     except OSError as refusal:  # UntrustedFile (a symlink, a FIFO, too big) says why in its message
         return JsonLines((), problems=(f"{source}: {refusal}",), refused=str(refusal))
     parsed = parse_json_lines(data)
+    bad_lines = tuple(BadLine(source, number, why, raw[:120]) for number, why, raw in parsed.problems)
     return JsonLines(tuple(Line(source, number, record) for number, record in parsed.records), parsed.torn_tail,
-                     tuple(f"{source}:{number}: {why}: {raw[:120]!r}" for number, why, raw in parsed.problems))
+                     tuple(bad.quote() for bad in bad_lines), bad_lines=bad_lines)
+
+
+# A kill marker's key saying the nemesis found the ledger ending in an unterminated line and closed it first.
+MARKER_CLOSED_LINE = "closed_line"
+
+
+def lines_no_kill_left(ledger: JsonLines) -> list[BadLine]:
+    """The ledger's unreadable lines that no kill can have left: a tool's record may be glued in them.
+
+    The fake tools append each record whole, its newline included, in one
+    write. So the one unreadable line an honest run can hold is the part of a
+    record a kill cut short, which the nemesis closes with a newline before
+    its marker, saying so (``MARKER_CLOSED_LINE``): it holds no whole record.
+    Any other line that does not parse may be junk the workload wrote with a
+    tool's whole record glued on after it; a ledger judged without that record
+    accuses a correct runtime ("its tool never ran") or hides a replay. The
+    bytes after the last newline (``torn_tail``) cannot hold a whole record
+    either, so they are not counted here.
+    """
+    closed_by_kill = {line.number - 1 for line in ledger.lines
+                      if protocol.LEDGER_KILLED in line.record and line.get(MARKER_CLOSED_LINE) is True}
+    return [bad for bad in ledger.bad_lines if bad.number not in closed_by_kill]
 
 
 def is_of(value: Any, kinds: tuple[type, ...]) -> bool:
@@ -85,12 +122,15 @@ INCARNATION_FIELDS: dict[str, tuple[type, ...]] = {
     "number": (int,), "pid": (int,), "exit_code": (int, _NONE), "killed_at": (str, _NONE), "timed_out": (bool,),
     "points": (list,), "seconds": (int, float), "stderr_tail": (str,), "leftovers": (list,),
     "catalogue_drift": (str, _NONE), "kill_latency_s": (int, float, _NONE), "protocol_problems": (list,),
+    "escaped": (list,), "storage_s": (int, float, _NONE), "storage_bound": (bool,),
 }
-_STRING_LISTS = ("points", "leftovers", "protocol_problems")
+STRING_LISTS = ("points", "leftovers", "protocol_problems", "escaped")  # held as tuples by an Incarnation
+# Keys a later killpoint added, and what an entry written before them means: nothing escaped, no lazy file system.
+LATER_FIELDS: dict[str, Any] = {"escaped": [], "storage_s": None, "storage_bound": False}
 
 
 def _fits(key: str, value: Any) -> bool:
-    if key in _STRING_LISTS:
+    if key in STRING_LISTS:
         return isinstance(value, list) and all(isinstance(item, str) for item in value)
     return is_of(value, INCARNATION_FIELDS[key])
 
@@ -100,7 +140,7 @@ def incarnation_problem(index: int, entry: Any) -> str | None:
     if not isinstance(entry, dict):
         return f"entry {index} is {type(entry).__name__}, not an object"
     problems = []
-    if missing := sorted(set(INCARNATION_FIELDS) - set(entry)):
+    if missing := sorted(set(INCARNATION_FIELDS) - set(LATER_FIELDS) - set(entry)):
         problems.append(f"no {', '.join(missing)}")
     if unknown := sorted(set(entry) - set(INCARNATION_FIELDS)):
         problems.append(f"unknown key(s) {', '.join(map(repr, unknown))}")
@@ -138,8 +178,14 @@ def read_incarnations(path: Path) -> tuple[tuple[Incarnation, ...], str | None]:
     problems = [problem for index, entry in enumerate(entries) if (problem := incarnation_problem(index, entry))]
     if problems:
         return (), f"{path.name}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-    return tuple(Incarnation(**{**entry, **{key: tuple(entry[key]) for key in _STRING_LISTS}})
-                 for entry in entries), None
+    return tuple(map(incarnation_of, entries)), None
+
+
+def incarnation_of(entry: dict[str, Any]) -> Incarnation:
+    """The incarnation an entry ``incarnation_problem`` passed records (one written before a key was added
+    holds what that key's absence meant)."""
+    entry = {**LATER_FIELDS, **entry}
+    return Incarnation(**{**entry, **{key: tuple(entry[key]) for key in STRING_LISTS}})
 
 
 @dataclass(frozen=True)
@@ -165,6 +211,8 @@ class Evidence:
     stores_found: tuple[DurableState | None, ...] = ()
     store_final: DurableState | None = None
     golden_store_final: DurableState | None = None
+    # What reading those copies took that the report says, each prefixed with the copy's name.
+    store_notes: tuple[str, ...] = ()
     # What each power loss dropped, by kill number: its report's lines, each prefixed with the report's file name.
     drops: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
@@ -327,6 +375,7 @@ def _read_stores(run_dir: Path, kills: int, reading: StoreReading, unreadable: d
     """
     at_kill: list[DurableState] = []
     found: list[DurableState | None] = []
+    notes: list[str] = []
     holds_journal = protocol.JOURNAL_NAME in reading.reader.files(reading.plan)
     for number in range(kills):
         state, why = read_store_copy(store_at_kill_path(run_dir, number), reading)
@@ -341,14 +390,22 @@ def _read_stores(run_dir: Path, kills: int, reading: StoreReading, unreadable: d
             break
         at_kill.append(state)
         found.append(torn)
+        notes += _noted(store_at_kill_path(run_dir, number).name, state)
+        notes += _noted(store_found_path(run_dir, number).name, torn)
     final, why = read_store_copy(run_dir / STORE_FINAL, reading)
     if why is not None:
         unreadable[STORE_FINAL] = why
+    notes += _noted(STORE_FINAL, final)
     golden, why = read_store_copy(reading.golden_dir / STORE_FINAL, reading)
     if why is not None:
         unreadable[f"golden {STORE_FINAL}"] = f"the crash-free run's {why}"
     return {"stores_at_kill": tuple(at_kill), "stores_found": tuple(found), "store_final": final,
-            "golden_store_final": golden}
+            "golden_store_final": golden, "store_notes": tuple(notes)}
+
+
+def _noted(name: str, state: DurableState | None) -> list[str]:
+    """A store copy's notes, each naming the copy."""
+    return [f"{name}: {note}" for note in state.notes] if state is not None else []
 
 
 def read_handed_catalogue(path: Path) -> tuple[Catalogue | None, str | None]:

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from killpoint.errors import ConfigError
 from killpoint.harness import defaults
+from killpoint.harness.limits import LIMITS
 from killpoint.harness.model import (
     AFTER_SUFFIX,
     RENDEZVOUS_KILLS,
@@ -255,14 +256,15 @@ def untested(golden: GoldenRun, outcomes: list[RunOutcome], min_coverage: float 
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """``K/N`` -> (K, N), 1 <= K <= N."""
+    """``K/N`` -> (K, N), 1 <= K <= N <= the bound of ``limits.LIMITS["shards"]``."""
     try:
         number, _, count = text.partition("/")
         shard, shards = int(number), int(count)
     except ValueError:
         shard = shards = 0
-    if not 1 <= shard <= shards:
-        raise ConfigError(f"--shard {text!r}: write K/N with 1 <= K <= N, e.g. --shard 2/3")
+    if not 1 <= shard <= shards <= LIMITS["shards"].high:
+        raise ConfigError(f"--shard {text!r}: write K/N with 1 <= K <= N <= {LIMITS['shards'].high}, "
+                          f"e.g. --shard 2/3")
     return shard, shards
 
 

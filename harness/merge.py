@@ -8,9 +8,11 @@ in two ways.
 
 What is refused (bad input, exit 2): a file that is no killpoint report, or one changed since killpoint
 wrote it (its plan or catalogue no longer hashes to its digest, a run's outcome disagrees with its
-verdict, a run sits in a shard its first kill does not belong to); reports of different sessions
-(scenario, plan, catalogue, workload, how runs are judged, the mode and its options, the seed, the
-backend, the shard count); and one shard given twice.
+verdict or its verdict with its own findings and rules, a run sits in a shard its first kill does not
+belong to, two runs share an index, an index or duration is negative or past any session's, its summary
+is not what its runs add up to); a run index two reports of a drawn session both hold; reports of
+different sessions (scenario, plan, catalogue, workload, how runs are judged, the mode and its options,
+the seed, the backend, the shard count); and one shard given twice.
 
 What is *not* refused is a missing shard: the reports given are real evidence of the session, so a
 failure among them is still a real bug (exit 1), and without one the session is incomplete, which is
@@ -21,17 +23,21 @@ hide the failures the other shards found.
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from killpoint._input_files import REPORT_LIMIT_BYTES, read_input
 from killpoint._json import strict_json
 from killpoint.catalogue import Catalogue
 from killpoint.errors import ConfigError
 from killpoint.harness.evidence import is_of
 from killpoint.harness.explore import shard_of
+from killpoint.harness.limits import LIMITS
 from killpoint.harness.model import (
     FAILED,
     PASSED,
@@ -43,6 +49,7 @@ from killpoint.harness.model import (
     RuleResult,
     Scenario,
     Verdict,
+    merged_validity,
     parse_kill,
 )
 from killpoint.harness.report import REPORT_FORMAT, write_json_report
@@ -55,6 +62,11 @@ from killpoint.harness.summary import Summary, summarise
 _NONE = type(None)
 WRITTEN_BY = "killpoint run --shard K/N --json REPORT.json"
 MAX_PROBLEMS = 20  # problems listed per report; the rest are counted
+# Bounds of what a report may say, past which it was not written by a session: a run's index (no session runs a
+# billion schedules), the shards of a session (a CI matrix; `missing` counts them one by one), any duration.
+MAX_RUN_INDEX = 1_000_000_000
+MAX_SHARDS = LIMITS["shards"].high
+MAX_SECONDS = 366 * 24 * 3600
 REPORT_TYPES: dict[str, tuple[type, ...]] = {
     "scenario": (str,), "origin": (dict,), "plan_digest": (str,), "catalogue_digest": (str,), "judged": (str,),
     "session": (str,), "session_digest": (str,), "seed": (int, _NONE), "backend": (str,), "shard": (list, _NONE),
@@ -152,6 +164,8 @@ def merge_reports(paths: Sequence[Path]) -> MergedSession:
         if earlier.shard == later.shard and not problems:
             problems.append(f"{earlier.path} and {later.path} are both shard {later.shard} of "
                             f"{later.identity['shards']}: give each shard's report once")
+    if not problems and reports[0].identity["seed"] is not None:
+        problems += _indices_claimed_twice(reports)
     if problems:
         raise ConfigError(f"these {len(reports)} reports are not the shards of one session; nothing was merged",
                           tuple(problems))
@@ -163,6 +177,23 @@ def merge_reports(paths: Sequence[Path]) -> MergedSession:
     # The shards ran side by side: the session took as long as the longest of them.
     summary = summarise(golden, outcomes, max(report.seconds for report in reports))
     return MergedSession(tuple(reports), first.scenario, golden, outcomes, summary)
+
+
+def _indices_claimed_twice(reports: list[ShardReport]) -> list[str]:
+    """Each run index of a drawn session (random, timed: it has a seed) that two reports hold.
+
+    Such a session numbers its runs 0..N-1 across all its shards, so an index is one run's. An exhaustive
+    session is not checked so: each shard numbers its deeper levels on from the first level's end, alike, and
+    its shards hold runs of the same index (a run is its index and its schedule, which one shard holds).
+    """
+    holder: dict[int, Path] = {}
+    problems = []
+    for report in reports:
+        for outcome in report.outcomes:
+            if (earlier := holder.setdefault(outcome.job.index, report.path)) != report.path:
+                problems.append(f"{report.path}: run {outcome.job.index} is also in {earlier}: a session drawn from "
+                                f"a seed numbers each of its runs once; merge the reports the shards wrote, unchanged")
+    return problems
 
 
 def _differences(first: ShardReport, other: ShardReport) -> list[str]:
@@ -197,31 +228,30 @@ def read_shard_report(path: Path) -> ShardReport:
     problems = _digest_problems(data, scenario)
     outcomes = []
     shard, shards = data["shard"] or (1, 1)
-    for index, entry in enumerate(data["runs"]):
+    for position, entry in enumerate(data["runs"]):
         outcome, wrong = _outcome(entry, shard, shards)
-        problems += [f"runs[{index}]: {problem}" for problem in wrong]
+        problems += [f"{_run_named(position, entry)}: {problem}" for problem in wrong]
         if outcome is not None:
             outcomes.append(outcome)
+    problems += _repeated_indices(data["runs"])
+    golden = GoldenRun(Path(data["golden"]["run_dir"]), {}, {}, tuple(data["golden"]["points"]),
+                       data["golden"]["seconds"])
+    if not problems:  # the runs read: what they add up to must be what the report says they do
+        problems += _summary_problems(data["summary"], golden, outcomes)
     if problems:
         raise ConfigError(f"{path}: changed since killpoint wrote it, so its runs cannot be trusted; rerun the shard",
                           tuple(_capped(problems)))
-    golden = data["golden"]
     identity = {field: data[field] for field in SESSION_FIELDS if field in data}
     # The workload as given (None: the scenario file's own); the command run names this machine's python.
     identity.update(workload=data["origin"].get("workload"), shards=shards)
-    return ShardReport(path, shard, identity, scenario,
-                       GoldenRun(Path(golden["run_dir"]), {}, {}, tuple(golden["points"]), golden["seconds"]),
-                       tuple(outcomes), data["summary"]["seconds"])
+    return ShardReport(path, shard, identity, scenario, golden, tuple(outcomes), data["summary"]["seconds"])
 
 
 def _read_json(path: Path) -> Any:
+    raw = read_input(path, "a report", limit=REPORT_LIMIT_BYTES,
+                     fix=f"give the JSON reports the shards wrote ({WRITTEN_BY})")
     try:
-        return strict_json(path.read_bytes())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file; give the JSON reports the shards wrote ({WRITTEN_BY})") from None
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot be read ({error.strerror or error}); give a JSON report file you can "
-                          f"read ({WRITTEN_BY})") from None
+        return strict_json(raw)
     except ValueError as error:
         raise ConfigError(f"{path}: not JSON ({error}); give the JSON report a shard wrote ({WRITTEN_BY}), "
                           f"not its HTML report or its log") from None
@@ -248,13 +278,21 @@ def _report_problems(data: Any) -> list[str]:
                                                                    text_lists=("points",), exact=False)]
     problems += [f"catalogue.{problem}" for problem in field_problems(
         data["catalogue"], CATALOGUE_TYPES, text_lists=("interactive",), text_tables=("tools",))]
-    if not is_of(data["summary"].get("seconds"), (int, float)):
-        problems.append("summary.seconds: missing or not a number")
+    problems += _seconds_problems({"golden.seconds": data["golden"].get("seconds"),
+                                   "summary.seconds": data["summary"].get("seconds")})
     shard = data["shard"]
     if shard is not None and not (len(shard) == 2 and all(is_of(number, (int,)) for number in shard)
-                                  and 1 <= shard[0] <= shard[1]):
-        problems.append(f"shard: {shard!r:.40} is not [K, N] with 1 <= K <= N, as --shard K/N writes it")
+                                  and 1 <= shard[0] <= shard[1] <= MAX_SHARDS):
+        problems.append(f"shard: {shard!r:.40} is not [K, N] with 1 <= K <= N <= {MAX_SHARDS}, as --shard K/N "
+                        f"writes it")
     return problems
+
+
+def _seconds_problems(durations: dict[str, Any]) -> list[str]:
+    """Each of ``durations`` (field -> value) that is no number of seconds from 0 to MAX_SECONDS."""
+    return [f"{field}: {value!r:.40} is not a number of seconds from 0 to {MAX_SECONDS}"
+            for field, value in durations.items()
+            if not (is_of(value, (int, float)) and 0 <= value <= MAX_SECONDS)]
 
 
 def _catalogue(data: dict[str, Any]) -> Catalogue:
@@ -279,7 +317,7 @@ def _outcome(entry: Any, shard: int, shards: int) -> tuple[RunOutcome | None, li
                      f"\"reason\": text or null}}" for rule, result in entry["rules"].items()
                      if not (isinstance(result, dict) and result.get("status") in RULE_STATUSES
                              and "reason" in result and is_of(result["reason"], (str, _NONE)))]
-        problems += _shared_problems(entry)
+        problems += _shared_problems(entry) + _number_problems(entry)
     if problems:
         return None, problems
     try:
@@ -291,6 +329,8 @@ def _outcome(entry: Any, shard: int, shards: int) -> tuple[RunOutcome | None, li
                              tuple(finding["evidence"])) for finding in entry["findings"])
     rules = tuple(RuleResult(rule, result["status"], result["reason"]) for rule, result in entry["rules"].items())
     verdict = Verdict(entry["valid"], findings, tuple(entry["notes"]), entry["error"], rules)
+    if contradictions := _verdict_contradictions(verdict):
+        return None, contradictions
     job = Job(entry["index"], schedule, entry["seed"], Drift(tool, new_class) if entry["drift"] else None)
     outcome = RunOutcome(job, Path(entry["run_dir"]), verdict, incarnations_of(entry["incarnations"]), entry["token"],
                          entry["seconds"], entry.get("shared_incarnations", 0))
@@ -300,6 +340,57 @@ def _outcome(entry: Any, shard: int, shards: int) -> tuple[RunOutcome | None, li
         problems.append(f"schedule {', '.join(entry['schedule'])} is shard {shard_of(job, shards)}'s of {shards}, "
                         f"not this report's shard {shard}")
     return (None if problems else outcome), problems
+
+
+def _number_problems(entry: dict[str, Any]) -> list[str]:
+    """A run's index and every duration it gives must be in bounds (a negative or astronomic one was never written)."""
+    problems = [] if 0 <= entry["index"] <= MAX_RUN_INDEX else [
+        f"index: {entry['index']!r:.40} is not a whole number from 0 to {MAX_RUN_INDEX}"]
+    durations = {"seconds": entry["seconds"]}
+    for number, incarnation in enumerate(entry["incarnations"]):
+        durations[f"incarnations[{number}].seconds"] = incarnation["seconds"]
+        if incarnation["kill_latency_s"] is not None:
+            durations[f"incarnations[{number}].kill_latency_s"] = incarnation["kill_latency_s"]
+    return problems + _seconds_problems(durations)
+
+
+def _verdict_contradictions(verdict: Verdict) -> list[str]:
+    """What in a run's verdict disagrees with the rest of it, as ``checker.check`` never writes it: a run is
+    valid as its rules merge (false > unknown > true), and failed exactly when it has findings."""
+    problems = []
+    shown = json.dumps(verdict.valid)
+    if verdict.rules and verdict.valid != (merged := merged_validity(verdict.rules)):
+        statuses = ", ".join(f"{result.rule} {result.status}" for result in verdict.rules)
+        problems.append(f"valid: {shown}, but its rules ({statuses}) make it {json.dumps(merged)}")
+    if bool(verdict.findings) != (verdict.valid is False):
+        problems.append(f"valid: {shown}, but it has {len(verdict.findings)} finding(s): a run fails exactly when "
+                        f"it has findings")
+    return problems
+
+
+def _run_named(position: int, entry: Any) -> str:
+    """``runs[3] (run 17)``: where a run is in the report, and its own index when it has one."""
+    index = entry.get("index") if isinstance(entry, dict) else None
+    return f"runs[{position}]" + (f" (run {index})" if is_of(index, (int,)) else "")
+
+
+def _repeated_indices(entries: list[Any]) -> list[str]:
+    """Each index more than one run of the report has: a session numbers its runs once each."""
+    positions: dict[int, list[int]] = defaultdict(list)
+    for position, entry in enumerate(entries):
+        if isinstance(entry, dict) and is_of(entry.get("index"), (int,)):
+            positions[entry["index"]].append(position)
+    return [f"run {index}: {len(where)} runs have this index (runs[{'], runs['.join(map(str, where[:3]))}]"
+            f"{', ...' if len(where) > 3 else ''}); a session numbers each of its runs once"
+            for index, where in positions.items() if len(where) > 1]
+
+
+def _summary_problems(reported: dict[str, Any], golden: GoldenRun, outcomes: list[RunOutcome]) -> list[str]:
+    """Each figure of the report's summary that its runs do not add up to (``summarise``, as killpoint wrote it)."""
+    counted = json.loads(json.dumps(summarise(golden, outcomes, reported["seconds"]).to_json()))
+    return [f"summary.{field}: " + (f"says {_shown(reported[field])[:60]}" if field in reported else "missing")
+            + f", but its runs make it {_shown(value)[:60]}" for field, value in counted.items()
+            if reported.get(field) != value or field not in reported]
 
 
 def _shared_problems(entry: dict[str, Any]) -> list[str]:

@@ -49,6 +49,9 @@ class GoldenRun:
     # Seconds after launch of its first and last crash point (or journal/ledger write, for a
     # workload that announces none): where timed kills are drawn. None: not measured.
     work_window_s: tuple[float, float] | None = None
+    # Why effects_per_call cannot be trusted (its ledger was refused, or holds a line that does not parse,
+    # which may hide an effect record); None: counted from every line.
+    effects_unknown: str | None = None
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,7 @@ class DurableState:
     records_start: bool  # the store records a step when it begins (a RUNNING status exists)
     completed: bool | None  # the store says the task/workflow finished (None: it cannot say)
     problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what reading it took that a report should say (a hot journal rolled back)
 
     @classmethod
     def unreadable(cls, records_start: bool, *problems: str) -> DurableState:
@@ -239,6 +243,14 @@ class Incarnation:
     catalogue_drift: str | None = None  # "tool=CLASS" when it was handed a drifted catalogue
     kill_latency_s: float | None = None  # event kills: from the event's write to the confirmed kill
     protocol_problems: tuple[str, ...] = ()  # control messages that were not crash points
+    # Processes that had left its containment and held the run's files (harness/_escapees.py), killed: the run is unknown.
+    escaped: tuple[str, ...] = ()
+    # Seconds it waited for the lazy file system of a power-loss run (``power_loss.StorageWait``), by which its
+    # deadline moved; None off one.
+    storage_s: float | None = None
+    # It reached its timeout only once its deadline had moved by the most a wait for that file system may move it
+    # (``MAX_STORAGE_TIMEOUTS``): the tool's slowness may explain it as well as a hang.
+    storage_bound: bool = False
 
     @property
     def kill(self) -> Kill | None:

@@ -2,7 +2,8 @@
 
 A strike is one sequence, in one place: SIGKILL the whole incarnation (the
 backend's ``kill``: its cgroup, its container, else its group and tree),
-confirm every process dead, sweep what it left elsewhere, and only then write
+confirm every process dead, sweep what it left elsewhere, kill what escaped the
+kill and still holds the run's files (``harness/_escapees.py``), and only then write
 about it: the kill marker into the ledger (so no record of the dead process can
 land after the marker), the journal copied as the kill left it, a runtime's own
 store (a ``[journal]`` scenario's) copied likewise, and the fault's own damage
@@ -19,6 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from killpoint import protocol
 from killpoint.client import encode_record
+from killpoint.harness._escapees import RunFiles
 from killpoint.harness._safe_files import (
     UntrustedFile,
     append_own_line,
@@ -28,7 +30,7 @@ from killpoint.harness._safe_files import (
     remove_tree,
 )
 from killpoint.harness.backends import Launched
-from killpoint.harness.evidence import refusal_path
+from killpoint.harness.evidence import MARKER_CLOSED_LINE, refusal_path
 from killpoint.harness.model import TIMEOUT, AfterDelay, Fault, Kill, PlainKill, PowerLoss, TornTail
 from killpoint.harness.power_loss import Disks, lose_power
 
@@ -46,11 +48,14 @@ class Strike:
     torn_copy: Path | None           # the journal after the fault cut its tail; None when nothing was cut
     problems: tuple[str, ...]        # why evidence is missing (a journal that is not a regular file)
     store_copy: Path | None = None   # the runtime's own store as the kill left it; None: none, or refused
+    escaped: tuple[str, ...] = ()    # processes that had escaped the kill and held the run's files, killed after it
 
     def __repr__(self) -> str:
         fault = f", tail torn to {self.fault.permille}/1000" if isinstance(self.fault, TornTail) else ""
         where = "at its timeout" if self.point == TIMEOUT else f"at {self.point}"
-        return f"<incarnation {self.incarnation}, killed by SIGKILL {where}{fault}, {len(self.leftovers)} leftover(s)>"
+        escaped = f", {len(self.escaped)} escaped" if self.escaped else ""
+        return (f"<incarnation {self.incarnation}, killed by SIGKILL {where}{fault}, {len(self.leftovers)} "
+                f"leftover(s){escaped}>")
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,12 @@ class DropSite:
 
 
 def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: Path, journal: Path,
-           journal_copy: Path, torn_copy: Path, store: StoreCopies | None = None, drop: DropSite | None = None) -> Strike:
+           journal_copy: Path, torn_copy: Path, store: StoreCopies | None = None, drop: DropSite | None = None,
+           escapes: RunFiles | None = None) -> Strike:
     """Kill ``launched`` at ``kill`` (None: at its timeout), confirm it dead, and write the evidence of it.
+
+    With ``escapes`` (the run's files), what escaped the kill and holds them is
+    killed too, before anything is written, and named in ``Strike.escaped``.
 
     A power loss (``drop`` given) drops what the runtime never made durable
     once the journal and store are copied as the kill left them; the store is
@@ -87,13 +96,15 @@ def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: P
     reason is a problem in the record.
     """
     kill_confirmed(launched)
-    return record_strike(kill, incarnation=incarnation, leftovers=tuple(launched.sweep()), ledger=ledger,
-                         journal=journal, journal_copy=journal_copy, torn_copy=torn_copy, store=store, drop=drop)
+    leftovers = tuple(launched.sweep())
+    escaped = tuple(escapes.hunt()) if escapes is not None else ()
+    return record_strike(kill, incarnation=incarnation, leftovers=leftovers, ledger=ledger, journal=journal,
+                         journal_copy=journal_copy, torn_copy=torn_copy, store=store, drop=drop, escaped=escaped)
 
 
 def record_strike(kill: Kill | None, *, incarnation: int, leftovers: tuple[str, ...], ledger: Path, journal: Path,
                   journal_copy: Path, torn_copy: Path, store: StoreCopies | None = None,
-                  drop: DropSite | None = None) -> Strike:
+                  drop: DropSite | None = None, escaped: tuple[str, ...] = ()) -> Strike:
     """What a strike writes once nothing of the incarnation runs: the kill marker, the copies, the fault's damage.
 
     ``strike`` calls it after the kill; a snapshot of a run held still at a crash
@@ -131,7 +142,7 @@ def record_strike(kill: Kill | None, *, incarnation: int, leftovers: tuple[str, 
         problems += [f"after the torn tail, {problem}" for problem in copy_store(store.workload, store.files,
                                                                                  store.torn_copy)]
     return Strike(incarnation, TIMEOUT if kill is None else str(kill), fault, leftovers, ledger_line_closed,
-                  copied, torn, tuple(problems), store_copied)
+                  copied, torn, tuple(problems), store_copied, escaped)
 
 
 def copy_store(workload: Path, files: tuple[str, ...], copy: Path) -> list[str]:
@@ -224,7 +235,9 @@ def mark_kill(ledger_path: Path, incarnation: int, kill: Kill | None) -> bool:
 
     ``kill`` None means the incarnation was killed at its timeout. Returns True
     when the ledger ended in an unterminated line (which the marker would
-    otherwise have been glued onto, hiding both).
+    otherwise have been glued onto, hiding both); the marker then says it
+    closed that line (``MARKER_CLOSED_LINE``): the one unreadable line a kill
+    can leave, which the checker may judge without.
     """
     marker: dict[str, object] = {protocol.LEDGER_KILLED: incarnation}
     if kill is None:
@@ -237,4 +250,5 @@ def mark_kill(ledger_path: Path, incarnation: int, kill: Kill | None) -> bool:
         marker["torn"] = kill.fault.permille
     if kill is not None and isinstance(kill.fault, PowerLoss):
         marker["power"], marker["seed"] = kill.fault.variant, kill.fault.seed
-    return append_own_line(ledger_path, encode_record(marker))
+    return append_own_line(ledger_path, lambda closes_line: encode_record(
+        {**marker, MARKER_CLOSED_LINE: True} if closes_line else marker))

@@ -94,6 +94,7 @@ class PointSnapshots:
         """Keep the snapshots that stand in for their kills (the module's list), now that the incarnation ended;
         how many were kept."""
         ended_clean = (not incarnation.leftovers and not incarnation.protocol_problems and not incarnation.timed_out
+                       and not incarnation.escaped
                        and incarnation.points == tuple(point_reached(point, call) for point, call in self.reached))
         kept = 0
         for recorded, (index, building) in self.taken.items():

@@ -156,6 +156,7 @@ class Prefixes:
         if len(incarnations) != len(schedule) or not all(isinstance(kill, (AtPoint, AfterPoint)) for kill in schedule):
             return False
         if any(incarnation.killed_at != str(kill) or incarnation.protocol_problems or incarnation.leftovers
+               or incarnation.escaped
                for incarnation, kill in zip(incarnations, schedule)):
             return False
         first = incarnations[0].points

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from killpoint import protocol as p
 from killpoint.catalogue import Catalogue
 from killpoint.fake_tools.world import diff_snapshots
-from killpoint.harness.evidence import Evidence, Line, handed_catalogue_file, power_loss_report_path
+from killpoint.harness.evidence import Evidence, Line, MissingEvidence, handed_catalogue_file, power_loss_report_path
 from killpoint.harness.model import Finding, GoldenRun, Incarnation, PowerLoss
 
 if TYPE_CHECKING:
@@ -443,7 +443,8 @@ def verify_before_replay(facts: Facts) -> list[Finding]:
     earlier under a legitimate RETRY (an IDEMPOTENT_WRITE before a drift made it
     VERIFY) are the world the VERIFY found, not a repeat.
     """
-    findings = []
+    findings: list[Finding] = []
+    unjudged: list[str] = []
     for call, kill in _verify_windows(facts):
         first = next((line for line in kill.segment_after if line.get("call") == call
                       and (p.LEDGER_PROBE in line.record or p.LEDGER_INVOKED in line.record)), None)
@@ -451,13 +452,20 @@ def verify_before_replay(facts: Facts) -> list[Finding]:
             findings.append(Finding("verify-before-replay",
                                     f"{call} was interrupted and must be VERIFIED, but recovery re-ran its tool with no "
                                     f"read-only check before it", call, kill.point, (first.quote(),)))
-        if repeated := repeated_effect(facts, call, kill):
+        if repeated := repeated_effect(facts, call, kill, unjudged):
             findings.append(repeated)
-    return findings
+    return judged(findings, unjudged)
 
 
-def repeated_effect(facts: Facts, call: str, kill: LedgerAroundKill) -> Finding | None:
-    """A VERIFY of ``call`` after ``kill`` added more effects than the crash-free run leaves, counting those before."""
+def repeated_effect(facts: Facts, call: str, kill: LedgerAroundKill, unjudged: list[str]) -> Finding | None:
+    """A VERIFY of ``call`` after ``kill`` added more effects than the crash-free run leaves, counting those before.
+
+    When the crash-free run's effects could not be counted (too few counted
+    would make a correct completion a repeat), it adds why to ``unjudged``.
+    """
+    if facts.golden.effects_unknown:
+        unjudged.append(facts.golden.effects_unknown)
+        return None
     had = of_kind(kill.before, p.LEDGER_EFFECT, call)
     added = of_kind(kill.segment_after, p.LEDGER_EFFECT, call)
     want = facts.golden.effects_per_call.get(call, 0)
@@ -469,22 +477,53 @@ def repeated_effect(facts: Facts, call: str, kill: LedgerAroundKill) -> Finding 
                    call, kill.point, evidence=tuple(line.quote() for line in (*had, *added)))
 
 
+def judged(findings: list[Finding], unjudged: list[str]) -> list[Finding]:
+    """A rule's findings; if it has none, what it could not judge (``unjudged``) makes it unknown, never a pass."""
+    if unjudged and not findings:
+        raise MissingEvidence("; ".join(dict.fromkeys(unjudged)))
+    return findings
+
+
 # -- liveness and the world ----------------------------------------------------
+
+
+class Undecidable(Exception):
+    """The evidence is whole but cannot decide the rule (the message says why): the rule is unknown, never a finding."""
 
 
 def liveness(facts: Facts) -> list[Finding]:
     """No incarnation hangs or exits non-zero on its own, and the task completes."""
     findings = incarnations_failed(facts)
-    if not facts.completed():
+    slowed = timeouts_on_slow_storage(facts)
+    if not facts.completed() and not slowed:
         findings.append(Finding("liveness", f"the task did not complete within {len(facts.evidence.incarnations)} incarnations"))
+    return decided(findings, slowed)
+
+
+def timeouts_on_slow_storage(facts: Facts) -> list[str]:
+    """Why each incarnation that reached its timeout still waiting for the lazy file system is not judged."""
+    return [f"incarnation {incarnation.number} reached its timeout after {incarnation.seconds:.1f}s, even moved by "
+            f"{incarnation.storage_s or 0:.1f}s of waiting for the lazy file system of the power losses (the most it "
+            f"may move; that storage is far slower than a plain folder), so whether it hung or was still working "
+            f"is not known; a larger --timeout decides"
+            for incarnation in facts.evidence.incarnations if incarnation.timed_out and incarnation.storage_bound]
+
+
+def decided(findings: list[Finding], undecided: list[str]) -> list[Finding]:
+    """``findings``, which decide the rule failed; else Undecidable with the reasons ``undecided`` gives, if any."""
+    if undecided and not findings:
+        raise Undecidable("; ".join(undecided))
     return findings
 
 
 def incarnations_failed(facts: Facts) -> list[Finding]:
-    """Each incarnation that hung until its timeout or exited non-zero on its own."""
+    """Each incarnation that hung until its timeout (not while waiting for a lazy file system) or exited non-zero on
+    its own."""
     findings = []
     for incarnation in facts.evidence.incarnations:
         tail = f"; stderr ends: {incarnation.stderr_tail[-300:]}" if incarnation.stderr_tail else ""
+        if incarnation.timed_out and incarnation.storage_bound:
+            continue
         if incarnation.timed_out:
             findings.append(Finding("liveness", f"incarnation {incarnation.number} hung until the timeout and was killed"))
         elif incarnation.killed_at is None and incarnation.exit_code != 0:

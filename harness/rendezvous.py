@@ -40,6 +40,8 @@ from killpoint.harness.watch import EventWatcher
 # Called at a crash point the workload waits at, before it is answered: (point, call, what was served so far).
 PointHook = Callable[[str, "str | None", "Served"], object]
 
+MIN_MOVE_S = 0.01  # a deadline moves by no less: a storage count that barely grows ends the wait, never spins it
+
 # A crash point is a short JSON line; anything longer is not one, and is not kept in memory.
 MAX_MESSAGE_BYTES = 64 * 1024
 
@@ -57,6 +59,7 @@ class Served:
     armed: bool = False  # for an AfterPoint kill: its point was passed, the next one kills
     protocol_problems: list[str] = field(default_factory=list)
     held_s: float = 0.0  # spent in ``serve``'s ``on_point``, while the workload waited: its deadline moves by it
+    storage_s: float | None = None  # waited for the lazy file system (``serve``'s ``storage``): so does it
 
     def record(self, point: str, reached_at: float) -> None:
         self.points.append(point)
@@ -84,30 +87,37 @@ class RendezvousServer:
 
     def serve(self, pid: int, kill: Kill | None, *, started: float, deadline: float,
               watcher: EventWatcher | None = None, launching: float | None = None,
-              on_point: PointHook | None = None) -> Served:
+              on_point: PointHook | None = None, storage: Callable[[], float] | None = None) -> Served:
         """Answer crash points until the kill's moment, the process's exit, or the deadline.
 
         A timed kill (``AfterDelay``) lands ``kill.seconds`` seconds after ``started``;
         ``launching`` (default ``started``) is a time before the launch began.
         ``on_point`` is called at each point waited at (and not killed at), with
-        the point recorded, before the workload is answered.
+        the point recorded, before the workload is answered. ``storage`` says how
+        long the workload has waited for a lazy file system; asked when the
+        deadline comes, it moves the deadline by that time.
         """
-        served = Served(launching=started if launching is None else launching)
+        served = Served(launching=started if launching is None else launching,
+                        storage_s=None if storage is None else 0.0)
+        # A /now kill's point may be the last thing the workload sent: it SIGKILLs itself there.
+        self_kill = kill if isinstance(kill, AtPoint) and kill.now else None
         try:
             pidfd = os.pidfd_open(pid)
         except ProcessLookupError:
             # Already exited and reaped by its parent (the fork server reaps its children): only an
-            # incarnation that waited nowhere can have, and what it sent is read now.
+            # incarnation that waited nowhere, or killed itself at its /now point, can have; what it sent
+            # is read now.
             self._buffers = {}
-            self._drain(self._buffers, served)
+            self._drain(self._buffers, served, self_kill)
             return served
         try:
-            return self._serve(pidfd, kill, served, deadline, watcher, started, on_point)
+            return self._serve(pidfd, kill, served, deadline, watcher, started, on_point, storage)
         finally:
             os.close(pidfd)
 
     def _serve(self, pidfd: int, kill: Kill | None, served: Served, deadline: float,
-               watcher: EventWatcher | None, started: float, on_point: PointHook | None) -> Served:
+               watcher: EventWatcher | None, started: float, on_point: PointHook | None,
+               storage: Callable[[], float] | None) -> Served:
         selector = selectors.DefaultSelector()
         selector.register(self.listener, selectors.EVENT_READ, "accept")
         selector.register(pidfd, selectors.EVENT_READ, "exit")
@@ -118,16 +128,21 @@ class RendezvousServer:
         try:
             while True:
                 now = time.monotonic()
-                ends = deadline + served.held_s  # the time ``on_point`` held the workload is not the workload's
+                # The time ``on_point`` held the workload, or a lazy file system kept it waiting, is not its own.
+                ends = deadline + served.held_s + (served.storage_s or 0.0)
                 if kill_at is not None and now >= kill_at:
                     served.hit = kill
                     return served
+                moved = (served.storage_s or 0.0) + MIN_MOVE_S
+                if now >= ends and storage is not None and (waited := storage()) >= moved:
+                    served.storage_s = waited
+                    continue
                 if now >= ends:
                     served.timed_out = True
                     return served
                 for key, _ in selector.select(min(ends, kill_at if kill_at is not None else ends) - now):
                     if key.data == "exit":
-                        self._drain(buffers, served)
+                        self._drain(buffers, served, kill if isinstance(kill, AtPoint) and kill.now else None)
                         return served
                     if key.data == "watch":
                         assert watcher is not None  # registered only when there is one
@@ -185,12 +200,14 @@ class RendezvousServer:
             buffers[connection] = b""
         return complete
 
-    def _drain(self, buffers: dict[socket.socket, bytes], served: Served) -> None:
+    def _drain(self, buffers: dict[socket.socket, bytes], served: Served, self_kill: AtPoint | None = None) -> None:
         """Count the crash points an exited incarnation sent unanswered (``"wait": false``) that are not read yet.
 
         Its process is gone, so all it sent is queued: the connections not yet
         accepted are accepted, then each is read to its end (or to what a child
-        of it that lives on has sent so far). They kill nothing.
+        of it that lives on has sent so far). They kill nothing; but ``self_kill``,
+        a ``/now`` kill's point the workload SIGKILLed itself at (``$KILLPOINT_ARMED``'s
+        ``"now"``), lands where it was reached.
         """
         with contextlib.suppress(BlockingIOError):
             while True:
@@ -202,7 +219,8 @@ class RendezvousServer:
             with contextlib.suppress(BlockingIOError, ConnectionError):
                 while (complete := self._read(connection, buffers, served)) is not None:
                     for raw in complete:
-                        self._handle(raw, connection, None, served)
+                        if self._handle(raw, connection, self_kill, served):
+                            self_kill = None  # its point landed; a later message is only a point reached
         served.put_in_order()
 
     def _handle(self, raw: bytes, connection: socket.socket, kill: Kill | None, served: Served,

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import tempfile
 import time
 from collections import Counter
@@ -32,7 +31,8 @@ from typing import Any, Protocol
 from killpoint import protocol
 from killpoint.errors import WorkloadError
 from killpoint.fake_tools.world import World, seed_world
-from killpoint.harness import _process_tree, nemesis
+from killpoint.harness import nemesis
+from killpoint.harness._escapees import RunFiles
 from killpoint.harness._safe_files import read_bounded
 from killpoint.harness.backends import Backend, Launched
 from killpoint.harness.evidence import (
@@ -46,7 +46,8 @@ from killpoint.harness.evidence import (
 )
 from killpoint.harness.frameworks import reader_for
 from killpoint.harness.lazyfs import LazyMount
-from killpoint.harness.power_loss import Disks
+from killpoint.harness.leftovers import abandoned_folders
+from killpoint.harness.power_loss import MAX_STORAGE_TIMEOUTS, Disks, StorageWait
 from killpoint.harness.model import AtPoint, Drift, GoldenRun, Incarnation, Kill, OnEvent, Scenario
 from killpoint.harness.rendezvous import RendezvousServer, Served
 from killpoint.harness.run_record import write_json_atomically
@@ -119,15 +120,15 @@ def stderr_tail(path: Path) -> str:
 def armed_points(kill: Kill | None) -> str | None:
     """``$KILLPOINT_ARMED`` for an incarnation that ``kill`` ends (None: one that runs to its end); None: unset.
 
-    Only a kill at a crash point is armed there; an incarnation with no kill
-    waits nowhere. A timed or event kill, and a kill after a point (whose next
+    Only a kill at a crash point is armed there (a ``/now`` one with ``"now": true``: the workload kills
+    itself there, no reply awaited); an incarnation with no kill waits nowhere. A timed or event kill, and a kill after a point (whose next
     point may come from another process, which cannot know the first passed),
     keep v1's wait at every point, so they land where they always did.
     """
     if kill is None:
         return json.dumps({"at": []})
     if isinstance(kill, AtPoint):
-        return json.dumps({"at": [[kill.point, kill.call]]})
+        return json.dumps({"at": [[kill.point, kill.call]], **({protocol.ARMED_NOW: True} if kill.now else {})})
     return None
 
 
@@ -172,22 +173,6 @@ def sweep_abandoned_control_dirs() -> list[Path]:
     return removed
 
 
-def abandoned_folders(root: Path, prefix: str) -> list[Path]:
-    """The folders ``root/<prefix><pid>-...`` of a harness process now gone: real folders (never a symlink) of
-    this user's, named with a pid that is no live process."""
-    found = []
-    for path in sorted(root.glob(f"{prefix}*-*")):
-        owner = path.name.removeprefix(prefix).partition("-")[0]
-        try:
-            status = path.lstat()
-        except OSError:
-            continue
-        if (owner.isdigit() and stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid()
-                and _process_tree.process_gone(int(owner))):
-            found.append(path)
-    return found
-
-
 class PointWatch(Protocol):
     """Watches the incarnation after a run's last kill at each point it waits at (``harness/point_snapshots.py``)."""
 
@@ -228,15 +213,17 @@ def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: 
 
 def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
                drift: Drift | None = None, max_incarnations: int | None = None, watch_work: bool = False,
-               resumed: Sequence[Incarnation] = (), sharing: Sharing | None = None,
+               resumed: Sequence[Incarnation] = (), sharing: Sharing | None = None, on_lazy_fs: bool = False,
                ) -> tuple[list[Incarnation], tuple[float, float] | None]:
-    """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_window``)."""
+    """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_window``);
+    on a lazy file system if ``schedule`` has a power loss, or ``on_lazy_fs``."""
     # Resolved once: the paths handed to each incarnation are absolute and free of links the harness put there.
     run_dir = run_dir.resolve()
     paths = run_paths(run_dir) if resumed else prepare_run_dir(scenario, run_dir, drift)
     bound = max_incarnations or len(schedule) + scenario.max_extra_incarnations
     control_dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_DIR_PREFIX}{os.getpid()}-", dir=control_root()))
     server = RendezvousServer(control_dir / "control.sock")
+    escapes = RunFiles.of(run_dir, paths["workload"])  # what ties a process that escaped an incarnation to the run
     incarnations: list[Incarnation] = list(resumed)
     # Whether the state the incarnation after the last kill starts from stands in for the run's own: restored
     # whole from a snapshot, or saved by ``sharing`` after the last kill.
@@ -245,11 +232,12 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     files = store_files(scenario)
     disks: Disks | None = None
     try:
-        if has_power_loss(schedule):
+        if on_lazy_fs or has_power_loss(schedule):
             disks = mount_disks(run_dir, world=scenario.world_on_device)
         for number in range(len(incarnations), bound):
             kill: Kill | None = schedule[number] if number < len(schedule) else None
             watched = sharing is not None and sharing.holds_points and stands_in and number == len(schedule)
+            waited = StorageWait(disks, scenario.timeout_s) if disks is not None else None
             started = time.monotonic()
             launched = backend.launch(
                 scenario.workload, cwd=scenario.cwd,
@@ -271,21 +259,26 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
             try:
                 served = server.serve(launched.pid, kill, started=launched_at, deadline=started + scenario.timeout_s,
                                       watcher=watcher, launching=started,
-                                      on_point=watch.on_point if watch is not None else None)
+                                      on_point=watch.on_point if watch is not None else None, storage=waited)
+                # Timed out at the most its wait may move its deadline by: still waiting for the storage, maybe.
+                storage_bound = served.timed_out and waited is not None and waited.exhausted
+                storage_s = waited() if waited is not None else None  # asked before a strike copies the storage
                 killed_at: str | None = None
                 exit_code: int | None = None
                 kill_problems: tuple[str, ...] = ()
                 if served.hit is None and not served.timed_out:
                     exit_code = launched.wait()
-                    leftovers = tuple(launched.sweep())
+                    leftovers, escaped = tuple(launched.sweep()), tuple(escapes.hunt())
                 else:
-                    struck = _strike(launched, served, run_dir, number, files, disks, kills=sum(
+                    struck = _strike(launched, served, run_dir, number, files, disks, escapes, kills=sum(
                         1 for incarnation in incarnations if incarnation.killed_at is not None))
                     killed_at, leftovers, kill_problems = struck.point, struck.leftovers, struck.problems
+                    escaped = struck.escaped
                     server.read_after_kill(served)
                 latency = watcher.latency_s() if watcher is not None and event and served.hit is not None else None
             except BaseException:
                 nemesis.kill_confirmed(launched)
+                escapes.hunt()
                 raise
             finally:
                 if watcher is not None:
@@ -302,6 +295,8 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 protocol_problems=(*served.protocol_problems, *kill_problems),
                 catalogue_drift=str(drift) if drift is not None and number > 0 else None,
                 kill_latency_s=latency,
+                escaped=escaped,
+                storage_s=None if storage_s is None else round(storage_s, 4), storage_bound=storage_bound,
             ))
             save_incarnations(paths["incarnations"], incarnations)
             if watch is not None:
@@ -342,14 +337,15 @@ def mount_disks(run_dir: Path, *, world: bool) -> Disks:
 
 
 def _strike(launched: Launched, served: Served, run_dir: Path, number: int, files: tuple[str, ...] | None,
-            disks: Disks | None, *, kills: int) -> nemesis.Strike:
+            disks: Disks | None, escapes: RunFiles, *, kills: int) -> nemesis.Strike:
     """The nemesis's strike at the moment ``served`` ended on (a kill point, or the timeout), with its evidence paths.
 
     ``files`` are the runtime's own store's (None: it keeps none), copied at the kill too; ``disks`` the lazy
-    file system a power loss drops from (None: the run has no power loss).
+    file system a power loss drops from (None: the run has no power loss); ``escapes`` the run's files, which
+    a process that escaped the kill may hold.
     """
     return nemesis.strike(launched, served.hit, incarnation=number, **strike_sites(run_dir, files, kills),
-                          drop=None if disks is None else nemesis.DropSite(disks, run_dir, kills))
+                          drop=None if disks is None else nemesis.DropSite(disks, run_dir, kills), escapes=escapes)
 
 
 def strike_sites(run_dir: Path, files: tuple[str, ...] | None, kills: int) -> dict[str, Any]:
@@ -388,24 +384,35 @@ def work_window(served: Served, watcher: EventWatcher | None, launched_at: float
     return round(first - launched_at, 4), round(last - launched_at, 4)
 
 
-def run_golden(scenario: Scenario, run_dir: Path, backend: Backend) -> GoldenRun:
-    """Run the plan once with no kill; a workload that cannot do that is a workload error."""
-    incarnations, window = _carry_out(scenario, (), run_dir, backend, max_incarnations=1, watch_work=True)
+def run_golden(scenario: Scenario, run_dir: Path, backend: Backend, *, on_lazy_fs: bool = False) -> GoldenRun:
+    """Run the plan once with no kill (with ``on_lazy_fs``, on the lazy file system a power-loss run has, never
+    dropped); a workload that cannot do that is a workload error."""
+    incarnations, window = _carry_out(scenario, (), run_dir, backend, max_incarnations=1, watch_work=True,
+                                      on_lazy_fs=on_lazy_fs)
     paths = run_paths(run_dir)
     only = incarnations[0]
-    if only.timed_out or only.exit_code != 0 or not completed_task(scenario, only, paths["journal"]):
-        why = (f"hung past the timeout of {scenario.timeout_s:g}s" if only.timed_out
+    if only.timed_out or only.exit_code != 0 or only.escaped or not completed_task(scenario, only, paths["journal"]):
+        why = (f"outran its timeout of {scenario.timeout_s:g}s even moved by {only.storage_s or 0:.1f}s of waiting "
+               f"for the lazy file system of the power losses, the most it may move ({MAX_STORAGE_TIMEOUTS:g} "
+               f"timeouts; that storage is far slower than a plain folder): a larger --timeout lets it finish"
+               if only.timed_out and only.storage_bound
+               else f"hung past the timeout of {scenario.timeout_s:g}s" if only.timed_out
                else f"exited with code {only.exit_code}" if only.exit_code != 0
+               else f"left processes that escaped its cgroup and held the run's files, now killed: "
+                    f"{'; '.join(only.escaped)}" if only.escaped
                else "exited 0 without journaling task COMPLETED")
         tail = only.stderr_tail or "(stderr empty)"
         raise WorkloadError(
             f"workload error: {' '.join(scenario.workload)!r} could not run the plan even without a crash: "
             f"it {why}. Its stderr ends with:\n{tail}\n{_python_hint(scenario.workload)}Evidence: {run_dir}"
         )
-    effects = Counter(
-        line.get("call") for line in read_lines(paths["ledger"]).lines if protocol.LEDGER_EFFECT in line.record
-    )
-    return GoldenRun(run_dir, World(paths["world"]).snapshot(), dict(effects), only.points, only.seconds, window)
+    ledger = read_lines(paths["ledger"])
+    effects = Counter(line.get("call") for line in ledger.lines if protocol.LEDGER_EFFECT in line.record)
+    # No kill cut a record short here, so every line that does not parse may hide an effect record.
+    unread = ledger.refused or next((bad.quote() for bad in ledger.bad_lines), None)
+    uncounted = None if unread is None else f"the crash-free run's effects cannot be counted: {unread}"
+    return GoldenRun(run_dir, World(paths["world"]).snapshot(), dict(effects), only.points, only.seconds, window,
+                     uncounted)
 
 
 def _python_hint(workload: tuple[str, ...]) -> str:

@@ -7,6 +7,7 @@ every problem is reported at once, naming the file and field, before anything ru
 
 from __future__ import annotations
 
+import difflib
 import shlex
 import sys
 import tomllib
@@ -15,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from killpoint._input_files import DOCUMENT_LIMIT_BYTES, read_input
 from killpoint._json import strict_json
 from killpoint.catalogue import (
     REFERENCE_CATALOGUE,
@@ -22,13 +24,15 @@ from killpoint.catalogue import (
     load_catalogue,
 )
 from killpoint.errors import ConfigError
-from killpoint.fake_tools.base import lookup
+from killpoint.fake_tools.base import REGISTRY, lookup
 from killpoint.harness.frameworks import journal_problems
 from killpoint.harness.model import DEFAULT_TIMEOUT_S, KillSyntaxError, Plan, PlannedCall, Scenario
 from killpoint.harness.scenario_fields import plan_problems, scenario_problems
 from killpoint.harness.schedule import planned_kill
 
 T = TypeVar("T")
+# How close an unlisted tool's name must be to a known one to be taken for a misspelling of it (difflib's ratio).
+_NEAR_MISS = 0.8
 
 
 def expand_workload(argv: list[str]) -> tuple[str, ...]:
@@ -51,10 +55,9 @@ def _built_plan(data: dict[str, Any]) -> Plan:
 
 
 def load_plan_file(path: Path) -> Plan:
+    raw = read_input(path, "the plan", limit=DOCUMENT_LIMIT_BYTES, fix="give the plan's JSON file")
     try:
-        data = strict_json(path.read_bytes())
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the plan ({error.strerror})") from None
+        data = strict_json(raw)
     except ValueError as error:
         raise ConfigError(f"{path}: not valid JSON: {error}; a plan is a JSON object") from None
     return parse_plan(data, str(path))
@@ -82,10 +85,9 @@ def load_scenario(path: str | Path) -> Scenario:
     before anything runs.
     """
     path = Path(path)
+    raw = read_input(path, "the scenario", limit=DOCUMENT_LIMIT_BYTES, fix="check the path: a scenario is a TOML file")
     try:
-        data = tomllib.loads(path.read_bytes().decode())
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read the scenario ({error.strerror}); check the path") from None
+        data = tomllib.loads(raw.decode())
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text file (not UTF-8); a scenario is a TOML file") from None
     except tomllib.TOMLDecodeError as error:
@@ -159,13 +161,44 @@ def kill_at_problems(where: str, schedule: dict[str, Any], plan: Plan) -> list[s
 
 
 def unknown_tool_problems(calls_at: str, plan: Plan, catalogue: Catalogue) -> list[str]:
-    """A planned tool that neither the catalogue lists nor a fake tool implements can never run.
+    """A planned tool that is a near miss of a known one (listed, or a fake tool) is taken for a slip of the pen.
 
-    ``calls_at`` names the plan's calls in a problem: "FILE: plan.calls", "PLAN.json: calls".
+    Any other unlisted tool is accepted: the rules make it UNKNOWN, and a runtime that carries out its own
+    tools must show it VERIFIES such a call (``unlisted_tools`` says so before the session). ``calls_at``
+    names the plan's calls in a problem: "FILE: plan.calls", "PLAN.json: calls".
     """
-    return [f"{calls_at}[{index}].tool: {call.tool!r} is neither in the catalogue nor a fake tool; "
-            f"check the spelling (`killpoint catalogue` lists the tools)"
-            for index, call in enumerate(plan.calls) if call.tool not in catalogue.tools and lookup(call.tool) is None]
+    known = sorted({*catalogue.tools, *REGISTRY})
+    problems = []
+    for index, call in enumerate(plan.calls):
+        if call.tool in catalogue.tools or lookup(call.tool) is not None:
+            continue
+        near = difflib.get_close_matches(call.tool, known, n=1, cutoff=_NEAR_MISS)
+        if near:
+            problems.append(f"{calls_at}[{index}].tool: {call.tool!r} is neither in the catalogue nor a fake tool; "
+                            f"did you mean {near[0]!r}? (to test an unlisted tool, give it a name no known tool is "
+                            f"close to, or list it in the catalogue as UNKNOWN)")
+    return problems
+
+
+def unlisted_tools(plan: Plan, catalogue: Catalogue) -> list[str]:
+    """The planned tools that neither the catalogue lists nor a fake tool implements, in plan order, each once.
+
+    The rules class them as the catalogue's default (UNKNOWN unless it says otherwise); the workload must
+    carry them out itself, and a crash-free run that cannot is a workload error, not a verdict.
+    """
+    return list(dict.fromkeys(call.tool for call in plan.calls
+                              if call.tool not in catalogue.tools and lookup(call.tool) is None))
+
+
+def unlisted_tools_note(plan: Plan, catalogue: Catalogue) -> str | None:
+    """The line said before a session whose plan calls unlisted tools; None when it calls none."""
+    tools = unlisted_tools(plan, catalogue)
+    if not tools:
+        return None
+    names = ", ".join(repr(tool) for tool in tools)
+    return (f"note: {names} {'is' if len(tools) == 1 else 'are'} in neither the catalogue nor the fake tools: "
+            f"the rules class {'it' if len(tools) == 1 else 'them'} {catalogue.default} (the catalogue's default), "
+            f"and the workload carries {'it' if len(tools) == 1 else 'them'} out itself")
 
 
 def scenario_from_flags(workload: str, plan: str, catalogue: str | None) -> Scenario:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import math
 import re
 import shlex
 from collections.abc import Callable
@@ -24,16 +23,13 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from killpoint.harness.limits import LIMITS, MAX_SECONDS, Limit
 from killpoint.harness.model import BACKENDS
 
 # A name that is one safe path component: an evidence folder, a state area.
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 EXHAUSTIVE, RANDOM, GIVEN = "exhaustive", "random", "given"  # GIVEN: [schedule] kill_at lists the kills itself
 SCHEDULE_MODES = (EXHAUSTIVE, RANDOM)
-MAX_DEPTH = 6
-MAX_EXTRA_INCARNATIONS = 100
-# Past a day an incarnation is hung, and the clocks that wait for it overflow long before 1e300 s.
-MAX_TIMEOUT_S = 86_400
 # A world file's name ends up in a temporary name (".NAME.tmp") that must fit the file system's 255 bytes.
 MAX_WORLD_NAME_BYTES = 200
 MAX_WORLD_PATH_BYTES = 1024
@@ -72,11 +68,12 @@ def _text(value: Any) -> str | None:
     return None if isinstance(value, str) and value.strip() else f"{value!r} is not a non-empty string"
 
 
-def _within(low: int, high: int) -> Check:
+def _within(limit: Limit) -> Check:
+    """A whole number within ``limit``, one of ``limits.LIMITS``, the table the CLI's flags are checked with too."""
     def check(value: Any) -> str | None:
         if not _whole(value):
             return f"{value!r} is not a whole number"
-        return None if low <= value <= high else f"{value} is outside {low}..{high}"
+        return None if limit.allows(value) else f"{value} is outside {limit.low}..{limit.high}"
 
     return check
 
@@ -111,9 +108,7 @@ def _workload(value: Any) -> str | None:
 
 
 def _timeout(value: Any) -> str | None:
-    if not _number(value) or not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
-        return f"{value!r} is not a number of seconds above 0 and at most {MAX_TIMEOUT_S}"
-    return None
+    return None if LIMITS["timeout"].allows(value) else f"{value!r} is not {LIMITS['timeout'].wanted()}"
 
 
 def _plan(value: Any) -> str | None:
@@ -151,9 +146,9 @@ SCENARIO_FIELDS = (
     Field("description", _string, 'description = "what this scenario exercises"'),
     Field("workload", _workload, 'workload = ["{python}", "-m", "my_runtime"]', required=True),
     Field("catalogue", _string, 'catalogue = "reference" or the path of a catalogue file'),
-    Field("timeout", _timeout, f"timeout = 20 (seconds one incarnation may take, at most {MAX_TIMEOUT_S})"),
-    Field("max_incarnations", _within(1, MAX_EXTRA_INCARNATIONS),
-          f"max_incarnations = 3 (incarnations allowed after the last kill, 1..{MAX_EXTRA_INCARNATIONS})"),
+    Field("timeout", _timeout, f"timeout = 20 (seconds one incarnation may take, at most {MAX_SECONDS})"),
+    Field("max_incarnations", _within(LIMITS["max_incarnations"]),
+          f"max_incarnations = 3 (incarnations allowed after the last kill, 1..{LIMITS['max_incarnations'].high})"),
     Field("plan", _plan, '[plan] with task_id and [[plan.calls]], or plan = "plan.json"', required=True),
     Field("world", _table, '[world.files] "notes/a.txt" = "text" and [world.state.AREA] ...'),
     Field("schedule", _table, '[schedule] mode = "exhaustive" (depth = 1) or mode = "random" (runs = 50, seed = 0)'),
@@ -168,9 +163,10 @@ SCENARIO_FIELDS = (
 
 SCHEDULE_FIELDS = (
     Field("mode", _one_of(SCHEDULE_MODES), 'mode = "exhaustive" or "random"', modes=SCHEDULE_MODES),
-    Field("depth", _within(1, MAX_DEPTH), f"depth = 2 (kills per schedule, 1..{MAX_DEPTH})", modes=(EXHAUSTIVE,)),
-    Field("runs", _within(1, 1_000_000), "runs = 200 (random schedules)", modes=(RANDOM,)),
-    Field("seed", _within(0, 2**63 - 1), "seed = 0", modes=(RANDOM,)),
+    Field("depth", _within(LIMITS["depth"]), f"depth = 2 (kills per schedule, 1..{LIMITS['depth'].high})",
+          modes=(EXHAUSTIVE,)),
+    Field("runs", _within(LIMITS["runs"]), "runs = 200 (random schedules)", modes=(RANDOM,)),
+    Field("seed", _within(LIMITS["seed"]), "seed = 0", modes=(RANDOM,)),
     Field("kill_at", _kill_list, 'kill_at = ["c1:after_effect"] (a list: one kill per incarnation)', modes=(GIVEN,)),
 )
 # What a [schedule] must hold in a mode, beyond the mode itself.

@@ -27,6 +27,7 @@ from typing import Protocol
 
 from killpoint import protocol
 from killpoint.errors import ConfigError
+from killpoint.harness.limits import LIMITS
 from killpoint.harness.model import (
     RENDEZVOUS_KILLS,
     AfterDelay,
@@ -63,9 +64,14 @@ def planned_kill(text: str, plan: Plan) -> Kill:
 def parse_kill_point(text: str, plan: Plan) -> Kill:
     """A kill given on the command line (or in a token), checked against the plan: ConfigError naming the flag."""
     try:
-        return planned_kill(text, plan)
+        kill = planned_kill(text, plan)
     except KillSyntaxError as error:
         raise ConfigError(str(error)) from None
+    if isinstance(kill, AfterDelay) and kill.seconds > LIMITS["timeout"].high:
+        # No incarnation outlives the longest timeout, so a later kill would never come.
+        raise ConfigError(f"--kill-at {text!r}: a timed kill comes within an incarnation's time, at most "
+                          f"{LIMITS['timeout'].high} s; give @SECONDS from 0 to {LIMITS['timeout'].high}")
+    return kill
 
 
 def point_reached(point: str, call: str | None) -> str:

@@ -12,22 +12,27 @@ failing or unknown one's whole evidence, copied with ``copy_tree`` (no link
 followed or made, no FIFO opened, bounded; what it left out is written in
 ``SCRATCH_COPY_NAME``).
 
-The scratch folder is ``ROOT/killpoint-scratch-<harness pid>-<random>``, removed
+The scratch folder is ``ROOT/killpoint-scratch-<harness pid>.<its start>-<random>``, removed
 when the session ends; one left by a SIGKILLed harness is removed by the next
-session and by ``killpoint clean`` (``sweep_abandoned``).
+session and by ``killpoint clean`` (``sweep_abandoned``). A run's folder that
+cannot be removed (a process that escaped its run keeps writing in it) never
+ends the session: what holds it is killed if it can be found, and a folder that
+still cannot be removed is left and said (``Scratch.discard``).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from killpoint.errors import ConfigError
+from killpoint.harness._escapees import RunFiles, ticks_now
 from killpoint.harness._safe_files import copy_tree, remove_tree
-from killpoint.harness.runner import abandoned_folders
+from killpoint.harness.leftovers import abandoned_folders, owner_prefix, remove_folders
 
 DEFAULT_ROOT = Path("/dev/shm")
 PREFIX = "killpoint-scratch-"
@@ -35,6 +40,9 @@ PREFIX = "killpoint-scratch-"
 # writes (ENOSPC), a false alarm.
 MIN_FREE_BYTES = 512 * 1024 * 1024
 SCRATCH_COPY_NAME = "scratch-copy.txt"  # in a run directory: what the copy of its scratch evidence left out
+# How long a removal that something keeps defeating looks for what holds the folder (it may hold a file only while
+# it writes one).
+DISCARD_PATIENCE_S = 1.0
 
 
 _OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
@@ -90,6 +98,8 @@ class Scratch:
     """One session's scratch folder (``open_scratch``): its runs are carried out in ``run_dir(index)``."""
 
     folder: Path
+    opened: int = 0  # when, in clock ticks since boot (``_escapees.ticks_now``): what its runs started came after
+
 
     def run_dir(self, index: int) -> Path:
         return self.folder / f"run-{index:05d}"
@@ -104,25 +114,52 @@ class Scratch:
     def close(self) -> None:
         remove_tree(self.folder)
 
+    def keep_on_disk(self, scratch_run: Path, run_dir: Path) -> list[str]:
+        """Copy a run's scratch evidence into its disk ``run_dir``, then remove it (``discard``); what was left out,
+        and why.
+
+        What the copy left out is also written in ``run_dir/SCRATCH_COPY_NAME``, so
+        a person reading the run directory sees it.
+        """
+        left_out = copy_tree(scratch_run, run_dir)
+        if left_out:
+            (run_dir / SCRATCH_COPY_NAME).write_text(
+                f"This run was carried out in the scratch folder {scratch_run} and its evidence copied here; "
+                f"the copy left out:\n" + "".join(f"  {problem}\n" for problem in left_out))
+        self.discard(scratch_run)
+        return left_out
+
+    def discard(self, scratch_run: Path) -> None:
+        """Remove a run's scratch folder; if something keeps it from going, kill what holds it and try once more,
+        and if it still stays, leave it (the session's end, or the next session, removes it) and say so on stderr.
+
+        Only a process of this session's time that holds the folder is killed (``_escapees``): a workload's that
+        escaped its run and writes there still, which the kill of its last incarnation did not see holding it.
+        """
+        try:
+            remove_tree(scratch_run)
+            return
+        except OSError as error:
+            kept_by = error
+        escaped = RunFiles(str(scratch_run), self.opened, str(scratch_run / "workload")).hunt(
+            patience_s=DISCARD_PATIENCE_S)
+        if escaped:
+            print(f"killpoint: killed what escaped its run and kept writing in {scratch_run}: {'; '.join(escaped)}",
+                  file=sys.stderr)
+        try:
+            remove_tree(scratch_run)
+        except OSError as error:
+            kept_by = error
+        else:
+            return
+        print(f"killpoint: {scratch_run} could not be removed ({kept_by.strerror or kept_by}): something still "
+              f"writes in it; it is left for the session's end, or the next session, to remove", file=sys.stderr)
+
 
 def open_scratch(root: Path) -> Scratch:
-    """A new scratch folder under ``root`` named with this process's pid, readable by its owner only."""
-    return Scratch(Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=root)))
-
-
-def keep_on_disk(scratch_run: Path, run_dir: Path) -> list[str]:
-    """Copy a run's scratch evidence into its disk ``run_dir``, then remove it; what was left out, and why.
-
-    What the copy left out is also written in ``run_dir/SCRATCH_COPY_NAME``, so
-    a person reading the run directory sees it.
-    """
-    left_out = copy_tree(scratch_run, run_dir)
-    if left_out:
-        (run_dir / SCRATCH_COPY_NAME).write_text(
-            f"This run was carried out in the scratch folder {scratch_run} and its evidence copied here; "
-            f"the copy left out:\n" + "".join(f"  {problem}\n" for problem in left_out))
-    remove_tree(scratch_run)
-    return left_out
+    """A new scratch folder under ``root`` named with this process's identity (``leftovers.owner_prefix``),
+    readable by its owner only."""
+    return Scratch(Path(tempfile.mkdtemp(prefix=owner_prefix(PREFIX), dir=root)), ticks_now())
 
 
 def sweep_abandoned(root: Path | None = DEFAULT_ROOT) -> list[Path]:
@@ -130,13 +167,4 @@ def sweep_abandoned(root: Path | None = DEFAULT_ROOT) -> list[Path]:
 
     Only real folders (never a symlink) owned by this user are removed.
     """
-    removed: list[Path] = []
-    if root is None:
-        return removed
-    for path in abandoned_folders(root, PREFIX):
-        try:
-            remove_tree(path)
-        except OSError:  # a folder it could not empty stays, for the next sweep
-            continue
-        removed.append(path)
-    return removed
+    return [] if root is None else remove_folders(abandoned_folders(root, PREFIX))

@@ -30,6 +30,7 @@ from killpoint.harness.backends._forkserver_main import die_with_parent
 from killpoint.harness.checker import check
 from killpoint.harness.evidence import Evidence, StoreReading, read_evidence, run_paths
 from killpoint.harness.frameworks import reader_for
+from killpoint.harness.golden_store import check_golden_store
 from killpoint.harness.model import AfterDelay, AfterPoint, Drift, GoldenRun, Incarnation, Kill, Scenario, Verdict
 from killpoint.harness.repro_safety import recorded_origin
 from killpoint.harness.run_record import RUN_RECORD_NAME, new_run_record, write_json_atomically, write_run_record
@@ -39,7 +40,7 @@ from killpoint.harness.runner import (execute_run, require_rendezvous, run_golde
 from killpoint.harness.point_snapshots import RunSharing
 from killpoint.harness.prefixes import Prefixes
 from killpoint.harness.schedule import Schedule, has_power_loss, parse_point_reached
-from killpoint.harness.scratch import SCRATCH_COPY_NAME, Scratch, keep_on_disk, open_scratch, sweep_abandoned
+from killpoint.harness.scratch import SCRATCH_COPY_NAME, Scratch, open_scratch, sweep_abandoned
 from killpoint.harness.stop_signals import Terminated, raise_if_stopped
 from killpoint.harness.token import ReproToken
 
@@ -201,7 +202,7 @@ def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Pa
     moved = _MovedRun(str(scratch_run), str(run_dir))
     verdict, incarnations = moved.verdict(verdict), tuple(map(moved.incarnation, incarnations))
     keep = keep_all or not verdict.valid
-    left_out = keep_on_disk(scratch_run, run_dir) if keep else []
+    left_out = scratch.keep_on_disk(scratch_run, run_dir) if keep else []
     if keep:  # the harness's record of the incarnations, in the words of the disk copy (a problem names a file)
         save_incarnations(run_paths(run_dir)["incarnations"], list(incarnations))
     if left_out:
@@ -214,7 +215,7 @@ def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Pa
     if not keep:
         # After the verdict: a session stopped during the removal finds the run judged and saved, and drops
         # what is left of it (``_close_scratch``) rather than keep it as the partial evidence of a run interrupted.
-        remove_tree(scratch_run)
+        scratch.discard(scratch_run)
     return outcome
 
 
@@ -355,6 +356,7 @@ def run_session(
     stop_at_first_failure: bool,
     keep_all: bool,
     scratch_root: Path | None,
+    golden_on_lazy_fs: bool,
     on_outcome: Callable[[RunOutcome], None],
 ) -> tuple[GoldenRun, list[RunOutcome]]:
     """The golden run, then every batch; ``jobs`` > 1 runs a batch in that many worker processes.
@@ -367,6 +369,7 @@ def run_session(
     runs and the golden run are always kept whole. With ``scratch_root``, runs with no power
     loss are carried out in a scratch folder made there for the session (``harness/scratch.py``),
     removed when it ends; a run it ends before its verdict has its evidence copied to disk all the same.
+    With ``golden_on_lazy_fs`` (a session with power losses) the golden run is carried out on a lazy file system.
     """
     if (runs_dir / "golden").exists():
         raise ConfigError(f"--runs-dir {runs_dir} already holds a session's evidence, which is never overwritten; "
@@ -386,13 +389,19 @@ def run_session(
     scratch = None
     try:
         scratch = open_scratch(scratch_root) if scratch_root is not None else None
-        golden = _golden_run(scenario, runs_dir / "golden", backend, scratch)
+        golden = _golden_run(scenario, runs_dir / "golden", backend, None if golden_on_lazy_fs else scratch,
+                             on_lazy_fs=golden_on_lazy_fs)
         if needs_rendezvous:
             require_rendezvous(scenario, golden)
         under_way = []
-        pool = ProcessPoolExecutor(jobs, initializer=_init_worker, initargs=(os.getpid(),)) if jobs > 1 else None
+        workers = 1  # never more than a batch has schedules: -j 64 on one schedule forks no 63 idle workers
         for batch in batches(golden, outcomes):
             under_way = [runs_dir / f"run-{job.index:05d}" for job in batch]
+            if min(jobs, len(batch)) > workers:  # a deeper level may have more schedules: a bigger pool for it
+                if pool is not None:
+                    pool.shutdown()
+                workers = min(jobs, len(batch))
+                pool = ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(os.getpid(),))
             if pool is None:
                 done = (run_job(scenario, golden, job, runs_dir, backend, keep_all=keep_all, scratch=scratch)
                         for job in batch)
@@ -437,11 +446,21 @@ def run_session(
             _close_scratch(scratch, runs_dir)
 
 
-def _golden_run(scenario: Scenario, golden_dir: Path, backend: Backend, scratch: Scratch | None) -> GoldenRun:
-    """The crash-free run, carried out where the session's runs are (in ``scratch`` if it has one), kept whole
-    in ``golden_dir``: its point times bound the timed kills, so it must pay the storage the runs pay."""
+def _golden_run(scenario: Scenario, golden_dir: Path, backend: Backend, scratch: Scratch | None, *,
+                on_lazy_fs: bool) -> GoldenRun:
+    """The crash-free run, carried out where the session's runs are (in ``scratch`` if it has one; on a lazy
+    file system with ``on_lazy_fs``), kept whole in ``golden_dir``: its point times bound the timed kills, so it
+    must pay the storage the runs pay. A store mapping that cannot see what it did is bad input, before any
+    verdict (``golden_store``)."""
+    golden = _carried_out_golden(scenario, golden_dir, backend, scratch, on_lazy_fs=on_lazy_fs)
+    check_golden_store(scenario, golden_dir, run_paths(golden_dir)["ledger"])
+    return golden
+
+
+def _carried_out_golden(scenario: Scenario, golden_dir: Path, backend: Backend, scratch: Scratch | None, *,
+                        on_lazy_fs: bool) -> GoldenRun:
     if scratch is None:
-        return run_golden(scenario, golden_dir, backend)
+        return run_golden(scenario, golden_dir, backend, on_lazy_fs=on_lazy_fs)
     in_scratch = scratch.folder / "golden"
     moved = _MovedRun(str(in_scratch), str(golden_dir))
     try:
@@ -449,7 +468,7 @@ def _golden_run(scenario: Scenario, golden_dir: Path, backend: Backend, scratch:
     except WorkloadError as error:  # its evidence is named in the message: kept on disk, and named there
         raise WorkloadError(moved.text(str(error))) from None
     finally:
-        keep_on_disk(in_scratch, golden_dir)
+        scratch.keep_on_disk(in_scratch, golden_dir)
     return replace(golden, run_dir=golden_dir)
 
 
@@ -487,7 +506,7 @@ def _close_scratch(scratch: Scratch, runs_dir: Path) -> None:
                 if left.name == PREFIXES_NAME or (runs_dir / left.name / VERDICT_NAME).exists():
                     remove_tree(left)
                 else:
-                    keep_on_disk(left, runs_dir / left.name)
+                    scratch.keep_on_disk(left, runs_dir / left.name)
         scratch.close()
 
 

@@ -21,8 +21,10 @@ from typing import Any, TextIO
 import psutil
 
 from killpoint.errors import ConfigError
+from killpoint.harness import limits
 from killpoint.harness._process_tree import identity_running
 from killpoint.harness.evidence import (
+    incarnation_of,
     incarnation_problem,
     power_loss_report_path,
     read_drop,
@@ -69,7 +71,7 @@ class JudgedRun:
 def add_show_parser(commands: argparse._SubParsersAction) -> None:
     show = commands.add_parser("show", help="say what a run directory was running and how far it got "
                                             "(also one left by a killed harness)")
-    show.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run's directory, e.g. killpoint-runs/<session>/run-00000")
+    show.add_argument("run_dir", type=limits.path, metavar="RUN_DIR", help="a run's directory, e.g. killpoint-runs/<session>/run-00000")
 
 
 def command_show(args: argparse.Namespace, out: TextIO) -> int:
@@ -155,9 +157,7 @@ def incarnations_problems(entries: Any) -> list[str]:
 
 def incarnations_of(entries: list[dict[str, Any]]) -> tuple[Incarnation, ...]:
     """The incarnations of checked entries (``incarnations_problems`` found none)."""
-    return tuple(Incarnation(**{**entry, **{key: tuple(entry[key]) for key in ("points", "leftovers",
-                                                                              "protocol_problems")}})
-                 for entry in entries)
+    return tuple(map(incarnation_of, entries))
 
 
 def _incarnations(incarnations: tuple[Incarnation, ...]) -> Iterator[str]:

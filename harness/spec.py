@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,7 +35,8 @@ from killpoint.harness.explore import (
     with_schedules,
 )
 from killpoint.harness.model import Drift, GoldenRun, Scenario, TornTail
-from killpoint.harness.scenario_fields import EXHAUSTIVE, GIVEN, MAX_DEPTH, MAX_TIMEOUT_S, RANDOM, file_schedule_mode
+from killpoint.harness.limits import LIMITS, check_numbers
+from killpoint.harness.scenario_fields import EXHAUSTIVE, GIVEN, RANDOM, file_schedule_mode
 from killpoint.harness.scratch import chosen_root, default_root
 from killpoint.harness.schedule import EveryKill, RandomFaults, has_power_loss, parse_kill_point
 from killpoint.harness.session import JobBatches, RunOutcome, default_runs_dir, run_session
@@ -67,6 +67,12 @@ class SessionSpec:
         return self.mode.needs_rendezvous
 
     @property
+    def power_losses(self) -> bool:
+        """Whether any kill of the session is a power loss: its crash-free run is then carried out on the lazy
+        file system too, so that its times are the storage's the runs have."""
+        return self.power_loss or (isinstance(self.mode, GivenMode) and has_power_loss(self.mode.schedule))
+
+    @property
     def every_kill(self) -> EveryKill:
         return EveryKill(no_pause=self.no_pause, power_loss=self.power_loss)
 
@@ -79,6 +85,22 @@ class SessionSpec:
         """``backend docker (image killpoint-host:1, restart same)``: what a header line says."""
         details = ", ".join(f"{key} {value}" for key, value in sorted(self.backend_options.items()))
         return f"backend {self.backend}" + (f" ({details})" if details else "")
+
+    def empty_shard(self, golden: GoldenRun, outcomes: Sequence[RunOutcome]) -> str | None:
+        """Why this session's shard established nothing, if it held no schedule at all, else None.
+
+        Shards are drawn by a hash of each schedule's first kill, so a shard of a small
+        session may hold none: its run then judged nothing, which is no pass.
+        """
+        if self.shard is None or outcomes:
+            return None
+        first = next(iter(self.mode.batches(self.scenario.plan, self.drift)(golden, [])), [])
+        shard, shards = self.shard
+        deeper = " (and the deeper ones that grow from them)" if isinstance(self.mode, ExhaustiveMode) \
+            and self.mode.depth > 1 else ""
+        return (f"shard {shard}/{shards} holds no schedule: all {len(first)} schedule(s) of the session{deeper} "
+                f"fall in the other shards (by a hash of each one's first kill), so nothing was tested here; "
+                f"split the session into fewer shards than {shards}, or run it whole")
 
     def batches(self) -> JobBatches:
         batches = self.mode.batches(self.scenario.plan, self.drift)
@@ -93,7 +115,8 @@ def run_spec(spec: SessionSpec, *, on_outcome: Callable[[RunOutcome], None] = la
     return run_session(spec.scenario, track(spec.batches()), spec.runs_dir, backend_name=spec.backend,
                        backend_options=dict(spec.backend_options), jobs=spec.jobs,
                        needs_rendezvous=spec.needs_rendezvous, stop_at_first_failure=spec.stop_at_first_failure,
-                       keep_all=spec.keep_all, scratch_root=spec.scratch, on_outcome=on_outcome)
+                       keep_all=spec.keep_all, scratch_root=spec.scratch, golden_on_lazy_fs=spec.power_losses,
+                       on_outcome=on_outcome)
 
 
 TIMED = "timed"  # only a flag chooses it; the file's modes are scenario_fields' GIVEN, EXHAUSTIVE and RANDOM
@@ -141,15 +164,14 @@ def build_spec(
     ``scratch`` folder given, else in /dev/shm when it is a tmpfs with room
     (``scratch_root``), and never with ``no_scratch``.
     """
+    _check_numbers(random=random, depth=depth, runs=runs, jobs=jobs, seed=seed, timeout=timeout,
+                   timed_window=timed_window, min_coverage=min_coverage)
     if timeout is not None:
-        _positive_seconds("--timeout", timeout)
         scenario = replace(scenario, timeout_s=timeout)
     mode, chosen_by, default = _mode_chosen(scenario, kill_at or kill_on, exhaustive, random, timed)
     _check_choices_act(mode, chosen_by, depth=depth, random=random, timed=timed, runs=runs,
                        timed_window=timed_window, torn_tail=torn_tail, no_pause=no_pause, seed=seed,
                        min_coverage=min_coverage, shard=shard, no_share_prefixes=no_share_prefixes)
-    _check_numbers(random=random, depth=depth, runs=runs, jobs=jobs, timed_window=timed_window,
-                   min_coverage=min_coverage)
     parsed_drift = parse_drift(drift, scenario)
     if seed is None:
         seed = default.get("seed", session_seed)
@@ -178,14 +200,20 @@ def build_spec(
                                        and backend_options.get("restart") != "same")
     if not power_loss:  # under --power-loss, a tear is a torn power loss: it tears any store, not killpoint's journal
         _check_tears_apply(scenario, torn_tail, schedule_mode)
-    if power_loss or (isinstance(schedule_mode, GivenMode) and has_power_loss(schedule_mode.schedule)):
+    return probed(SessionSpec(
+        scenario, schedule_mode, backend_name, runs_dir or default_runs_dir(scenario), backend_options,
+        drift=parsed_drift, jobs=jobs or defaults.JOBS, keep_all=keep_all, stop_at_first_failure=exitfirst,
+        shard=parse_shard(shard) if shard is not None else None, min_coverage=min_coverage, no_pause=no_pause,
+        power_loss=power_loss, scratch=scratch_root(scratch, no_scratch=no_scratch, power_loss=power_loss,
+                                                    backend=backend_name)))
+
+
+def probed(spec: SessionSpec) -> SessionSpec:
+    """``spec``, once a lazy file system is known to mount here if any of its kills is a power loss
+    (LazyFsUnavailable, a usage error naming the cause and the fix, before anything runs)."""
+    if spec.power_losses:
         lazyfs.probe()
-    return SessionSpec(scenario, schedule_mode, backend_name, runs_dir or default_runs_dir(scenario), backend_options,
-                       drift=parsed_drift, jobs=jobs or defaults.JOBS, keep_all=keep_all,
-                       stop_at_first_failure=exitfirst, shard=parse_shard(shard) if shard else None,
-                       min_coverage=min_coverage, no_pause=no_pause, power_loss=power_loss,
-                       scratch=scratch_root(scratch, no_scratch=no_scratch, power_loss=power_loss,
-                                            backend=backend_name))
+    return spec
 
 
 def scratch_root(chosen: Path | None, *, no_scratch: bool, power_loss: bool, backend: str) -> Path | None:
@@ -230,13 +258,11 @@ def spec_for_token(token: ReproToken, scenario: Scenario, *, backend: str | None
     """The one run a repro token names, on its backend unless ``backend`` is chosen; its whole evidence is kept
     (the timeline is read from it, and it is what was asked for)."""
     schedule = tuple(parse_kill_point(text, scenario.plan) for text in token.schedule)
-    if has_power_loss(schedule):
-        lazyfs.probe()
     backend_name, backend_options = resolve_backend(scenario, backend, image=image, restart=restart,
                                                     fallback=token.backend, fallback_options=token.backend_options)
-    return SessionSpec(scenario, GivenMode(schedule, token.seed, token.run or 0), backend_name,
-                       runs_dir or default_runs_dir(scenario), backend_options, drift=parse_drift(token.drift, scenario),
-                       keep_all=True)
+    return probed(SessionSpec(scenario, GivenMode(schedule, token.seed, token.run or 0), backend_name,
+                              runs_dir or default_runs_dir(scenario), backend_options,
+                              drift=parse_drift(token.drift, scenario), keep_all=True))
 
 
 # The choices a flag of ``killpoint run`` sets: build_spec's keywords, named as the flags' destinations.
@@ -289,7 +315,7 @@ def _check_choices_act(mode: str, chosen_by: str, *, depth: int | None, random: 
     )
     problems = [f"{flag} goes with {needs}, but this run's schedules come from {chosen_by}"
                 for flag, given, acts, needs in rules if given and not acts]
-    if min_coverage is not None and shard:
+    if min_coverage is not None and shard is not None:
         problems.append("--min-coverage judges the coverage of a whole session, and --shard runs only part of it; "
                         "drop one of them")
     if problems:
@@ -297,24 +323,17 @@ def _check_choices_act(mode: str, chosen_by: str, *, depth: int | None, random: 
                           f"go with", tuple(problems))
 
 
-def _check_numbers(*, random: int | None, depth: int | None, runs: int | None, jobs: int | None,
-                   timed_window: float | None, min_coverage: float | None) -> None:
-    for flag, value in (("--random", random), ("--depth", depth), ("--runs", runs), ("--jobs", jobs)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag} {value}: give a positive number")
-    if timed_window is not None:
-        _positive_seconds("--timed-window", timed_window)
-    if min_coverage is not None and not 0 <= min_coverage <= 100:
-        raise ConfigError(f"--min-coverage {min_coverage}: give a percentage from 0 to 100")
-    if depth is not None and depth > MAX_DEPTH:
+def _check_numbers(*, random: int | None, depth: int | None, runs: int | None, jobs: int | None, seed: int | None,
+                   timeout: float | None, timed_window: float | None, min_coverage: float | None) -> None:
+    """Every number given within its bound of ``limits.LIMITS``, the table scenario files are checked with too."""
+    if depth is not None and isinstance(depth, int) and depth > LIMITS["depth"].high:
         raise ConfigError(f"--depth {depth}: each level multiplies the schedules by the crash points reached, "
                           f"about P^{depth} schedules for a plan with P points (the demo's 30 points give 533 "
-                          f"schedules at depth 2, about 15,000 at depth 3); give 1..{MAX_DEPTH}")
-
-
-def _positive_seconds(flag: str, value: float) -> None:
-    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
-        raise ConfigError(f"{flag} {value}: give a number of seconds above 0 and at most {MAX_TIMEOUT_S}")
+                          f"schedules at depth 2, about 15,000 at depth 3); give 1..{LIMITS['depth'].high}")
+    check_numbers((
+        ("--random", "runs", random), ("--depth", "depth", depth), ("--runs", "runs", runs), ("--jobs", "jobs", jobs),
+        ("--seed", "seed", seed), ("--timeout", "timeout", timeout), ("--timed-window", "timed_window", timed_window),
+        ("--min-coverage", "min_coverage", min_coverage)))
 
 
 def resolve_backend(scenario: Scenario, backend: str | None, *, image: str | None = None, restart: str | None = None,

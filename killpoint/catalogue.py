@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from killpoint import protocol
+from killpoint._input_files import DOCUMENT_LIMIT_BYTES, read_input
 from killpoint._json import strict_json
 from killpoint.errors import ConfigError
 
@@ -28,6 +29,7 @@ REFERENCE_CATALOGUE = Path(__file__).with_name("fake_tools") / "catalogue.toml"
 _TOP_LEVEL_KEYS = ("default", "interactive", "tools")
 _TOOL_KEYS = ("class", "family", "why")
 _JSON_SHAPE = '{"default": ..., "interactive": [...], "tools": {TOOL: CLASS}}'
+CATALOGUE_FIX = "give a catalogue file: TOML (as fake_tools/catalogue.toml) or the protocol's JSON"
 
 _KEY = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""  # bare, basic-string or literal-string key
 _DOTTED_KEY = rf"{_KEY}(?:[ \t]*\.[ \t]*{_KEY})*"
@@ -66,7 +68,7 @@ class Catalogue:
 def load_catalogue(path: str | Path) -> Catalogue:
     """Read a catalogue from TOML (the editable form) or JSON (the protocol form), or raise every problem."""
     path = Path(path)
-    data, problems = _checked(path, read_text(path, "the catalogue"))
+    data, problems = _checked(path, read_text(path, "the catalogue", CATALOGUE_FIX))
     if problems:
         raise ConfigError(f"{path}: the catalogue has {len(problems)} problem(s); fix them and run again",
                           tuple(problems))
@@ -80,12 +82,11 @@ def load_catalogue(path: str | Path) -> Catalogue:
     )
 
 
-def read_text(path: Path, what: str) -> str:
-    """The file as UTF-8 text, or a ConfigError saying why it cannot be read."""
+def read_text(path: Path, what: str, fix: str) -> str:
+    """The file as UTF-8 text, or a ConfigError saying why it cannot be read (``_input_files.read_input``)."""
+    data = read_input(path, what, limit=DOCUMENT_LIMIT_BYTES, fix=fix)
     try:
-        return path.read_bytes().decode()
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read {what} ({error.strerror})") from None
+        return data.decode()
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: {what} is not UTF-8 text") from None
 

@@ -158,18 +158,24 @@ class ArmedPoints:
     """
 
     at: frozenset[tuple[str, str | None]] | None = None
+    # A non-pausing kill's point: announce it and SIGKILL the group at once, with no round trip to the harness
+    # (whose ``kill`` reply would leave the other threads a fraction of a millisecond to run on).
+    now: bool = False
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> ArmedPoints:
         text = (os.environ if environ is None else environ).get(protocol.ENV_ARMED)
+        if not text:
+            return cls()
         try:
-            listed = [(point, call) for point, call in json.loads(text)["at"]] if text else None
-        except (ValueError, KeyError, TypeError):
+            armed = json.loads(text)
+            listed = [(point, call) for point, call in armed["at"]]
+            now = armed.get(protocol.ARMED_NOW) is True
+        except (ValueError, KeyError, TypeError, AttributeError):
             return cls()
-        if listed is None or not all(isinstance(point, str) and (call is None or isinstance(call, str))
-                                     for point, call in listed):
+        if not all(isinstance(point, str) and (call is None or isinstance(call, str)) for point, call in listed):
             return cls()
-        return cls(frozenset(listed))
+        return cls(frozenset(listed), now=now)
 
     def waits(self, point: str, call: str | None) -> bool:
         """The workload must wait for a reply here: the point is armed (as ``point`` of any call, or of ``call``)."""
@@ -212,6 +218,8 @@ class Rendezvous:
                                               protocol.SENT_FIELD: time.monotonic()}))
             return
         self._sock.sendall(encode_record(message))
+        if self.armed.now and self.armed.at is not None:  # only an armed point waits here: the kill's own
+            die_now()
         reply = self._reader.readline()
         if reply == protocol.REPLY_KILL:
             die_now()

@@ -23,6 +23,7 @@ ENV_WORLD_DURABLE = "KILLPOINT_WORLD_DURABLE"
 # point; at every other it sends its message with "wait": false and goes on, unanswered. Unset: wait at every
 # point, as v1 does.
 ENV_ARMED = "KILLPOINT_ARMED"
+ARMED_NOW = "now"  # in $KILLPOINT_ARMED, true: at an armed point, send it and SIGKILL yourself, reading no reply
 NO_WAIT_FIELD = "wait"  # a crash-point message's field: false means the sender does not read a reply to it
 SENT_FIELD = "sent"  # with "wait": false, the sender's time.monotonic() at sending, which orders it among other senders'
 # Every incarnation hashes strings the same way, so a workload iterating a set behaves the same each run.

@@ -54,6 +54,20 @@ def test_prints_the_reference_catalogue_as_a_table(killpoint):
         "asked again when interrupted: ask_user, ask_user_choice")
 
 
+def test_prints_each_fake_tools_arguments_from_its_schema(killpoint):
+    """The fake tools' arguments were documented nowhere; a runtime calling them by command line needs them."""
+    result = killpoint("catalogue", "args")
+    assert result.exit_code == 0, result.err
+    lines = result.out.splitlines()
+    assert len(lines) == 96
+    assert "write_file path: string (1..200 chars), content: string (..4096 chars)" in [
+        " ".join(line.split()) for line in lines]
+    one = killpoint("catalogue", "args", "browser_scroll", "app_list")
+    assert one.out.split("\n")[:2] == ["browser_scroll  dy: integer (-10000..10000)",
+                                        "app_list        (no arguments)"], one.out
+    assert_usage_error(killpoint("catalogue", "args", "raed_file"), "'raed_file' is no fake tool")
+
+
 @pytest.mark.parametrize("tool_class", ["READ_ONLY", "IDEMPOTENT_WRITE", "NON_IDEMPOTENT", "UNKNOWN"])
 def test_class_filter(killpoint, tool_class):
     result = killpoint("catalogue", "--class", tool_class.lower())

@@ -13,6 +13,8 @@ import pytest
 from killpoint.catalogue import catalogue_problems, load_catalogue
 from killpoint.errors import ConfigError
 
+pytestmark = pytest.mark.hostile  # the bad-input fuzz of the hostile-input suite (docs/security.md)
+
 CLASSES = "use one of READ_ONLY, IDEMPOTENT_WRITE, NON_IDEMPOTENT, UNKNOWN"
 
 
@@ -53,7 +55,7 @@ def test_a_catalogue_that_is_not_text(killpoint, tmp_path, name):
 
 def test_a_directory_is_not_a_catalogue(killpoint, tmp_path):
     (tmp_path / "dir.toml").mkdir()
-    refused(killpoint, tmp_path / "dir.toml", "dir.toml: cannot read the catalogue (Is a directory)")
+    refused(killpoint, tmp_path / "dir.toml", "dir.toml: is a directory, not a regular file, so the catalogue was not read")
 
 
 # -- the protocol JSON form ----------------------------------------------------

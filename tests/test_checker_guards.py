@@ -19,7 +19,7 @@ from killpoint import protocol as p
 from killpoint.fake_tools.world import World
 from killpoint.harness.checker import check
 from killpoint.harness.evidence import journal_at_kill_path, read_evidence, run_paths
-from killpoint.harness.model import Incarnation, Verdict
+from killpoint.harness.model import GoldenRun, Incarnation, Verdict
 from tests.test_checker import (
     AT_KILL,
     CATALOGUE,
@@ -40,10 +40,13 @@ def jsonl(records: list[dict]) -> bytes:
     return b"".join(json.dumps(record).encode() + b"\n" for record in records)
 
 
-def judge(tmp_path: Path, *, journal: list[dict], copies: list[list[dict]], ledger: list[dict],
+def judge(tmp_path: Path, *, journal: list[dict], copies: list[list[dict]], ledger: list[dict] | bytes,
           incarnations: tuple[Incarnation, ...], torn: dict[int, list[dict]] | None = None,
-          catalogues: dict[str, dict] | None = None) -> Verdict:
-    """Write a run directory as the runner does, read it back and judge it against the crash-free run."""
+          catalogues: dict[str, dict] | None = None, golden: GoldenRun = GOLDEN) -> Verdict:
+    """Write a run directory as the runner does, read it back and judge it against the crash-free run.
+
+    ``ledger`` is its records, or its bytes as they stand.
+    """
     run_dir = tmp_path / "run"
     paths = run_paths(run_dir)
     world = World(paths["world"])
@@ -55,11 +58,11 @@ def judge(tmp_path: Path, *, journal: list[dict], copies: list[list[dict]], ledg
         journal_at_kill_path(run_dir, number).write_bytes(jsonl(copy))
     for number, copy in (torn or {}).items():
         journal_at_kill_path(run_dir, number).with_suffix(".torn.jsonl").write_bytes(jsonl(copy))
-    paths["ledger"].write_bytes(jsonl(ledger))
+    paths["ledger"].write_bytes(ledger if isinstance(ledger, bytes) else jsonl(ledger))
     paths["incarnations"].write_text(json.dumps([asdict(incarnation) for incarnation in incarnations]))
     for name, catalogue in ({"catalogue.json": CATALOGUE.to_protocol()} if catalogues is None else catalogues).items():
         (run_dir / name).write_text(json.dumps(catalogue))
-    return check(SCENARIO, read_evidence(run_dir), replace(GOLDEN, world=world.snapshot()))
+    return check(SCENARIO, read_evidence(run_dir), replace(golden, world=world.snapshot()))
 
 
 def correct_run(tmp_path: Path, **changes: object) -> Verdict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +13,8 @@ from killpoint.harness.checker import PROPERTIES, check
 from killpoint.harness.evidence import JsonLines, Line
 from killpoint.harness.validate import ledger_problem
 from tests.test_checker import AT_KILL, GOLDEN, LEDGER, RECOVERY, SCENARIO, evidence
+
+pytestmark = pytest.mark.hostile  # the bad-input fuzz of the hostile-input suite (docs/security.md)
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),

@@ -73,8 +73,8 @@ def test_every_idle_flag_is_named_at_once(killpoint):
     (("--timed", "--timed-window", "0"), "--timed-window 0.0: give a number of seconds above 0 and at most 86400"),
     (("--timeout", "nan"), "--timeout nan: give a number of seconds above 0 and at most 86400"),
     (("--timeout", "inf"), "--timeout inf: give a number of seconds above 0 and at most 86400"),
-    (("--timed", "--runs", "0"), "--runs 0: give a positive number"),
-    (("--exhaustive", "--depth", "0"), "--depth 0: give a positive number"),
+    (("--timed", "--runs", "0"), "--runs 0: give a whole number from 1 to 1000000"),
+    (("--exhaustive", "--depth", "0"), "--depth 0: give a whole number from 1 to 6"),
     (("--min-coverage", "101"), "--min-coverage 101.0: give a percentage from 0 to 100"),
     (("--min-coverage", "-5"), "--min-coverage -5.0: give a percentage from 0 to 100"),
     (("--min-coverage", "nan"), "--min-coverage nan: give a percentage from 0 to 100"),
@@ -126,8 +126,8 @@ def test_prune_needs_to_be_told_what_goes(killpoint, tmp_path):
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    (("--keep", "-1"), "--keep -1: give a number of sessions >= 0"),
-    (("--older-than", "nan"), "--older-than nan: give a number of days >= 0"),
+    (("--keep", "-1"), "--keep -1: give a whole number from 0 to 1000000"),
+    (("--older-than", "nan"), "--older-than nan: give a number of days from 0 to 36500"),
 ])
 def test_prune_refuses_bad_numbers(killpoint, tmp_path, flags, message):
     assert_usage_error(killpoint("prune", "--runs-dir", tmp_path, *flags), message)

@@ -19,6 +19,8 @@ from killpoint.fake_tools.base import REGISTRY, ToolResult, invoke, lookup
 from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.world import SandboxError, World, diff_snapshots, seed_world
 
+pytestmark = pytest.mark.hostile  # the bad-input fuzz of the hostile-input suite (docs/security.md)
+
 lookup("read_file")  # registers every family
 SECRET = "the secret outside the world\n"
 

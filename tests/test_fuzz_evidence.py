@@ -15,15 +15,19 @@ import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from killpoint.client import parse_json_lines
 from killpoint.fake_tools.world import World
 from killpoint.harness.checker import check
 from killpoint.harness.evidence import journal_at_kill_path, read_evidence, run_paths
 from killpoint.harness.model import Verdict
 from tests.test_checker import AT_KILL, CATALOGUE, GOLDEN, INCARNATIONS, LEDGER, RECOVERY, SCENARIO
 from tests.test_checker_robustness import FIELDS, JSON_VALUES
+
+pytestmark = pytest.mark.hostile  # the bad-input fuzz of the hostile-input suite (docs/security.md)
 
 HOLDER = "__fuzzed_value__"
 # Numbers past what a reader may assume: more digits than int() parses, overflowing floats, JSON's non-numbers.
@@ -33,6 +37,7 @@ NESTING_DEPTHS = [10, 200, 900, 990, 3000, 100_000]
 BAD_UTF8 = [b"\xff", b"\xc3", b"\x80\x80", b"\xed\xa0\x80", b"\xef\xbb\xbf", b"\x00", b"\x00\x00\x00"]
 LINE_MOVES = ["cut", "bad_utf8", "odd_number", "deep", "wrong_type", "duplicate_key", "blank", "random", "utf16",
               "drop", "repeat", "crlf"]
+LEDGER_RULES = ("write-ahead", "closed-not-replayed", "decisions", "verify-before-replay")
 # How a file can stand in the run directory besides holding bytes: what a hostile workload can make of it.
 STAND_INS = ["missing", "symlink", "fifo", "directory"]
 
@@ -236,6 +241,10 @@ def test_any_run_directory_gets_a_verdict_never_an_error(files):
     if not all(file.readable for file in harness_files) or torn_copy_refused or files.incarnations_readable is False:
         # What the harness itself wrote cannot be read: the run is never a pass.
         assert verdict.valid is not True, (verdict, files.incarnations)
+    if files.ledger.readable and parse_json_lines(files.ledger.data).problems:
+        # No marker here says its kill closed a line, so a line that does not parse may hide a tool's record.
+        judged_on_the_ledger = {result.rule: result.status for result in verdict.rules if result.rule in LEDGER_RULES}
+        assert set(judged_on_the_ledger.values()) == {"unknown"}, judged_on_the_ledger
     if files == UNHARMED:
         assert verdict.valid is True, verdict.findings  # undamaged evidence of a correct recovery passes
 

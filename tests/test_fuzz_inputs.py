@@ -1,4 +1,5 @@
-"""Fuzzing what a user hands the CLI: scenario files, plans, catalogues (TOML and JSON) and repro tokens.
+"""Fuzzing what a user hands the CLI: scenario files, plans, catalogues (TOML and JSON), repro tokens and the
+shard reports merge reads.
 
 Whatever the bytes, ``killpoint`` answers with an exit code of 0, 1, 2 or 3 and, for bad input, a message
 (exit 2): no exception leaves ``main`` and no Python traceback reaches stderr. The documents start from
@@ -46,8 +47,10 @@ from killpoint.harness.scenario_fields import (
 from killpoint.harness.schedule import parse_kill_point
 from killpoint.harness.token import PREFIX, ReproToken
 from tests.conftest import SPAWNS
+from tests.test_hostile_inputs import deadline_and_memory_cap
+from tests.test_merge import session, shard_reports
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.hostile]
 
 FUZZ = settings(max_examples=120, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -87,10 +90,15 @@ class Answer:
 
 
 def killpoint(*argv: str | Path) -> Answer:
-    """``killpoint ARGV`` in-process, its stdout and stderr captured; what escapes main fails the test."""
+    """``killpoint ARGV`` in-process, its stdout and stderr captured; what escapes main fails the test, but for
+    argparse's own exit on a flag it refuses (SystemExit 2, its message on stderr), as the process exits."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main([str(arg) for arg in argv], out=out)
+        try:
+            code = cli.main([str(arg) for arg in argv], out=out)
+        except SystemExit as exit_:
+            assert exit_.code == 2, exit_
+            code = 2
     return Answer(code, err.getvalue(), out.getvalue())
 
 
@@ -98,7 +106,8 @@ def assert_answered(answer: Answer) -> None:
     assert answer.exit_code in EXIT_CODES, answer
     assert not TRACEBACK.search(answer.err + answer.out), answer.err
     if answer.exit_code == 2:
-        assert answer.err.startswith("killpoint"), answer  # bad input is told, never silent
+        # Bad input is told, never silent: killpoint's message, or argparse's (a usage line, then "killpoint run: ...").
+        assert any(line.startswith("killpoint") for line in answer.err.splitlines()), answer
 
 
 # inotify_simple finds libc through ctypes.util, which runs ldconfig once per process.
@@ -235,6 +244,7 @@ def test_a_scenario_file_of_any_bytes_gets_an_answer(scenario, plan, catalogues)
 @given(plan=PLANS, catalogues=CATALOGUES, name=st.sampled_from(["catalogue.toml", "catalogue.json"]),
        kill=st.sampled_from(["c1:after_effect", "c2:after_started+", "after_decisions", "@0.01", "ledger:effect:c1",
                              "c9:after_effect", "c1:after_effect/torn:1000", ":", ""]))
+@example(plan=b"{}", catalogues=(b"", b""), name="catalogue.toml", kill="")
 def test_a_plan_and_a_catalogue_of_any_bytes_get_an_answer(plan, catalogues, name, kill):
     """``run --workload --plan --catalogue``, and ``catalogue check`` of the same catalogue."""
     with workspace() as here:
@@ -373,3 +383,43 @@ def test_any_value_in_any_known_field_is_a_config_error_or_a_scenario_that_can_b
         for kill in scenario.default_schedule.get("kill_at", ()):
             parse_kill_point(kill, scenario.plan)
         assert 0 < scenario.timeout_s <= 86_400 and scenario.plan.digest and scenario.catalogue_digest
+
+
+def shard_report_documents() -> list[dict]:
+    """The three shards' JSON reports of tests/test_merge.py's demo session, one run of it failing."""
+    with tempfile.TemporaryDirectory() as folder:
+        return [json.loads(path.read_text()) for path in shard_reports(Path(folder), session(failing="c4:after_effect"))]
+
+
+SHARD_REPORTS = shard_report_documents()
+
+
+@st.composite
+def mangled_shard_reports(draw: st.DrawFn) -> list[bytes]:
+    """The three shard reports, one of them mangled anywhere, or in one of its runs (where merge reads most)."""
+    documents = [json.dumps(document).encode() for document in SHARD_REPORTS]
+    shard = draw(st.integers(0, len(documents) - 1))
+    report = SHARD_REPORTS[shard]
+    if draw(st.booleans()):
+        documents[shard] = draw(json_document(report))
+    else:
+        position = draw(st.integers(0, len(report["runs"]) - 1))
+        entry = draw(mangled_value(report["runs"][position], JSON_VALUES))
+        documents[shard] = json.dumps(with_value(report, ("runs", position), entry)).encode()
+    return documents
+
+
+@FUZZ
+@given(documents=mangled_shard_reports())
+@example(documents=[json.dumps({**SHARD_REPORTS[0], "runs": [], "shard": [1, 10**12]}).encode()])  # merge counted
+# the shards missing one by one: a trillion was a hang
+def test_shard_reports_of_any_bytes_get_an_answer_from_merge(documents):
+    """``killpoint merge`` of the shards' reports, one mangled: an answer (a refusal, exit 2, if the report no
+    longer is one killpoint wrote), never a traceback, never a hang (a deadline fails it)."""
+    with workspace() as here:
+        paths = []
+        for number, document in enumerate(documents, start=1):
+            paths.append(here / f"shard-{number}.json")
+            paths[-1].write_bytes(document)
+        with deadline_and_memory_cap():
+            assert_answered(killpoint("merge", *paths))

@@ -109,7 +109,8 @@ def test_incarnations_json_whose_killed_at_is_no_kill_is_unreadable(tmp_path: Pa
     """Evidence on disk is the workload's to damage: a killed_at no kill spells makes the record unreadable."""
     entry = {"number": 0, "pid": 1, "exit_code": None, "killed_at": "c3:after_lunch", "timed_out": False,
              "points": [], "seconds": 0.1, "stderr_tail": "", "leftovers": [], "catalogue_drift": None,
-             "kill_latency_s": None, "protocol_problems": []}
+             "kill_latency_s": None, "protocol_problems": [], "escaped": [], "storage_s": None,
+             "storage_bound": False}
     path = tmp_path / "incarnations.json"
     path.write_text(json.dumps([entry]))
     assert read_incarnations(path) == ((), "incarnations.json: entry 0 has killed_at 'c3:after_lunch', which is no "
@@ -117,3 +118,16 @@ def test_incarnations_json_whose_killed_at_is_no_kill_is_unreadable(tmp_path: Pa
                                            " (or @SECONDS, or ledger:KIND:CALL / journal:KIND:CALL))")
     path.write_text(json.dumps([{**entry, "killed_at": TIMEOUT, "timed_out": True}]))
     assert read_incarnations(path)[0][0].kill is None
+
+
+def test_incarnations_json_written_before_the_later_keys_reads_as_what_their_absence_meant(tmp_path: Path):
+    """escaped, storage_s and storage_bound came later: an older run directory or report is still read."""
+    entry = {"number": 0, "pid": 1, "exit_code": 0, "killed_at": None, "timed_out": False, "points": ["c1:x"],
+             "seconds": 0.1, "stderr_tail": "", "leftovers": [], "catalogue_drift": None, "kill_latency_s": None,
+             "protocol_problems": []}
+    path = tmp_path / "incarnations.json"
+    path.write_text(json.dumps([entry]))
+    (incarnation,), problem = read_incarnations(path)
+    assert problem is None and incarnation == Incarnation(number=0, pid=1, exit_code=0, points=("c1:x",), seconds=0.1)
+    path.write_text(json.dumps([{**entry, "escaped": "pid 9"}]))
+    assert read_incarnations(path) == ((), "incarnations.json: entry 0 has ill-typed escaped='pid 9'")

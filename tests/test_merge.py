@@ -138,14 +138,17 @@ def test_a_missing_shard_is_not_established_and_still_fails_on_a_failure_it_hold
 
 
 def test_shards_whose_crash_free_runs_differ_are_not_established(tmp_path, capsys):
-    reports = shard_reports(tmp_path, session())
-    edited(reports[1], lambda report: report["golden"]["points"].pop())
+    outcomes = session()
+    reports = shard_reports(tmp_path, outcomes)
+    write(reports[1], [outcome for outcome in outcomes if shard_of(outcome.job, SHARDS) == 2], spec_fields("2/3"),
+          golden=replace(GOLDEN, points=POINTS[:-1]))  # its summary counts its own crash-free run's points
     code, _, err = merge(*reports, capsys=capsys)
     assert code == 3 and "its crash-free run reached other crash points" in err and "not deterministic" in err
 
 
 def test_a_session_run_whole_merges_to_itself(tmp_path, capsys):
-    outcomes = session()
+    # Run whole, a session numbers its second level on from its first: each run has its own index.
+    outcomes = [replace(outcome, job=replace(outcome.job, index=index)) for index, outcome in enumerate(session())]
     code, out, _ = merge(write(tmp_path / "full.json", outcomes, spec_fields()), capsys=capsys)
     assert code == 0 and "1 of 1 shard(s)" in out and "33 runs: 33 passed" in out
 
@@ -221,7 +224,8 @@ def test_a_file_that_is_no_killpoint_report_is_refused_saying_why(tmp_path, caps
 
 
 def test_a_missing_file_and_an_out_of_range_coverage_are_refused(tmp_path, capsys):
-    assert "no such file; give the JSON reports the shards wrote" in refused(capsys, tmp_path / "absent.json")
+    assert "cannot read a report (No such file or directory); give the JSON reports the shards wrote" in refused(
+        capsys, tmp_path / "absent.json")
     (report,) = shard_reports(tmp_path, session(), (1,))
     assert "--min-coverage 120.0: give a percentage from 0 to 100" in refused(capsys, report, "--min-coverage", "120")
 
@@ -231,18 +235,18 @@ def test_a_missing_file_and_an_out_of_range_coverage_are_refused(tmp_path, capsy
     (lambda report: report.pop("seed"), "seed: missing"),
     (lambda report: report.update(shard=[4, 3]), "shard: [4, 3] is not [K, N] with 1 <= K <= N"),
     (lambda report: report["golden"].update(points="c1"), "golden.points: str"),
-    (lambda report: report["runs"][0].pop("rules"), "runs[0]: rules: missing"),
+    (lambda report: report["runs"][0].pop("rules"), "runs[0] (run 7): rules: missing"),
     (lambda report: report["runs"][0].update(outcome="failed"),
-     "runs[0]: outcome: says failed, but its verdict and incarnations make it passed"),
-    (lambda report: report["runs"][0].update(schedule=["c9:nowhere"]), "runs[0]: schedule: 'c9:nowhere' is no kill"),
+     "runs[0] (run 7): outcome: says failed, but its verdict and incarnations make it passed"),
+    (lambda report: report["runs"][0].update(schedule=["c9:nowhere"]), "runs[0] (run 7): schedule: 'c9:nowhere' is no kill"),
     (lambda report: report["plan"]["calls"][0].update(tool="other"), "plan_digest: the report's plan hashes to"),
     (lambda report: report["catalogue"]["tools"].update(append="IDEMPOTENT"), "catalogue_digest: the report's"),
     (lambda report: report.update(merged={}), "already a merge of shards; merge the shards' own reports"),
     (lambda report: report["runs"][0].update(shared_incarnations=5),
-     "runs[0]: shared_incarnations: 5 is not a whole number from 0 to the run's 2 incarnations"),
+     "runs[0] (run 7): shared_incarnations: 5 is not a whole number from 0 to the run's 2 incarnations"),
 ])
 def test_a_report_missing_a_field_or_changed_since_it_was_written_is_refused(tmp_path, capsys, change, said):
-    (report,) = shard_reports(tmp_path, session(), (1,))
+    (report,) = shard_reports(tmp_path, session(), (1,))  # its first run is run 7, the first kill of shard 1
     err = refused(capsys, edited(report, change))
     assert str(report) in err and said in err
 

@@ -306,3 +306,38 @@ def test_killpoint_command_is_relative_inside_the_cwd_and_absolute_outside(insta
 def test_killpoint_command_falls_back_to_the_module_without_a_script(installation):
     (installation / "killpoint").unlink()
     assert killpoint_command() == f"{installation / 'python'} -m killpoint"
+
+
+def test_failure_blocks_print_in_run_order_however_the_runs_finish():
+    """Runs finish out of order under -j; their blocks once printed 16, 17, 18, 22, 21, 23."""
+    runs = {index: outcome(index, AtPoint("c4", p.AFTER_EFFECT), Verdict(False, (BROKEN,)),
+                           killed(0, "c4:after_effect"), finished(1)) for index in range(4)}
+    out = io.StringIO()
+    with SessionPrinter(out, mode="quiet") as printer:
+        batches = printer.track(lambda golden, outcomes: iter([[run.job for run in runs.values()]]))
+        for _ in batches(GOLDEN, []):
+            for index in (1, 0, 3):
+                printer.on_outcome(runs[index])
+            assert re.findall(r"FAIL run (\d+)", out.getvalue()) == ["0", "1"]  # run 3 waits for run 2
+            printer.on_outcome(runs[2])
+    assert re.findall(r"FAIL run (\d+)", out.getvalue()) == ["0", "1", "2", "3"]
+
+
+def test_a_session_with_no_bar_prints_a_progress_line_every_few_seconds():
+    """Under CI, or piped, a long session once printed nothing between its header and its summary."""
+    now = [0.0]
+    out = io.StringIO()
+    with SessionPrinter(out, mode="normal", progress_bar=False, clock=lambda: now[0]) as printer:
+        batches = printer.track(lambda golden, outcomes: iter([[Job(index, ()) for index in range(10)]]))
+        for _ in batches(GOLDEN, []):
+            for index in range(10):
+                now[0] += 1.5
+                printer.on_outcome(passed(index))
+    assert out.getvalue().splitlines() == [
+        "progress: 4 of 10 schedules run, 0 failing, 0 unknown, 0.7 schedules/s, 6s",
+        "progress: 8 of 10 schedules run, 0 failing, 0 unknown, 0.7 schedules/s, 12s"]
+    quiet = io.StringIO()
+    with SessionPrinter(quiet, mode="quiet", clock=lambda: now[0]) as printer:
+        now[0] += 60
+        printer.on_outcome(passed(0))
+    assert quiet.getvalue() == ""

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from killpoint.harness.scenario import load_scenario
+from killpoint.catalogue import load_catalogue
+from killpoint.harness.model import Plan, PlannedCall
+from killpoint.harness.scenario import load_scenario, unknown_tool_problems, unlisted_tools, unlisted_tools_note
 from tests.helpers import ROOT
 from tests.test_config_errors import GOOD_CALL, assert_usage_error, write
 
@@ -81,10 +83,23 @@ def test_a_datetime_in_args(killpoint, tmp_path):
     assert_usage_error(killpoint("run", scenario(tmp_path, plan=plan)), "calls[0].args: holds a value JSON cannot carry")
 
 
-def test_a_tool_nobody_knows(killpoint, tmp_path):
+def test_a_misspelt_tool(killpoint, tmp_path):
     plan = '[plan]\ntask_id = "t"\n[[plan.calls]]\ncall_id = "c1"\ntool = "raed_file"\n'
     assert_usage_error(killpoint("run", scenario(tmp_path, plan=plan)),
-                       "calls[0].tool: 'raed_file' is neither in the catalogue nor a fake tool")
+                       "calls[0].tool: 'raed_file' is neither in the catalogue nor a fake tool; did you mean 'read_file'?")
+
+
+def test_an_unlisted_tool_no_known_tool_is_close_to_is_accepted_as_the_catalogues_default():
+    """The rules' default (an unlisted tool is UNKNOWN, so VERIFY) must stay testable: only a near miss is refused."""
+    plan = Plan(task_id="t", calls=(PlannedCall("c1", "read_file", {}), PlannedCall("c2", "charge_card", {}),
+                                    PlannedCall("c3", "charge_card", {}), PlannedCall("c4", "notify_ops", {})))
+    catalogue = load_catalogue(ROOT / "fake_tools" / "catalogue.toml")
+    assert unknown_tool_problems("plan.calls", plan, catalogue) == []
+    assert unlisted_tools(plan, catalogue) == ["charge_card", "notify_ops"]
+    assert unlisted_tools_note(plan, catalogue) == (
+        "note: 'charge_card', 'notify_ops' are in neither the catalogue nor the fake tools: the rules class them "
+        "UNKNOWN (the catalogue's default), and the workload carries them out itself")
+    assert unlisted_tools_note(Plan(task_id="t", calls=plan.calls[:1]), catalogue) is None
 
 
 def test_scenario_and_plan_problems_come_together(killpoint, tmp_path):
@@ -193,8 +208,8 @@ def test_the_flags_report_their_workload_plan_and_catalogue_problems_together(ki
                        f"{catalogue}:2: tool 'read_file'")
 
 
-def test_a_tool_nobody_knows_in_a_plan_file(killpoint, tmp_path):
-    """The scenario file's plan was checked for unknown tools, a --plan file's was not: the run went ahead."""
+def test_a_misspelt_tool_in_a_plan_file(killpoint, tmp_path):
+    """The scenario file's plan was checked for misspelt tools, a --plan file's was not: the run went ahead."""
     plan = write(tmp_path, "plan.json", '{"task_id": "t", "calls": [{"call_id": "c1", "tool": "raed_file"}]}')
     assert_usage_error(killpoint("run", "--workload", "true", "--plan", plan),
                        f"{plan}: calls[0].tool: 'raed_file' is neither in the catalogue nor a fake tool")

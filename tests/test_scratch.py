@@ -11,6 +11,7 @@ import pytest
 
 from killpoint.errors import ConfigError
 from killpoint.harness import scratch
+from killpoint.harness._process_tree import own_identity
 from killpoint.harness._safe_files import copy_tree
 from killpoint.harness.model import Finding, Incarnation, RuleResult, Verdict
 from killpoint.harness.session import _MovedRun
@@ -61,10 +62,10 @@ def test_a_bad_scratch_folder_is_a_usage_error_naming_the_flag(tmp_path, kind):
         scratch.chosen_root(folder)
 
 
-def test_a_scratch_folder_is_named_with_the_harness_pid_and_private(tmp_path):
+def test_a_scratch_folder_is_named_with_the_harness_pid_and_start_and_private(tmp_path):
     opened = scratch.open_scratch(tmp_path)
     assert opened.folder.parent == tmp_path
-    assert opened.folder.name.startswith(f"{scratch.PREFIX}{os.getpid()}-")
+    assert opened.folder.name.startswith(f"{scratch.PREFIX}{own_identity().replace(':', '.')}-")
     assert opened.folder.stat().st_mode & 0o077 == 0
     assert opened.run_dir(7) == opened.folder / "run-00007"
     opened.run_dir(7).mkdir()
@@ -125,7 +126,7 @@ def test_a_scratch_run_is_kept_on_disk_with_what_was_left_out_said(tmp_path):
     disk_run.mkdir(parents=True)
     (disk_run / "run.json").write_text("the record")
 
-    left_out = scratch.keep_on_disk(scratch_run, disk_run)  # a FIFO opened for reading would block here for ever
+    left_out = scratch.Scratch(tmp_path).keep_on_disk(scratch_run, disk_run)  # a FIFO opened for reading would block here for ever
 
     assert not scratch_run.exists()
     assert (disk_run / "run.json").read_text() == "the record"
@@ -151,7 +152,7 @@ def test_an_honest_scratch_run_is_copied_whole_and_says_nothing(tmp_path):
     (scratch_run / "world" / "files").mkdir(parents=True)
     (scratch_run / "world" / "files" / "notes.txt").write_text("notes")
     disk_run.mkdir(parents=True)
-    assert scratch.keep_on_disk(scratch_run, disk_run) == []
+    assert scratch.Scratch(tmp_path).keep_on_disk(scratch_run, disk_run) == []
     assert (disk_run / "world" / "files" / "notes.txt").read_text() == "notes"
     assert not (disk_run / scratch.SCRATCH_COPY_NAME).exists()
 

@@ -18,6 +18,8 @@ from killpoint.harness.run_record import write_run_record
 from killpoint.harness.show import describe_run_dir
 from tests.test_run_record import demo_record
 
+pytestmark = pytest.mark.hostile  # the bad-input fuzz of the hostile-input suite (docs/security.md)
+
 KILLED = Incarnation(number=0, pid=4242, exit_code=None, killed_at="c5:after_effect", points=("c1:before_started",),
                      seconds=0.41)
 RECOVERED = Incarnation(number=1, pid=4243, exit_code=0, seconds=0.38)

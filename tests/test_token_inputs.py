@@ -33,6 +33,8 @@ from killpoint.harness.session import Job, token_for
 from killpoint.harness.token import LONGEST_PAYLOAD, ReproToken
 from tests.helpers import DEMO, ROOT, mutant_workload
 
+pytestmark = pytest.mark.hostile  # the bad-input fuzz of the hostile-input suite (docs/security.md)
+
 GOOD = {"origin": {"scenario": "scenarios/demo.toml"}, "plan_digest": "3f9a0c2b1d4e",
         "catalogue_digest": "0a1b2c3d4e5f", "schedule": ["c5:after_effect"]}
 FOREIGN = "sh -c 'id > /tmp/killpoint-owned'"

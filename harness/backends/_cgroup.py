@@ -24,7 +24,9 @@ moves its child in before the exec (``preexec_joiner``).
 Where there is no cgroup v2 hierarchy this process may write, or no ``cgroup.kill``, the
 backends fall back to the tree walk and the environment sweep of ``killpoint.harness._process_tree`` and say so
 once per process on stderr: there a process that leaves the tree and drops the protocol's
-environment outlives its run.
+environment outlives its run. A root workload can also leave its cgroup (a write to another
+cgroup's ``cgroup.procs``): the runner then finds it only by what of the run it holds
+(``killpoint.harness._escapees``).
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 
 from killpoint.errors import HarnessError
 from killpoint.harness import _process_tree
+from killpoint.harness.leftovers import owner_gone, owner_prefix
 
-NAME_PREFIX = "killpoint-"  # killpoint-PID-N: incarnation N of harness process PID
+# killpoint-PID.TICKS-N: incarnation N of the harness process PID that started at TICKS (leftovers.owner_prefix),
+# so that a cgroup whose harness is gone is told from a live one's even when its pid has been reused.
+NAME_PREFIX = "killpoint-"
 FREEZE_TIMEOUT_S = 1.0  # a freeze waits for every process to stop; one that will not is never held
 
 _numbers = itertools.count()
@@ -97,7 +101,7 @@ def usable_parent() -> Path | None:
 
 
 def _checked(parent: Path) -> Path | Unavailable:
-    probe = IncarnationCgroup(parent / f"{NAME_PREFIX}{os.getpid()}-probe")
+    probe = IncarnationCgroup(parent / f"{owner_prefix(NAME_PREFIX)}probe")
     try:
         probe.path.mkdir()
     except FileExistsError:  # left by a gone harness that had this pid
@@ -109,15 +113,45 @@ def _checked(parent: Path) -> Path | Unavailable:
     return parent if has_kill else Unavailable("this kernel's cgroups have no cgroup.kill (Linux 5.14 or later)")
 
 
-def _reclaim_abandoned(parent: Path) -> None:
-    """Kill and remove the incarnation cgroups in ``parent`` whose harness process is gone; say what was killed."""
-    for path in parent.glob(f"{NAME_PREFIX}*-*"):
+def _reclaim_abandoned(parent: Path) -> list[tuple[Path, list[str]]]:
+    """Kill and remove the incarnation cgroups in ``parent`` whose harness process is gone; say what was killed.
+
+    Each cgroup removed, with what was still running in it.
+    """
+    reclaimed = []
+    for path in sorted(parent.glob(f"{NAME_PREFIX}*-*")):
         owner = path.name.removeprefix(NAME_PREFIX).partition("-")[0]
-        if owner.isdigit() and not psutil.pid_exists(int(owner)):
+        if path.is_dir() and owner_gone(owner):
             killed = IncarnationCgroup(path).kill(expected=lambda pid: False)
+            reclaimed.append((path, killed))
             if killed:
-                print(f"killpoint: killed what harness pid {owner}, now gone, left in {path}: "
+                print(f"killpoint: killed what harness pid {owner.partition('.')[0]}, now gone, left in {path}: "
                       f"{'; '.join(killed)}", file=sys.stderr)
+    return reclaimed
+
+
+def sweep_abandoned() -> list[tuple[Path, list[str]]]:
+    """``_reclaim_abandoned`` in every cgroup of every cgroup v2 mount (``killpoint clean``).
+
+    A harness makes its incarnations' cgroups under its own cgroup, which need not
+    be the cleaner's (another terminal, another service), so the whole hierarchy is
+    searched; an incarnation cgroup's own subtree (the workload's) is not.
+    """
+    reclaimed: list[tuple[Path, list[str]]] = []
+    for mount in _cgroup2_mounts():
+        for folder, below, _ in os.walk(mount):
+            reclaimed += _reclaim_abandoned(Path(folder))
+            below[:] = [name for name in below if not name.startswith(NAME_PREFIX)]
+    return reclaimed
+
+
+def _cgroup2_mounts() -> list[Path]:
+    try:
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    return list(dict.fromkeys(Path(fields.split()[4]) for fields, _, filesystem in
+                              (mount.partition(" - ") for mount in mounts) if filesystem.split()[:1] == ["cgroup2"]))
 
 
 @dataclass(frozen=True)
@@ -130,7 +164,7 @@ class IncarnationCgroup:
         parent = usable_parent()
         if parent is None:
             return None
-        cgroup = cls(parent / f"{NAME_PREFIX}{os.getpid()}-{next(_numbers)}")
+        cgroup = cls(parent / f"{owner_prefix(NAME_PREFIX)}{next(_numbers)}")
         try:
             cgroup.path.mkdir()
         except FileExistsError:  # a gone harness had this pid and was killed before it removed it

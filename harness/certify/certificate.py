@@ -35,6 +35,7 @@ CONSERVATIVE = "CONSERVATIVE"
 VERDICTS = (CONFIRMED, REFUTED, CONSERVATIVE, INCONCLUSIVE)
 FORMAT = 1
 HINT = re.compile(r"\b(readOnlyHint|destructiveHint|idempotentHint|openWorldHint)\b")
+MAX_TOOL_NAME = 128  # MCP's bound on a tool name, and well within a file name's 255 bytes
 
 
 @dataclass(frozen=True)
@@ -250,11 +251,29 @@ def certificate_path(folder: Path, tool: str) -> Path:
     return folder / (re.sub(r"[^A-Za-z0-9_.-]", "_", tool) + ".json")
 
 
+def certificate_name_problems(tools: list[str]) -> list[str]:
+    """Why some of ``tools`` cannot each have a certificate file of their own: a name too long, two names on one file."""
+    too_long = [f"{shown_name(tool)}: too long to name its certificate (at most {MAX_TOOL_NAME} characters)"
+                for tool in tools if len(tool) > MAX_TOOL_NAME]
+    sharing: dict[str, list[str]] = {}
+    for tool in dict.fromkeys(tools):
+        sharing.setdefault(certificate_path(Path(), tool).name, []).append(tool)
+    return too_long + [f"{', '.join(map(repr, names))}: would share the certificate {file} (each character but "
+                       f"A-Z a-z 0-9 _ - . is written _), the last overwriting the others"
+                       for file, names in sharing.items() if len(names) > 1]
+
+
 def write_certificate(folder: Path, certificate: Certificate) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = certificate_path(folder, certificate.tool)
     path.write_text(json.dumps(certificate.data, indent=1, ensure_ascii=False, default=str) + "\n")
     return path
+
+
+def shown_name(name: Any) -> str:
+    """A tool name as a message shows it: quoted, control characters escaped, a long one cut."""
+    text = repr(name)
+    return text if len(text) <= 60 else f"{text[:50]}... ({len(str(name))} characters)"
 
 
 def read_certificate(path: Path) -> Certificate | None:

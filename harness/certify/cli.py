@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from killpoint.errors import ConfigError
+from killpoint.harness import limits
 from killpoint.harness._ci import CI_SEED, ci_profile
 
 DEFAULT_TRIALS = 25
@@ -33,34 +34,34 @@ def add_certify_parser(commands: Any) -> None:
     """Register ``certify`` on the ``killpoint`` subcommands."""
     certify = commands.add_parser(
         "certify", help="check tools' idempotency classes by running them, replaying them and killing them part-way")
-    certify.add_argument("tool", nargs="?", help="the tool to certify (a fake tool, or one run by --python/--command)")
-    certify.add_argument("--claim", metavar="CLASS", help="the class to check: READ_ONLY, IDEMPOTENT_WRITE, "
+    certify.add_argument("tool", type=limits.text, nargs="?", help="the tool to certify (a fake tool, or one run by --python/--command)")
+    certify.add_argument("--claim", type=limits.text, metavar="CLASS", help="the class to check: READ_ONLY, IDEMPOTENT_WRITE, "
                                                           "NON_IDEMPOTENT or UNKNOWN (default: the reference catalogue's)")
-    certify.add_argument("--catalogue", metavar="FILE", help="certify every tool of this catalogue (TOML, e.g. from "
+    certify.add_argument("--catalogue", type=limits.text, metavar="FILE", help="certify every tool of this catalogue (TOML, e.g. from "
                                                              "`catalogue from-mcp`), or just TOOL with its class there")
-    certify.add_argument("--check", metavar="DIR", type=Path, help="check the certificates in DIR against the tools "
+    certify.add_argument("--check", metavar="DIR", type=limits.path, help="check the certificates in DIR against the tools "
                                                                    "as they are now (stale or fresh)")
     certify.add_argument("--trials", type=int, default=DEFAULT_TRIALS, metavar="N",
                          help=f"argument draws per tool (default {DEFAULT_TRIALS}); kill trials come on top")
     certify.add_argument("--seed", type=int, help="seed of the draws (default: drawn and printed; 0 when CI is set)")
-    certify.add_argument("--out", type=Path, default=Path("certificates"), metavar="DIR",
+    certify.add_argument("--out", type=limits.path, default=Path("certificates"), metavar="DIR",
                          help="where the certificates go, one JSON file per tool (default ./certificates)")
     certify.add_argument("--no-kill", action="store_true", help="replays only: no call killed part-way")
     tools = certify.add_argument_group("tools outside the project")
-    tools.add_argument("--python", metavar="MODULE:FUNCTION",
+    tools.add_argument("--python", type=limits.text, metavar="MODULE:FUNCTION",
                        help="a Python tool called as FUNCTION(world_dir, args[, tool=NAME])")
-    tools.add_argument("--python-snapshot", metavar="MODULE:FUNCTION",
+    tools.add_argument("--python-snapshot", type=limits.text, metavar="MODULE:FUNCTION",
                        help="FUNCTION(world_dir) -> the world's canonical state (default: every file under it)")
-    tools.add_argument("--command", dest="command_line", metavar="'ARGV'", help="a command run in the world directory; {args} is the "
+    tools.add_argument("--command", type=limits.text, dest="command_line", metavar="'ARGV'", help="a command run in the world directory; {args} is the "
                                                           "arguments as JSON (else on stdin), {world} and {tool} too")
-    tools.add_argument("--snapshot-command", metavar="'ARGV'",
+    tools.add_argument("--snapshot-command", type=limits.text, metavar="'ARGV'",
                        help="prints the world's canonical state on stdout (default: every file under it)")
-    tools.add_argument("--world", metavar="DIR", help="each trial's world starts as a copy of DIR (default: empty)")
-    tools.add_argument("--schema", metavar="FILE.json", help="the arguments' JSON Schema (or TOOL -> schema)")
+    tools.add_argument("--world", type=limits.text, metavar="DIR", help="each trial's world starts as a copy of DIR (default: empty)")
+    tools.add_argument("--schema", type=limits.text, metavar="FILE.json", help="the arguments' JSON Schema (or TOOL -> schema)")
     mcp = certify.add_argument_group("a live MCP server (stdio)")
-    mcp.add_argument("--mcp", metavar="'CMD {world}'", help="the server's command; {world} is each trial's world "
+    mcp.add_argument("--mcp", type=limits.text, metavar="'CMD {world}'", help="the server's command; {world} is each trial's world "
                                                              "folder; certifies every tool it lists, or --tool NAME")
-    mcp.add_argument("--tool", dest="tool_name", metavar="NAME", help="only this tool of the --mcp server")
+    mcp.add_argument("--tool", type=limits.text, dest="tool_name", metavar="NAME", help="only this tool of the --mcp server")
     mcp.add_argument("--mcp-env", action="append", default=[], metavar="NAME=VALUE",
                      help="an environment variable for the server ({world} filled); repeat it")
     mcp.add_argument("--world-preset", choices=("files", "git"),
@@ -71,7 +72,7 @@ def add_certify_parser(commands: Any) -> None:
                                                                       "(default 30); past it the server is killed")
     certify.add_argument("--budget", type=float, metavar="S", help="seconds per tool; past them no new draw runs "
                                                                    "(default: 600 for --mcp, else none)")
-    certify.add_argument("--write-catalogue", type=Path, metavar="FILE",
+    certify.add_argument("--write-catalogue", type=limits.path, metavar="FILE",
                          help="write a catalogue (TOML) of the classes the evidence supports")
 
 
@@ -169,8 +170,9 @@ def _check_flags(args: argparse.Namespace) -> None:
     problems = []
     if args.catalogue and args.claim:
         problems.append("--claim goes with TOOL alone; with --catalogue the catalogue gives each tool's class")
-    if args.trials < 1:
-        problems.append(f"--trials {args.trials}: give a positive number")
+    problems += limits.number_problems((("--trials", "trials", args.trials), ("--seed", "seed", args.seed),
+                                        ("--call-timeout", "call_timeout", args.call_timeout),
+                                        ("--budget", "budget", args.budget)))
     if args.python_snapshot and not args.python:
         problems.append("--python-snapshot goes with --python")
     if args.snapshot_command and not args.command_line:
@@ -186,8 +188,6 @@ def _check_flags(args: argparse.Namespace) -> None:
         problems.append(f"{', '.join(mcp_only)} go(es) with --mcp")
     if args.mcp and args.claim and not args.tool:
         problems.append("--claim with --mcp needs the tool (--tool NAME); without it each tool's hints give its claim")
-    if args.budget is not None and args.budget <= 0:
-        problems.append(f"--budget {args.budget:g}: give a positive number of seconds")
     if len(problems) == 1:
         raise ConfigError(problems[0])
     if problems:

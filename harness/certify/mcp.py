@@ -35,6 +35,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,13 +43,14 @@ from typing import TYPE_CHECKING, Any
 from killpoint.errors import ConfigError
 from killpoint.harness.catalogue_cli import classify
 from killpoint.harness.certify.adapters import CallResult, ExternalSpec, TrialError, schema_problems, split_command
-from killpoint.harness.certify.certificate import AFTER
+from killpoint.harness.certify.certificate import AFTER, MAX_TOOL_NAME, shown_name
 from killpoint.harness.certify.identity import command_identity
 from killpoint.harness.certify.mcp_client import McpCall, McpServer, ServerError, ServerInfo
 from killpoint.harness.certify.mcp_worlds import GIT_ENV, PRESETS, Vocabulary, make_world, snapshot, vocabulary
 from killpoint.harness.certify.points import ChildRun
 from killpoint.harness.certify.trials import TEMPORARY_NAME
 from killpoint.harness.certify.world_events import WorldEvents, kills_at_changes
+from killpoint.harness.leftovers import owner_prefix
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -68,6 +70,8 @@ _NEW_TEXT_NAMES = re.compile(r"^new|replace", re.IGNORECASE)
 _DESTINATION_NAMES = re.compile(r"dest|^to$|^new", re.IGNORECASE)
 _CONTENT_NAMES = re.compile(r"content|text|data|body", re.IGNORECASE)
 PATTERNS = ("*.txt", "a", "**/*", "")
+# What MCP says a tool name should be (1 to 128 of these characters); its certificate is a file named after it.
+TOOL_NAME = re.compile(rf"[A-Za-z0-9_.-]{{1,{MAX_TOOL_NAME}}}")
 
 
 @dataclass(frozen=True)
@@ -122,7 +126,7 @@ _LISTINGS: dict[ServerCommand, Listing] = {}
 def listing(command: ServerCommand, shown: str) -> Listing:
     """The server's tools (one start on a fresh world), once per command; ConfigError if it cannot say."""
     if command not in _LISTINGS:
-        folder = Path(tempfile.mkdtemp(prefix="killpoint-mcp-list-"))
+        folder = Path(tempfile.mkdtemp(prefix=owner_prefix("killpoint-mcp-list-")))
         try:
             world = command.fresh_world(folder)
             names = vocabulary(world)
@@ -180,7 +184,7 @@ class McpTarget:
 
     def _spawned_world(self) -> tuple[Path, McpServer]:
         if not self.folders:
-            self.folders.append(Path(tempfile.mkdtemp(prefix="killpoint-mcp-")))
+            self.folders.append(Path(tempfile.mkdtemp(prefix=owner_prefix("killpoint-mcp-"))))
         folder = Path(tempfile.mkdtemp(prefix="trial-", dir=self.folders[0]))
         world = self.command.fresh_world(folder)
         try:
@@ -207,8 +211,7 @@ class McpTarget:
         outcome = self._call(server, world, args)
         if outcome.timed_out:
             self.release()
-            raise TrialError(f"{self.name}: the call did not answer within {self.command.call_timeout_s:g}s "
-                             f"(per-call timeout; the server was killed)")
+            raise TrialError(f"{self.name}: the call had {outcome.error} (--call-timeout; the server was killed)")
         return CallResult(outcome.ok, _scrubbed(outcome.error, world), outcome.labels, outcome.seconds)
 
     def kill(self, world: Path, args: dict[str, Any], scratch: Path, *, at_point: int | None = None,
@@ -353,6 +356,32 @@ def world_hook(names: Vocabulary, tool: str) -> Any:
     return hook
 
 
+def refuse_bad_names(listed: Listing, shown: str, names: list[Any]) -> None:
+    """ConfigError naming each of ``names`` that cannot be certified: not an MCP tool name, or listed twice.
+
+    A name becomes a file name (the certificate's) and a line of the output, so
+    it must be a name MCP allows; two tools of one name would share a certificate,
+    the second overwriting the first.
+    """
+    counts = Counter(entry.get("name") for entry in listed.tools)
+    problems = []
+    for name in dict.fromkeys(names):
+        if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+            problems.append(f"{shown_name(name)}: not an MCP tool name (1 to {MAX_TOOL_NAME} characters, each a letter, a digit, "
+                            f"'_', '-' or '.'), and its certificate would be a file of that name")
+        elif counts[name] > 1:
+            problems.append(f"{name!r}: listed {counts[name]} times; one certificate cannot be about two tools")
+    if problems:
+        raise ConfigError(f"--mcp {shown!r}: the server ({listed.info.name} {listed.info.version}) lists tools "
+                          f"killpoint cannot certify; certify its other tools one at a time with --tool NAME",
+                          tuple(problems))
+
+
+def _listed_name(name: Any) -> str:
+    """A name in a list of the server's tools: as it is when it is an MCP name, else as ``shown_name`` shows it."""
+    return name if isinstance(name, str) and TOOL_NAME.fullmatch(name) else shown_name(name)
+
+
 def hints_text(annotations: dict[str, Any] | None) -> str:
     """The behaviour hints in a table cell: ``ro idem destr open`` for each true one, ``!x`` for false, nothing absent."""
     words = []
@@ -429,12 +458,14 @@ def tool_listing(spec: ExternalSpec) -> tuple[ServerCommand, Listing]:
 
 
 def mcp_target(tool: str, spec: ExternalSpec) -> McpTarget:
-    """The target of one tool of the ``--mcp`` server; ConfigError if the server does not list it."""
+    """The target of one tool of the ``--mcp`` server; ConfigError if the server does not list it (or lists it twice)."""
+    assert spec.mcp is not None
     command, listed = tool_listing(spec)
     found = next((entry for entry in listed.tools if entry.get("name") == tool), None)
     if found is None:
         raise ConfigError(f"--mcp {spec.mcp!r}: the server ({listed.info.name} {listed.info.version}) lists no tool "
-                          f"{tool!r}; it lists {', '.join(sorted(str(entry.get('name')) for entry in listed.tools))}")
+                          f"{tool!r}; it lists {', '.join(sorted(_listed_name(entry.get('name')) for entry in listed.tools))}")
+    refuse_bad_names(listed, spec.mcp, [tool])
     as_json = {"adapter": "mcp", "tool": tool, "mcp": spec.mcp, "mcp_env": list(spec.mcp_env),
                "world_preset": spec.world_preset, "world": str(command.template) if command.template else None,
                "allow_network": spec.allow_network, "call_timeout": spec.call_timeout, "cwd": spec.cwd,
@@ -465,6 +496,8 @@ def listed_tools(spec: ExternalSpec, only: str | None) -> tuple[ServerInfo, list
     tools = [entry for entry in listed.tools if only is None or entry.get("name") == only]
     if only is not None and not tools:
         mcp_target(only, spec)  # raises, naming the tools the server does list
+    assert spec.mcp is not None
+    refuse_bad_names(listed, spec.mcp, [entry.get("name") for entry in tools])
     out = []
     for entry in sorted(tools, key=lambda entry: str(entry.get("name"))):
         annotations = entry.get("annotations")

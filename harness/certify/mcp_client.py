@@ -14,28 +14,47 @@ until the loop has decided whether the change it waits for has come: the kill
 lands there, not when the scheduler lets the loop run. The SDK's own types
 (``mcp_types``) still check what the server answers.
 
-Every path ends in ``close``: the server's process group and every descendant
-are SIGKILLed, reaped and confirmed dead (``_process_tree.kill_tree``, as for the
-certify children), so a ``git`` that GitPython spawned dies with its server.
+Every path ends in ``close``. Each server starts in a cgroup of its own, as a
+run's incarnations do (``backends._cgroup``): every process it forks is born
+there, so a ``git`` that GitPython spawned, or a grandchild that double-forked
+and called ``setsid``, dies with it when the cgroup is killed, and the cgroup is
+confirmed empty. Where there are no cgroups (said once on stderr), the server's
+process group and every descendant are SIGKILLed, reaped and confirmed dead
+(``_process_tree.kill_tree``), which misses what left the tree.
+
+The server is untrusted, so nothing it does can hang the client or crash it:
+its stdin is written without blocking (what it has not read waits in an outbox,
+bounded, flushed by the same ``select`` that reads its answers), so every read
+and write falls under the call's deadline; a line, the nesting of a message,
+the pages of ``tools/list`` and the number of tools are bounded, each with a
+``ServerError`` that says which bound and why.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed, kill_stragglers, kill_tree
+from killpoint.harness.backends._cgroup import IncarnationCgroup, preexec_joiner
 from killpoint.harness.certify.world_events import WorldEvents
 
 PROTOCOL_VERSION = "2025-11-25"  # what we offer; the server answers with the version it speaks
 METHOD_NOT_FOUND = -32601
+MAX_LINE_BYTES = 64 << 20  # one message: a 4 MiB file read back, JSON-escaped, fits several times
+MAX_UNREAD_BYTES = 16 << 20  # written, not yet read by the server: a 4 MiB request and answers to its requests
+MAX_DEPTH = 100  # nesting of one message; real servers' schemas nest a few dozen levels at most
+MAX_PAGES = 100  # of one tools/list
+MAX_TOOLS = 1000  # of one server
 
 
 class ServerError(Exception):
@@ -64,19 +83,27 @@ class McpCall:
 
 
 class McpServer:
-    """One server process in its own session; its stderr goes to ``stderr_path`` (its tail explains a death)."""
+    """One server process in its own session and cgroup; its stderr goes to ``stderr_path`` (its tail explains a death)."""
 
     def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], stderr_path: Path,
                  call_timeout_s: float) -> None:
         self.argv, self.stderr_path, self.call_timeout_s = argv, stderr_path, call_timeout_s
+        self.cgroup = IncarnationCgroup.create()
+        if self.cgroup is None:
+            _say_no_cgroups()
         try:
-            with stderr_path.open("wb") as stderr:
+            with stderr_path.open("wb") as stderr, preexec_joiner(self.cgroup) as join_cgroup:
                 self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                stderr=stderr, start_new_session=True)
-        except OSError as error:
-            raise ServerError(f"cannot start {argv[0]!r}: {error.strerror or error}") from None
+                                                stderr=stderr, start_new_session=True, preexec_fn=join_cgroup)
+        except (OSError, subprocess.SubprocessError) as error:  # only the cgroup's preexec_fn raises the latter
+            if self.cgroup is not None:
+                self.cgroup.discard()
+            why = error.strerror if isinstance(error, OSError) else "it could not join its cgroup"
+            raise ServerError(f"cannot start {argv[0]!r}: {why or error}") from None
         assert self.process.stdin is not None and self.process.stdout is not None
         self._stdin, self._stdout = self.process.stdin.fileno(), self.process.stdout.fileno()
+        os.set_blocking(self._stdin, False)  # a server that stops reading must not block the client (the outbox)
+        self._outbox = bytearray()
         self._pending = b""
         self._next_id = 0
         self.returncode: int | None = None
@@ -110,22 +137,33 @@ class McpServer:
         return self.info
 
     def list_tools(self) -> list[dict[str, Any]]:
-        """Every tool of ``tools/list`` (following ``nextCursor``), as the server wrote it (camelCase JSON)."""
+        """Every tool of ``tools/list`` (following ``nextCursor``), as the server wrote it (camelCase JSON).
+
+        Every page within one call timeout, at most MAX_PAGES pages and
+        MAX_TOOLS tools: a server whose every page has a ``nextCursor`` would
+        be listed forever.
+        """
         import mcp_types
 
         tools: list[dict[str, Any]] = []
         cursor = None
-        while True:
+        deadline = time.monotonic() + self.call_timeout_s
+        for _ in range(MAX_PAGES):
             result = self._await(self._send_request("tools/list", {"cursor": cursor} if cursor else {}),
-                                 self.call_timeout_s, "tools/list")
+                                 deadline - time.monotonic(), "tools/list")
             try:
                 mcp_types.ListToolsResult.model_validate(result)
             except ValueError as error:
                 raise ServerError(f"its tools/list result is not MCP's: {str(error)[:300]}") from None
             tools += result.get("tools", [])
+            if len(tools) > MAX_TOOLS:
+                raise ServerError(f"it lists more than {MAX_TOOLS} tools; killpoint certifies at most {MAX_TOOLS} "
+                                  f"tools of one server")
             cursor = result.get("nextCursor")
             if not cursor:
                 return tools
+        raise ServerError(f"its tools/list has a nextCursor on each of {MAX_PAGES} pages ({len(tools)} tools so far); "
+                          f"killpoint reads at most {MAX_PAGES} pages of tools")
 
     def call_tool(self, name: str, arguments: dict[str, Any], *, events: WorldEvents | None = None,
                   kill_at: int | None = None, kill_after_s: float | None = None) -> McpCall:
@@ -159,8 +197,6 @@ class McpServer:
                     return True
             return False
 
-        if kill_after_s is not None and kill_after_s <= 0:
-            return ended(killed_after_s=0.0, returncode=self.kill())
         deadline = started + self.call_timeout_s
         with selectors.DefaultSelector() as selector:
             for fd in events.fds if events is not None else ():
@@ -168,13 +204,15 @@ class McpServer:
             selector.register(self._stdout, selectors.EVENT_READ, "stdout")
             while True:
                 now = time.monotonic()
-                if kill_after_s is not None and now - started >= kill_after_s:
+                # a kill after 0 ms is "the request written, nothing done": it waits for the request to be read
+                if kill_after_s is not None and now - started >= kill_after_s and (kill_after_s > 0 or not self._outbox):
                     return ended(killed_after_s=now - started, returncode=self.kill())
                 if now >= deadline:
+                    unread = f" (and it had not read {len(self._outbox)} bytes sent to it)" if self._outbox else ""
                     return ended(timed_out=True, returncode=self.kill(),
-                                 error=f"no answer within {self.call_timeout_s:g}s")
+                                 error=f"no answer within {self.call_timeout_s:g}s{unread}")
                 wake = deadline if kill_after_s is None else min(deadline, started + kill_after_s)
-                ready = {key.data for key, _ in selector.select(timeout=max(0.0, wake - now))}
+                ready = self._select(selector, max(0.0, wake - now))
                 if "events" in ready and events is not None:
                     if note(events.read()):
                         return ended(killed_at=kill_at, returncode=self.kill())
@@ -190,12 +228,34 @@ class McpServer:
 
     # ------------------------------------------------------------------ JSON-RPC over the pipes
     def _send(self, message: dict[str, Any]) -> None:
+        """Queue the message in the outbox and write what the server's stdin takes now, never waiting for it."""
         data = (json.dumps(message, ensure_ascii=False) + "\n").encode()
+        if len(self._outbox) + len(data) > MAX_UNREAD_BYTES:
+            raise ServerError(f"it does not read its stdin: {len(self._outbox)} bytes sent to it wait unread "
+                              f"(at most {MAX_UNREAD_BYTES >> 20} MiB may)")
+        self._outbox += data
+        self._flush()
+
+    def _flush(self) -> None:
         try:
-            while data:
-                data = data[os.write(self._stdin, data):]
-        except (BrokenPipeError, OSError):
+            while self._outbox:
+                del self._outbox[:os.write(self._stdin, self._outbox)]
+        except BlockingIOError:  # the pipe is full: the rest goes when ``_select`` finds it writable
+            pass
+        except OSError:
             raise ServerError(self._death("before it read the request")) from None
+
+    def _select(self, selector: selectors.BaseSelector, timeout: float) -> set[str]:
+        """Wait up to ``timeout`` for what ``selector`` watches, writing the outbox as the server reads; what is ready."""
+        watching_stdin = self._stdin in selector.get_map()
+        if self._outbox and not watching_stdin:
+            selector.register(self._stdin, selectors.EVENT_WRITE, "stdin")
+        elif watching_stdin and not self._outbox:
+            selector.unregister(self._stdin)
+        ready = {key.data for key, _ in selector.select(timeout=timeout)}
+        if "stdin" in ready:
+            self._flush()
+        return ready
 
     def _send_request(self, method: str, params: dict[str, Any]) -> int:
         self._next_id += 1
@@ -206,12 +266,13 @@ class McpServer:
         """The result of request ``request_id``; ServerError if it errs, dies or says nothing within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         with selectors.DefaultSelector() as selector:
-            selector.register(self._stdout, selectors.EVENT_READ)
+            selector.register(self._stdout, selectors.EVENT_READ, "stdout")
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise ServerError(f"it did not answer {what} within {timeout_s:g}s")
-                if selector.select(timeout=left):
+                    unread = f" (and had not read {len(self._outbox)} bytes sent to it)" if self._outbox else ""
+                    raise ServerError(f"it did not answer {what} within {self.call_timeout_s:g}s{unread}")
+                if "stdout" in self._select(selector, left):
                     answer = self._read_answer(request_id, what)
                     if answer is not None:
                         if "error" in answer:
@@ -227,16 +288,15 @@ class McpServer:
         if not chunk:
             raise ServerError(self._death(f"before it answered {what}"))
         self._pending += chunk
+        if b"\n" not in chunk:
+            if len(self._pending) > MAX_LINE_BYTES:
+                raise ServerError(f"it printed a line of more than {MAX_LINE_BYTES >> 20} MiB on stdout while "
+                                  f"killpoint waited for its answer to {what}")
+            return None
         *lines, self._pending = self._pending.split(b"\n")
         answer = None
         for line in filter(bytes.strip, lines):
-            try:
-                message = json.loads(line)
-            except ValueError:
-                raise ServerError(f"it printed a line that is not JSON-RPC on stdout (an MCP stdio server writes "
-                                  f"only messages there): {line[:200].decode(errors='replace')!r}") from None
-            if not isinstance(message, dict):
-                raise ServerError(f"it printed a JSON-RPC message that is not an object: {line[:200]!r}")
+            message = _message(line)
             if "method" in message and "id" in message:  # a request to the client: we offer no capabilities
                 self._send({"jsonrpc": "2.0", "id": message["id"],
                             "error": {"code": METHOD_NOT_FOUND, "message": "killpoint certify offers no client features"}})
@@ -261,12 +321,17 @@ class McpServer:
 
     # ------------------------------------------------------------------ ending it
     def kill(self) -> int:
-        """SIGKILL the whole tree now, reap the server, confirm the rest dead; its return code.
+        """SIGKILL everything the server started now, reap the server, confirm the rest dead; its return code.
 
-        The group is stopped first (one signal, no ``/proc`` walk before it), so
-        the server writes nothing more while ``kill_tree`` finds every member.
+        With a cgroup, one write kills every process in it at once. Without, the
+        group is stopped first (one signal, no ``/proc`` walk before it), so the
+        server writes nothing more while ``kill_tree`` finds every member.
         """
-        if self.returncode is None:
+        if self.returncode is None and self.cgroup is not None:
+            self.cgroup.signal(expected=lambda pid: True)
+            self.returncode = self._reap()
+            self.cgroup.confirm_empty()
+        elif self.returncode is None:
             try:
                 os.killpg(self.process.pid, signal.SIGSTOP)
             except (ProcessLookupError, PermissionError):
@@ -286,8 +351,11 @@ class McpServer:
             if self.process.poll() is None:
                 self.kill()
             else:
-                kill_stragglers(self.process.pid)
                 self.returncode = self.process.returncode
+                if self.cgroup is not None:
+                    self.cgroup.discard()
+                else:
+                    kill_stragglers(self.process.pid)
         finally:
             for pipe in (self.process.stdin, self.process.stdout):
                 if pipe is not None:
@@ -299,6 +367,43 @@ class McpServer:
     @property
     def alive(self) -> bool:
         return self.returncode is None and self.process.poll() is None
+
+
+def _message(line: bytes) -> dict[str, Any]:
+    """One line of the server's stdout as a JSON-RPC message; ServerError for anything else, or nested too deep."""
+    try:
+        message = json.loads(line)
+    except RecursionError:  # the C decoder counts its nesting against the recursion limit
+        raise ServerError(f"it printed a message nested deeper than {MAX_DEPTH} levels (too deep to parse): "
+                          f"{line[:60].decode(errors='replace')!r}...") from None
+    except ValueError:
+        raise ServerError(f"it printed a line that is not JSON-RPC on stdout (an MCP stdio server writes "
+                          f"only messages there): {line[:200].decode(errors='replace')!r}") from None
+    if not isinstance(message, dict):
+        raise ServerError(f"it printed a JSON-RPC message that is not an object: {line[:200]!r}")
+    if _nesting(message) > MAX_DEPTH:
+        raise ServerError(f"it printed a message nested deeper than {MAX_DEPTH} levels: "
+                          f"{line[:60].decode(errors='replace')!r}...")
+    return message
+
+
+def _nesting(value: Any) -> int:
+    """How deep lists and objects nest in ``value``, counted without recursion, stopping once past MAX_DEPTH."""
+    deepest, stack = 0, [(value, 1)]
+    while stack and deepest <= MAX_DEPTH:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack += [(child, depth + 1) for child in children if isinstance(child, (dict, list))]
+    return deepest
+
+
+@functools.cache
+def _say_no_cgroups() -> None:
+    """Once per process, where servers cannot have cgroups: what the fallback misses."""
+    print("killpoint certify: no cgroup per MCP server (see above); a server's processes are found by walking its "
+          "process tree and its process group, so one that double-forks and calls setsid can outlive certify",
+          file=sys.stderr)
 
 
 def _outcome(answer: dict[str, Any]) -> tuple[bool, str | None]:

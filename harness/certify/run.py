@@ -32,6 +32,7 @@ from killpoint.harness.catalogue_cli import catalogue_toml
 from killpoint.harness.certify.certificate import (
     INCONCLUSIVE,
     Certificate,
+    certificate_name_problems,
     certificate_path,
     judge,
     hints_in,
@@ -150,6 +151,9 @@ def certify(claims: list[Claim], external: ExternalSpec, *, trials: int, seed: i
     cannot be run is such an error; else (a whole catalogue) it gets an
     INCONCLUSIVE certificate saying why.
     """
+    problems = certificate_name_problems([claim.tool for claim in claims])
+    if problems:
+        raise ConfigError(f"certify: {len(problems)} tool name(s) cannot name a certificate in {out}", tuple(problems))
     done = []
     try:
         targets = [_target_or_why(claim, external, strict=strict) for claim in claims]

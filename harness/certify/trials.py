@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 
 from killpoint import protocol
 from killpoint.harness.certify.adapters import Target, TrialError
+from killpoint.harness.leftovers import owner_prefix
 
 REPLAY, KILL = "replay", "kill"
 TEMPORARY_NAME = re.compile(r"[0-9a-f]{16,}")  # the random part of a temporary file's name (a.txt.<hex>.tmp)
@@ -169,7 +170,7 @@ def search(target: Target, claim: str, *, interactive: bool, trials: int, seed: 
     found: list[Evidence] = []
     memo: dict[str, Any] = {}
     strategy = target.arguments()  # before the scratch folder: a schema it cannot draw from leaves nothing behind
-    work = Path(tempfile.mkdtemp(prefix="killpoint-certify-"))
+    work = Path(tempfile.mkdtemp(prefix=owner_prefix("killpoint-certify-")))
     folders = (work / f"trial-{number}" for number in itertools.count())
 
     def once(key: str, run: Callable[[Path], Any]) -> Any:

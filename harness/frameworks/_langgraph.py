@@ -32,10 +32,12 @@ plain column, so there it is None.
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import ModuleType
 
 from killpoint import protocol
 from killpoint.harness.frameworks._sqlite_copy import SIDE_FILES, has_table, read_database, run_query
@@ -67,6 +69,7 @@ class LangGraphSqlite:
         return store_files(self.path, plan, SIDE_FILES)
 
     def read(self, folder: Path, plan: Plan) -> DurableState:
+        _msgpack()  # imported here: the reading child, nobody, may not be allowed to read the installation
         return read_database(folder, self.path, plan, DurableState({}, False, None), self._read)
 
     def _read(self, connection: sqlite3.Connection, path: str, plan: Plan) -> DurableState:
@@ -122,11 +125,10 @@ class LangGraphSqlite:
 def _checkpoint_facts(blob: bytes) -> tuple[tuple[str, ...], bool]:
     """A msgpack checkpoint's ``versions_seen`` node names, and whether it holds the graph's end (``__end__``),
     decoded as plain data (extension types are left undecoded); nothing from a blob that is no such checkpoint."""
-    try:
-        import ormsgpack  # LangGraph's own msgpack library, which a harness without killpoint[langgraph] lacks
-    except ImportError:
+    ormsgpack = _msgpack()
+    if ormsgpack is None:
         raise StoreUnreadable("LangGraph's checkpoints are msgpack, and reading them needs ormsgpack: "
-                              "pip install 'killpoint[langgraph]'") from None
+                              "pip install 'killpoint[langgraph]'")
     try:
         checkpoint = ormsgpack.unpackb(blob, ext_hook=lambda code, data: None)
     except (ormsgpack.MsgpackDecodeError, ValueError, TypeError, RecursionError):
@@ -136,3 +138,13 @@ def _checkpoint_facts(blob: bytes) -> tuple[tuple[str, ...], bool]:
     seen, values = checkpoint.get("versions_seen"), checkpoint.get("channel_values")
     return (tuple(node for node in seen if isinstance(node, str)) if isinstance(seen, dict) else (),
             isinstance(values, dict) and _END in values)
+
+
+@functools.cache
+def _msgpack() -> ModuleType | None:
+    """LangGraph's own msgpack library, ormsgpack; None in a harness without killpoint[langgraph]."""
+    try:
+        import ormsgpack
+    except ImportError:
+        return None
+    return ormsgpack

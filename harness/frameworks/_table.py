@@ -12,6 +12,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from killpoint import protocol
+from killpoint.harness.frameworks._sql_text import select_problem
 
 TASK_ID = "{task_id}"
 STATUSES = (protocol.RUNNING, protocol.SUCCEEDED, protocol.FAILED)
@@ -37,7 +38,6 @@ REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
 DEFAULT_PATHS = {"killpoint": protocol.JOURNAL_NAME, "langgraph-sqlite": "checkpoints.sqlite",
                  "dbos-sqlite": "dbos.sqlite"}
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
-_FIRST_WORD = re.compile(r"\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(\w+)", re.DOTALL)
 
 
 def journal_problems(table: object, where: str) -> list[str]:
@@ -128,10 +128,8 @@ def _status_problems(status: object) -> list[str]:
 def _query_problems(query: object) -> list[str]:
     if not isinstance(query, str) or not query.strip():
         return ["must be one SELECT statement (a string)"]
-    first = _FIRST_WORD.match(query)
-    if first is None or first.group(1).upper() not in ("SELECT", "WITH", "VALUES"):
-        return [f"{query[:60]!r} is not a SELECT; the store is only ever read: give one SELECT statement"]
-    return []  # a second statement, or a WITH that writes, is refused when the query runs (problems of the read)
+    problem = select_problem(query)
+    return [problem] if problem else []
 
 
 def _one_of(choices: tuple[str, ...]) -> Any:

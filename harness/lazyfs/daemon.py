@@ -7,7 +7,8 @@ destroys, and every unsynced write, go to the log ``S/log``; an unlinked file th
 still names is kept by a hard link in ``S/graveyard``. So memory and time are O(bytes written).
 
 The control channel is a socket pair inherited from the harness: the daemon says ``ready`` from
-FUSE's ``init`` (the mount answers from then on), answers ``drop`` requests with the report, and
+FUSE's ``init`` (the mount answers from then on), answers ``drop`` requests with the report and
+``serving`` requests with the seconds its clients have waited for it (``count_serving``), and
 when the harness end closes (the harness died, even by SIGKILL) it unmounts lazily, puts the
 backing contents back at the mount point, and exits.
 
@@ -41,6 +42,9 @@ from killpoint.harness.lazyfs.mount import FSNAME, unmount
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 UTIME_NOW, UTIME_OMIT = (1 << 30) - 1, (1 << 30) - 2  # tv_nsec values of utimensat(2)
 OMIT = -1  # a time utimens leaves as it is (None: set it to now)
+# A client waits for a request longer than the daemon spends on it: the kernel's round trip and the wait to be
+# scheduled. So the gap since the last answer counts too, up to this long; a longer one is the client's own time.
+BRIDGE_S = 0.005
 CHUNK = 1 << 20  # bytes copied at a time: a sparse file of any apparent size costs no more memory
 _KIND = {stat.S_IFREG: FILE, stat.S_IFDIR: DIR, stat.S_IFLNK: SYMLINK}
 
@@ -80,6 +84,8 @@ class LazyOps(fuse.Operations):
         self.log_end = 0
         self.model = self._fresh_model()
         self.orphaned = False
+        self.serving_s = 0.0  # seconds the mount kept its clients waiting, since it was mounted (``count_serving``)
+        self.answered_at = 0.0
 
     # ---- helpers
     def _fresh_model(self) -> PersistenceModel:
@@ -353,6 +359,11 @@ class LazyOps(fuse.Operations):
                 os.close(handle.fd)
             return 0
 
+    def count_serving(self, began: float, ended: float) -> None:
+        """Add one request's time, and the round trip since the last answer (up to BRIDGE_S), to ``serving_s``."""
+        self.serving_s += ended - began + min(max(began - self.answered_at, 0.0), BRIDGE_S)
+        self.answered_at = ended
+
     # ---- the control channel
     def init(self, path):
         # The control thread first: a harness that died while the mount came up makes the sendall fail, and
@@ -366,12 +377,15 @@ class LazyOps(fuse.Operations):
             for line in self.control.makefile("rb"):
                 request = json.loads(line)
                 answer: dict[str, object]
-                try:
-                    with self._serial:
-                        report = self.drop(request["variant"], int(request["seed"]))
-                    answer = {"report": report.to_json()}
-                except Exception as error:  # noqa: BLE001 - the harness shows it; the daemon keeps serving
-                    answer = {"error": f"{type(error).__name__}: {error}"}
+                if request.get("serving") is True:  # asked while requests are answered: no lock, a float is read whole
+                    answer = {"serving_s": self.serving_s}
+                else:
+                    try:
+                        with self._serial:
+                            report = self.drop(request["variant"], int(request["seed"]))
+                        answer = {"report": report.to_json()}
+                    except Exception as error:  # noqa: BLE001 - the harness shows it; the daemon keeps serving
+                        answer = {"error": f"{type(error).__name__}: {error}"}
                 self.control.sendall(json.dumps(answer).encode() + b"\n")
         finally:  # the harness is gone (its end closed, or reset mid-answer): detach, main() puts the contents back
             self.orphaned = True
@@ -529,6 +543,14 @@ def put_back(mount: str, state: Path) -> None:
 
 class _LazyFUSE(fuse.FUSE):
     """mfusepy's FUSE, passing rename's flags on (it drops them: RENAME_NOREPLACE would replace)."""
+
+    def _wrapper(self, func, *args, **kwargs):  # noqa: ANN001, ANN202 - mfusepy's dispatch of every request
+        """Answer one request and count its time (``LazyOps.count_serving``): the harness moves a deadline by it."""
+        began = time.perf_counter()
+        try:
+            return super()._wrapper(func, *args, **kwargs)
+        finally:
+            self.operations.count_serving(began, time.perf_counter())
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
         return self.operations.rename(old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags)

@@ -30,6 +30,7 @@ FUSE_DEVICE_ENV = "KILLPOINT_FUSE_DEVICE"  # tests point it at a missing path to
 LIBFUSE = "libfuse3.so.3"
 START_SECONDS = 10.0
 DROP_SECONDS = 60.0
+ASK_SECONDS = 5.0  # for a question the control thread answers at once, whatever the file system is doing
 EXIT_SECONDS = 5.0
 _FIX = "install FUSE 3 (`apt-get install fuse3`) and `pip install mfusepy==3.1.1`, or run without --power-loss"
 
@@ -141,6 +142,14 @@ class LazyMount:
         if "error" in answer:
             raise InfrastructureError(f"the lazy fs drop at {self.mount} failed: {answer['error']}")
         return DropReport.from_json(answer["report"])
+
+    def serving_s(self) -> float:
+        """Seconds the daemon has spent answering requests since the mount (a client waited at least that long)."""
+        try:
+            self._channel.sendall(b'{"serving": true}\n')
+            return float(self._answer(ASK_SECONDS)["serving_s"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise InfrastructureError(f"the lazy fs at {self.mount} did not say how long it served: {error}") from None
 
     def close(self) -> None:
         """Unmount, confirm the daemon gone, put the backing contents back at ``mount``, remove ``state``.

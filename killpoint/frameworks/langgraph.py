@@ -77,7 +77,14 @@ def run(graph: StateGraph[Any] | Pregel[Any, Any], inputs: Any, *, thread_id: st
     that finished it runs nothing and returns the final values. Whether the
     graph finished cannot be read off ``get_state().next``: it is empty too
     when the last step's writes are saved but the next step not yet scheduled
-    (a kill at c1's step_recorded). A thread with no checkpoint starts from ``inputs``.
+    (a kill at c1's step_recorded). A thread with no checkpoint starts from ``inputs``
+    (LangGraph's own ``invoke(None)`` raises there): a crash before anything was saved
+    starts the graph over, as a user's restart would.
+
+    ``durability`` defaults to ``"sync"``, not LangGraph's own default ``"async"``: a
+    step's writes are saved before the next step starts, so a kill lands on one
+    defined store state. Pass ``durability="async"`` to test what LangGraph does by
+    default (its saves race the kill: run it with ``--no-pause`` too).
     """
     connection = sqlite3.connect(checkpoints_path(), check_same_thread=False)
     try:

@@ -9,6 +9,7 @@ which must be those of protocol v1's wait at every point.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -46,6 +47,8 @@ def test_a_client_waits_where_it_is_armed_and_everywhere_when_it_cannot_tell(val
 def test_only_a_kill_at_a_crash_point_is_armed_and_timed_event_and_after_kills_wait_everywhere():
     assert json.loads(armed_points(None) or "") == {"at": []}
     assert json.loads(armed_points(AtPoint("after_effect", "c3")) or "") == {"at": [["after_effect", "c3"]]}
+    assert json.loads(armed_points(AtPoint("after_effect", "c3", now=True)) or "") == {
+        "at": [["after_effect", "c3"]], "now": True}
     assert armed_points(AfterPoint("after_effect", "c3")) is None
     assert armed_points(AfterDelay(0.01)) is None
     assert armed_points(OnEvent("ledger", "effect", "c3")) is None
@@ -198,3 +201,52 @@ def test_after_a_kill_the_points_reached_before_its_point_are_read_and_those_aft
     process.wait(timeout=DEADLINE_S)
     server.read_after_kill(served)
     assert served.points == ["c1:after_effect", "c1:before_finished"]
+
+
+# A workload armed to kill itself at c3's after_effect: it passes c1's point, then announces c3's.
+SELF_KILLER = """
+import sys
+from killpoint.client import Rendezvous
+rendezvous = Rendezvous(sys.argv[1], 0)
+rendezvous.point("after_effect", call="c1")
+rendezvous.point("after_effect", call="c3")
+print("ran on past the armed point", flush=True)
+"""
+
+
+@pytest.mark.parametrize("now", [True, False])
+def test_a_non_pausing_kill_is_carried_out_by_the_workload_with_no_round_trip(server, now):
+    """--no-pause once waited for the harness's ``kill`` reply (0.2-1.3 ms in which a framework's saver thread
+    ran on); armed with ``"now"``, the client SIGKILLs its group as soon as the point is sent."""
+    armed = {"at": [["after_effect", "c3"]], **({"now": True} if now else {})}
+    workload = subprocess.Popen([sys.executable, "-c", SELF_KILLER, str(server.path)], stdout=subprocess.PIPE,
+                                text=True, start_new_session=True,
+                                env={**os.environ, protocol.ENV_ARMED: json.dumps(armed)})
+    try:
+        # The harness never replies here: only a workload that kills itself ends.
+        deadline = time.monotonic() + (DEADLINE_S if now else 0.5)
+        while workload.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if now:
+            assert workload.returncode == -9, "the armed workload did not kill itself at its point"
+            assert workload.stdout is not None and workload.stdout.read() == ""
+        else:
+            assert workload.returncode is None, "a pausing kill's workload waits for the harness"
+    finally:
+        workload.kill()
+        workload.wait()
+
+
+def test_a_workload_that_killed_itself_at_its_now_point_is_killed_there_not_crashed(server):
+    """The harness reads the point from the dead workload's socket and counts the kill as landed, also when
+    the workload died (and was reaped) before the harness began to serve it."""
+    kill = AtPoint("after_effect", "c3", now=True)
+    workload = subprocess.Popen([sys.executable, "-c", SELF_KILLER, str(server.path)], stdout=subprocess.PIPE,
+                                text=True, start_new_session=True,
+                                env={**os.environ, protocol.ENV_ARMED: armed_points(kill) or ""})
+    deadline = time.monotonic() + DEADLINE_S
+    while workload.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert workload.returncode == -9
+    served = server.serve(workload.pid, kill, started=time.monotonic(), deadline=time.monotonic() + DEADLINE_S)
+    assert served.hit == kill and served.points == ["c1:after_effect", "c3:after_effect"], served

@@ -33,7 +33,7 @@ from killpoint.harness.schedule import parse_kill_point
 from tests.helpers import DEMO, workload_command
 from tests.integration.test_docker_backend import backend, docker_engine, leftover_sweeps_serialised  # noqa: F401
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.hostile]
 
 GONE_DEADLINE_S = 5.0
 

@@ -26,6 +26,21 @@ def test_reference_runtime_passes_exhaustive_demo(killpoint, tmp_path):
         assert rest and rest[-1]["exit_code"] == 0
 
 
+@pytest.mark.parametrize(("workload", "exit_code"), [("killpoint.scenarios.reference_runtime", 0),
+                                                     ("killpoint.scenarios.mutants.retry_unknown", 1)])
+def test_the_unlisted_tool_default_is_testable(killpoint, tmp_path, workload, exit_code):
+    """A plan may call a tool no catalogue lists and no fake tool is (said in one line): the rules class it
+    UNKNOWN, so an interrupted call is VERIFIED; the reference does, and the mutant that retries UNKNOWN is caught."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"task_id": "t", "calls": [{"call_id": "c1", "tool": "notify_ops", "args": {}}]}))
+    result = killpoint("run", "--workload", f"{{python}} -m {workload}", "--plan", plan, "--exhaustive",
+                       "--runs-dir", tmp_path / "runs")
+    assert result.exit_code == exit_code, result.out + result.err
+    assert "note: 'notify_ops' is in neither the catalogue nor the fake tools" in result.out, result.out
+    if exit_code:
+        assert "its tool notify_ops is UNKNOWN" in result.out and "the rules say VERIFY" in result.out, result.out
+
+
 @pytest.mark.parametrize("mutant", MUTANTS)
 def test_mutant_is_caught_and_its_repro_reproduces(killpoint, mutant):
     expected = importlib.import_module(f"killpoint.scenarios.mutants.{mutant}").CAUGHT_BY

@@ -99,6 +99,21 @@ def test_the_users_checkout_charges_once_but_emails_twice(killpoint, tmp_path, n
     assert (world / "outbox.txt").read_text().count("on its way") == 2
 
 
+def test_an_unlisted_tool_of_the_users_own_is_judged_unknown_so_its_replay_is_named(killpoint, tmp_path):
+    """The rules' default, testable: the shop's catalogue without send_email leaves it unlisted, so UNKNOWN and
+    VERIFY; the graph re-sends it blindly after a kill past its effect, and that is named, not refused as a typo."""
+    catalogue = (EXAMPLES / "catalogue.toml").read_text()
+    (tmp_path / "catalogue.toml").write_text("\n".join(line for line in catalogue.splitlines()
+                                                        if not line.startswith("send_email")))
+    (tmp_path / "shop.toml").write_text((EXAMPLES / "shop_graph.toml").read_text())
+    result = killpoint("run", tmp_path / "shop.toml", "--kill-at", "c4:after_effect", "--runs-dir", tmp_path / "runs")
+    assert result.exit_code == 1, result.out + result.err
+    assert "note: 'send_email' is in neither the catalogue nor the fake tools: the rules class it UNKNOWN" in result.out
+    named = findings(result.out, "verify-before-replay")
+    assert named and all(line.split()[1] == "c4" for line in named), result.out
+    assert "UNKNOWN" in result.out, result.out
+
+
 def test_each_framework_workload_exits_0_once_its_plan_is_carried_out(killpoint, tmp_path):
     """The golden run of each workload: every planned step ran once, in plan order."""
     for name in ("langgraph_graph_exit", "langgraph_functional_async", "langgraph_functional_exit"):

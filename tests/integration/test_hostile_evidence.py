@@ -8,13 +8,16 @@ import os
 import pytest
 
 from killpoint.harness import nemesis
+from killpoint.harness.backends import make_backend
 from killpoint.harness._safe_files import remove_tree
 from killpoint.harness.checker import check
 from killpoint.harness.evidence import read_lines
+from killpoint.harness.runner import run_golden
+from killpoint.harness.scenario import load_scenario, with_workload
 from tests.helpers import DEMO, WORKLOADS
 from tests.test_checker import GOLDEN, LEDGER, SCENARIO, evidence
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.hostile]
 
 
 def test_an_unterminated_ledger_line_cannot_swallow_the_kill_marker(killpoint, tmp_path):
@@ -28,12 +31,52 @@ def test_an_unterminated_ledger_line_cannot_swallow_the_kill_marker(killpoint, t
     assert any("ledger line left out" in note and "half a rec" in note for note in run["notes"]), run["notes"]
 
 
-def test_the_marker_starts_its_own_line(tmp_path):
+def glued_session(killpoint, tmp_path, *runtime: str) -> tuple[int, str, list[dict]]:
+    """The demo, every point with a torn tail, run by tests/workloads/glues_ledger_junk.py (junk written before
+    each ledger record) around ``runtime``: (exit code, stderr, runs of the JSON report)."""
+    result = killpoint("run", DEMO, "--exhaustive", "--torn-tail", "--json", tmp_path / "report.json",
+                       "--workload", " ".join(("{python}", str(WORKLOADS / "glues_ledger_junk.py"), *runtime)))
+    assert "Traceback" not in result.err, result.err
+    return result.exit_code, result.err, json.loads((tmp_path / "report.json").read_text())["runs"]
+
+
+def test_junk_glued_before_each_ledger_record_leaves_a_correct_runtime_unknown_not_failed(killpoint, tmp_path):
+    """Judged on the lines left readable, 37 of these 42 runs failed write-ahead: "the ledger shows its tool never
+    ran", while the note above quoted the invoked record."""
+    exit_code, err, runs = glued_session(killpoint, tmp_path)
+    assert exit_code == 3 and len(runs) >= 40, err
+    assert all(run["valid"] is None and not run["findings"] for run in runs), [run["findings"] for run in runs]
+    for run in runs:
+        reason = run["rules"]["write-ahead"]["reason"]
+        assert "ledger.jsonl:" in reason and "no kill leaves such a line" in reason, reason
+    assert "could not be judged" in err and "b'~junk~{" in err, err
+
+
+def test_junk_glued_before_each_ledger_record_hides_no_blind_retry(killpoint, tmp_path):
+    """Without the glue, the runs killed in c4 or c5 (NON_IDEMPOTENT) fail verify-before-replay; with it, their
+    replays were left out and the rule passed."""
+    exit_code, err, runs = glued_session(killpoint, tmp_path, "retry_non_idempotent")
+    assert exit_code in (1, 3), err
+    assert {run["rules"]["verify-before-replay"]["status"] for run in runs} == {"unknown"}
+    assert not [run["schedule"] for run in runs if run["valid"] is True]
+
+
+def test_junk_in_the_crash_free_runs_ledger_leaves_its_effect_counts_unknown(tmp_path):
+    """Counted on the lines left readable, the crash-free run left no effect, and a recovery that VERIFIED an
+    interrupted call and completed its missing effect would have repeated one."""
+    scenario = with_workload(load_scenario(DEMO), f"{{python}} {WORKLOADS / 'glues_ledger_junk.py'}")
+    golden = run_golden(scenario, tmp_path / "golden", make_backend("subprocess"))
+    assert golden.effects_per_call == {}
+    assert "effects cannot be counted: ledger.jsonl:1: not JSON: b'~junk~{" in (golden.effects_unknown or ""), golden
+
+
+def test_the_marker_starts_its_own_line_and_says_it_closed_one(tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     ledger.write_bytes(b'{"invoked": "append", "call": "c1"}\n{"half')
     assert nemesis.mark_kill(ledger, 0, None) is True
-    assert json.loads(ledger.read_bytes().split(b"\n")[-2]) == {"killed": 0, "point": "timeout"}
+    assert json.loads(ledger.read_bytes().split(b"\n")[-2]) == {"killed": 0, "point": "timeout", "closed_line": True}
     assert nemesis.mark_kill(ledger, 1, None) is False
+    assert json.loads(ledger.read_bytes().split(b"\n")[-2]) == {"killed": 1, "point": "timeout"}
 
 
 def test_a_journal_swapped_for_a_symlink_is_neither_read_nor_torn(tmp_path):

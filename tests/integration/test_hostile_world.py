@@ -32,7 +32,7 @@ from tests.integration.test_docker_backend import (  # noqa: F401
     leftover_sweeps_serialised,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.hostile]
 
 KILLPOINT = Path(sys.executable).parent / "killpoint"
 WALL_LIMIT_S = 180.0  # a demo run with one kill takes seconds; a hang is this long

@@ -38,7 +38,7 @@ PLANTS = "{python} -m killpoint.scenarios.hostile.plants_in_run_dir"
 
 
 def scratch_folders(pid: int, root: Path = scratch.DEFAULT_ROOT) -> list[Path]:
-    return sorted(root.glob(f"{PREFIX}{pid}-*"))
+    return sorted(root.glob(f"{PREFIX}{pid}.*"))
 
 
 def run_dirs(runs: Path) -> list[Path]:

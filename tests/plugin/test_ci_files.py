@@ -69,7 +69,7 @@ def test_the_ci_files_pytest_command_runs_as_written(pytester, monkeypatch, ci_f
     assert f"killpoint: seed 0, shard {shard}/3" in output
     assert output.count("killpoint repro kp1.") >= 2
     assert (pytester.path / junit.format(shard=shard)).is_file()
-    (report,) = (pytester.path / "killpoint-report").glob("*/killpoint-1/report.html")
+    (report,) = (pytester.path / "killpoint-report").glob(f"{shard}/*/killpoint-1/report.html")
     assert "killpoint repro kp1." in report.read_text()
 
     # The last line reproduces the failure from the project's root, as a developer would run it.
@@ -86,7 +86,9 @@ def test_the_ci_files_pytest_command_runs_as_written(pytester, monkeypatch, ci_f
 # they do: each shard job's commands run as written, on a fresh runner folder of its own; its
 # artifact is laid where the verdict job's download puts it; the verdict job's commands run there.
 
-SWEEP_RUNS = 8  # random schedules, seed 0 under CI: a few of them kill the mutant mid-append and fail
+# Random schedules, seed 0 under CI: a few of them kill the mutant mid-append and fail. Shards go by a hash of a
+# schedule's first kill, and with 8 no schedule fell in shard 2 of 3: such a shard establishes nothing (exit 3).
+SWEEP_RUNS = 12
 
 
 def sweep_scenario() -> str:
@@ -96,17 +98,18 @@ def sweep_scenario() -> str:
     return text.replace('[schedule]\nmode = "exhaustive"', f'[schedule]\nmode = "random"\nruns = {SWEEP_RUNS}')
 
 
-def github_jobs(document: dict) -> dict:
-    """The sweep and verdict jobs of the GitHub workflow: commands per shard, and where artifacts go."""
-    sweep, verdict = document["jobs"]["sweep"], document["jobs"]["verdict"]
-    assert verdict["needs"] == "sweep" and "!cancelled()" in verdict["if"], "the verdict must follow failing shards"
+def github_jobs(document: dict, shards_job: str = "sweep", verdict_job: str = "verdict") -> dict:
+    """The shard and verdict jobs of the GitHub workflow: commands per shard, and where artifacts go."""
+    sweep, verdict = document["jobs"][shards_job], document["jobs"][verdict_job]
+    assert verdict["needs"] == shards_job and "!cancelled()" in verdict["if"], "the verdict must follow failing shards"
     shards = sweep["strategy"]["matrix"]["shard"]
     assert sweep["strategy"]["fail-fast"] is False and sweep["env"]["SHARDS"] == str(len(shards))
-    (upload,) = [step for step in sweep["steps"] if step.get("uses", "").startswith("actions/upload-artifact")]
     (download,) = [step for step in verdict["steps"] if step.get("uses", "").startswith("actions/download-artifact")]
+    # The upload the verdict downloads (a job may upload others, as the chaos job its JUnit XML).
+    (upload,) = [step for step in sweep["steps"] if step.get("uses", "").startswith("actions/upload-artifact")
+                 and all(fnmatch.fnmatch(step["with"]["name"].replace("${{ matrix.shard }}", str(shard)),
+                                         download["with"]["pattern"]) for shard in shards)]
     assert upload["if"] == "always()", "a failing shard's report must be uploaded too"
-    assert all(fnmatch.fnmatch(upload["with"]["name"].replace("${{ matrix.shard }}", str(shard)),
-                               download["with"]["pattern"]) for shard in shards)
     assert download["with"]["merge-multiple"] is True  # every artifact's files under one path, as uploaded
 
     def commands(job: dict, shard: int | None = None) -> list[str]:
@@ -115,16 +118,16 @@ def github_jobs(document: dict) -> dict:
 
     # An artifact holds what is under its path; the download puts that under its own path.
     return {"shards": shards, "sweep": lambda shard: commands(sweep, shard), "verdict": commands(verdict),
-            "env": lambda shard: sweep["env"], "verdict_env": verdict["env"],
+            "env": lambda shard: sweep["env"], "verdict_env": verdict.get("env", {}),
             "artifacts": [(upload["with"]["path"], download["with"]["path"])]}
 
 
-def gitlab_jobs(document: dict) -> dict:
-    """The sweep and verdict jobs of the GitLab pipeline, as ``github_jobs`` gives them."""
-    sweep, verdict = document["killpoint-sweep"], document["killpoint-verdict"]
+def gitlab_jobs(document: dict, shards_job: str = "killpoint-sweep", verdict_job: str = "killpoint-verdict") -> dict:
+    """The shard and verdict jobs of the GitLab pipeline, as ``github_jobs`` gives them."""
+    sweep, verdict = document[shards_job], document[verdict_job]
     stages = document["stages"]
     assert stages.index(sweep["stage"]) < stages.index(verdict["stage"])
-    assert verdict["needs"] == ["killpoint-sweep"] and verdict["when"] == "always"
+    assert verdict["needs"] == [shards_job] and verdict["when"] == "always"
     assert sweep["artifacts"]["when"] == "always", "a failing shard's report must be kept too"
     total = sweep["parallel"]
 
@@ -133,8 +136,8 @@ def gitlab_jobs(document: dict) -> dict:
 
     # A job's artifact paths come back at the same paths in a job that needs it.
     return {"shards": list(range(1, total + 1)), "sweep": lambda shard: commands(sweep), "verdict": commands(verdict),
-            "env": lambda shard: {**sweep["variables"], "CI_NODE_INDEX": str(shard), "CI_NODE_TOTAL": str(total)},
-            "verdict_env": verdict["variables"],
+            "env": lambda shard: {**sweep.get("variables", {}), "CI_NODE_INDEX": str(shard), "CI_NODE_TOTAL": str(total)},
+            "verdict_env": verdict.get("variables", {}),
             "artifacts": [(path, path) for path in sweep["artifacts"]["paths"]]}
 
 
@@ -172,3 +175,42 @@ def test_the_ci_files_shard_jobs_and_merge_job_run_as_written(tmp_path, ci_file,
     assert report["merged"]["given"] == [1, 2, 3] and len(report["runs"]) == SWEEP_RUNS
     assert "Failing runs" in (merge_folder / "killpoint-merged" / "report.html").read_text()
     assert "draws their timelines empty" not in merged.stderr, "the shards' evidence is not where their reports say"
+
+
+
+# -- the chaos jobs and their verdict job: every pytest session's shards merged, the coverage gate on the whole ------
+
+@pytest.mark.parametrize(("ci_file", "jobs_of"), [
+    ("github-actions.yml", lambda document: github_jobs(document, "chaos", "chaos-verdict")),
+    ("gitlab-ci.yml", lambda document: gitlab_jobs(document, "killpoint-chaos", "killpoint-chaos-verdict"))])
+@pytest.mark.parametrize(("workload", "min_coverage", "verdict"), [
+    ("killpoint.scenarios.mutants.retry_non_idempotent", "0", 1),  # the shard holding the kill fails: merged, 1
+    ("killpoint.scenarios.reference_runtime", "50", 3)])  # one kill of thirty points: the gate on the whole says 3
+def test_the_ci_files_chaos_shards_merge_into_one_verdict_per_session(tmp_path, ci_file, jobs_of, workload,
+                                                                      min_coverage, verdict):
+    """Each shard's pytest job as written, on a runner of its own, its reports always kept; the verdict job's
+    commands on what the artifacts carry: one merge per session, exit 1 over 3 over 0, the gate applied there."""
+    text = (ROOT / "ci" / ci_file).read_text()
+    jobs = jobs_of(yaml.safe_load(text))
+    merge_folder = tmp_path / "verdict"
+    merge_folder.mkdir()
+    for shard in jobs["shards"]:
+        runner = tmp_path / f"shard-{shard}"
+        (runner / "chaos").mkdir(parents=True)
+        shutil.copy(DEMO, runner / "chaos" / "demo.toml")
+        (runner / "tests" / "chaos").mkdir(parents=True)
+        (runner / "tests" / "chaos" / "test_recovery.py").write_text(
+            CHAOS_TEST.replace("killpoint.scenarios.mutants.retry_non_idempotent", workload))
+        env = {key: str(value) for key, value in jobs["env"](shard).items()}
+        command = pytest_command(text).replace("${{ matrix.shard }}", str(shard))
+        result = run_job([command], runner, env)
+        assert result.returncode in (0, 1), result.stdout + result.stderr
+        for uploaded, downloaded in jobs["artifacts"]:
+            shutil.copytree(runner / uploaded, merge_folder / downloaded, dirs_exist_ok=True)
+
+    verdict_env = {key: str(value) for key, value in jobs["verdict_env"].items()}
+    merged = run_job(jobs["verdict"], merge_folder, {**verdict_env, "KILLPOINT_MIN_COVERAGE": min_coverage})
+    assert merged.returncode == verdict, merged.stdout + merged.stderr
+    assert "kill at c4:after_started; 3 of 3 shard(s)" in merged.stdout, merged.stdout
+    (page,) = (merge_folder / "killpoint-merged").glob("*/killpoint-1.html")
+    assert page.name == "killpoint-1.html" and "killpoint" in page.read_text()

@@ -82,6 +82,21 @@ def test_the_shards_json_reports_merge_into_the_unsharded_sessions_verdict(pytes
     assert "30 runs: 30 passed, 0 failed" in merged.stdout
 
 
+@pytest.mark.hostile
+def test_a_shard_that_holds_no_schedule_is_skipped_saying_so(pytester):
+    """Not passed: it tested nothing (the demo's 30 schedules all fall in other shards of 40). Skipped, not failed:
+    the other shards run them, and the shard's report is still written for ``killpoint merge``."""
+    pytester.makepyfile(test_empty_shard=f"""
+        def test_reference_runtime_recovers(killpoint_run):
+            killpoint_run({str(DEMO)!r}, depth=1)
+    """)
+    result = pytester.runpytest("--killpoint-shard", "1/40", "--killpoint-report-dir", "shard-1", "-rs")
+    result.assert_outcomes(skipped=1)
+    assert ("shard 1/40 holds no schedule: all 30 schedule(s) of the session fall in the other shards"
+            in result.stdout.str())
+    assert (pytester.path / "shard-1" / "test_empty_shard.py_test_reference_runtime_recovers" / "killpoint-1.json").is_file()
+
+
 def test_options_reach_every_session(pytester):
     pytester.makepyfile(test_options=f"""
         from killpoint.harness.explore import shard_of
@@ -196,9 +211,11 @@ def test_the_plugin_imports_no_harness_until_used(pytester):
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=pytester.path).stdout
     assert "1 passed" in loaded
-    # _ci and defaults import nothing: the plugin reads the CI profile and words its help from them.
-    assert loaded.strip().splitlines()[-1] == ("['killpoint', 'killpoint.harness', 'killpoint.harness._ci', "
-                                                  "'killpoint.harness.defaults', 'killpoint.harness.pytest_plugin']")
+    # _ci and defaults import nothing, limits only the error root: the plugin reads the CI profile, words its
+    # help and checks its options' values with them.
+    assert loaded.strip().splitlines()[-1] == (
+        "['killpoint', 'killpoint.errors', 'killpoint.harness', 'killpoint.harness._ci', "
+        "'killpoint.harness.defaults', 'killpoint.harness.limits', 'killpoint.harness.pytest_plugin']")
 
 
 def test_power_loss_option_and_keyword_make_every_kill_lose_what_was_never_fsynced(pytester):
@@ -216,3 +233,20 @@ def test_power_loss_option_and_keyword_make_every_kill_lose_what_was_never_fsync
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["killpoint: seed *, power loss", "*[[]write-ahead[]]*survived the loss of what was "
                                  "never durable*", "*killpoint repro kp1.*"])
+
+
+def test_a_long_session_shows_its_progress_past_the_output_capture(pytester, monkeypatch):
+    """A 75 s chaos session once showed nothing until it ended; its progress lines reach the terminal while
+    pytest captures the test's own output (here every run's line: the period is set to 0)."""
+    from killpoint.harness import progress
+
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.0)
+    pytester.makepyfile(test_chaos=f"""
+def test_every_kill_of_the_demo(killpoint_run):
+    killpoint_run({str(DEMO)!r}, depth=1)
+""")
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+    lines = [line for line in result.outlines if line.startswith("killpoint progress:")]
+    assert len(lines) == 30 and lines[-1].startswith("killpoint progress: 30 of 30 schedules run, 0 failing"), \
+        result.outlines

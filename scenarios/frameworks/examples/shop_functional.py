@@ -22,4 +22,4 @@ def checkout(_inputs: dict[str, str]) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    run(checkout, {}, thread_id="checkout")
+    run(checkout, {}, thread_id="checkout", durability="sync")  # LangGraph's default is "async"

@@ -34,4 +34,4 @@ builder = StateGraph(Order).add_sequence([
 builder.add_edge(START, "c1")
 
 if __name__ == "__main__":
-    run(builder, {}, thread_id="checkout")
+    run(builder, {}, thread_id="checkout", durability="sync")  # LangGraph's default is "async"

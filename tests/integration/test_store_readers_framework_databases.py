@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol as p
-from killpoint.harness.frameworks import _sqlite_copy, framework_versions, journal_problems, reader_for
+from killpoint.harness.frameworks import _langgraph, _sqlite_copy, framework_versions, journal_problems, reader_for
 from tests.test_store_readers import PLAN, states
 
 GRAPH = {"format": "langgraph-sqlite"}
@@ -184,5 +184,10 @@ def test_framework_tables_take_their_keys_and_defaults():
 def test_a_harness_without_langgraphs_msgpack_library_says_so_instead_of_crashing(tmp_path, monkeypatch):
     langgraph_db(tmp_path, ("~__pregel_pull, c1", 0, "c1"))
     monkeypatch.setitem(sys.modules, "ormsgpack", None)  # what a harness installed without killpoint[langgraph] has
-    state = reader_for(GRAPH).read(tmp_path, PLAN)
+    monkeypatch.setattr(_sqlite_copy, "_CLEAN_READS", {})  # what earlier tests read
+    _langgraph._msgpack.cache_clear()
+    try:
+        state = reader_for(GRAPH).read(tmp_path, PLAN)
+    finally:
+        _langgraph._msgpack.cache_clear()
     assert state.records == {} and "pip install 'killpoint[langgraph]'" in state.problems[0]

@@ -12,6 +12,7 @@ import pytest
 
 from killpoint import protocol as p
 from killpoint.harness.frameworks import _sqlite_copy, _store_file, reader_for
+from killpoint.harness.frameworks._sandbox import read_in_child
 from tests.test_store_readers import PLAN, states
 
 TABLE = {"format": "sqlite", "path": "journal.db",
@@ -109,7 +110,7 @@ def test_a_column_the_fields_name_but_the_query_does_not_return(tmp_path):
     ("PRAGMA writable_schema = ON", "not authorized"),
     ("SELECT zeroblob(1000000) AS op_id", "too big"),
     (("WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT zeroblob(10000) AS op_id, "
-     "x AS call_id, x AS state, x AS tool_class FROM n"), "or 100000 bytes"),
+     "x AS call_id, x AS state, x AS tool_class FROM n"), "over 100000 bytes of text and blobs"),
 ])
 def test_hostile_queries_are_stopped_and_change_nothing(tmp_path, monkeypatch, query, why):
     monkeypatch.setattr(_sqlite_copy, "QUERY_SECONDS", 1.0)
@@ -143,3 +144,15 @@ def test_a_huge_database_is_not_copied(tmp_path, monkeypatch):
     monkeypatch.setattr(_store_file, "STORE_LIMIT_BYTES", 10_000)
     (tmp_path / "journal.db-wal").write_bytes(b"\0" * 9000)
     assert "side files hold over 10000 bytes" in read(tmp_path).problems[0]
+
+
+def test_a_copy_read_before_is_not_forked_for_again_but_a_changed_copy_is(tmp_path, monkeypatch):
+    children = []
+    monkeypatch.setattr(_sqlite_copy, "_CLEAN_READS", {})  # what earlier tests read
+    monkeypatch.setattr(_sqlite_copy, "read_in_child", lambda *args: children.append(args) or read_in_child(*args))
+    make_journal(tmp_path / "journal.db").close()
+    first, again = read(tmp_path), read(tmp_path)
+    assert states(first) == states(again) == {"c1": p.SUCCEEDED, "c2": p.FAILED, "c3": p.RUNNING}
+    assert len(children) == 1 and again.records is not first.records
+    sqlite3.connect(tmp_path / "journal.db", isolation_level=None).execute("DELETE FROM ops WHERE seq > 1")
+    assert states(read(tmp_path)) == {"c1": p.SUCCEEDED} and len(children) == 2

@@ -1,0 +1,55 @@
+"""Whether a ``[journal]`` scenario's store mapping reads the crash-free run's store at all.
+
+A black-box verdict is only as good as the mapping that turns the runtime's own store into per-call
+states. A wrong ``[journal].path`` reads as a store that holds nothing, so every call looks as if its
+start was never durable (``write-ahead`` blames a correct runtime); a status the mapping does not list
+reads as no record, so a replayed call looks like a first run (a real bug passes). The crash-free run
+tells the two apart from a runtime's fault: it completed the task, so its store must hold a record of
+every call whose tool the ledger shows ran. One that does not is bad input — the mapping's, named with
+the key to fix — and no verdict is given.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from killpoint import protocol
+from killpoint.errors import ConfigError
+from killpoint.harness.evidence import STORE_FINAL, StoreReading, read_lines, read_store_copy
+from killpoint.harness.frameworks import reader_for
+from killpoint.harness.model import Scenario
+
+_NAMED = 5  # calls quoted by name in the message; the rest are counted
+
+
+def check_golden_store(scenario: Scenario, golden_dir: Path, ledger: Path) -> None:
+    """ConfigError when the crash-free run's store is missing or holds no record of a call whose tool ran."""
+    if scenario.journal is None:
+        return
+    reader = reader_for(scenario.journal)
+    state, why = read_store_copy(golden_dir / STORE_FINAL, StoreReading(reader, scenario.plan, golden_dir))
+    where = scenario.origin.get("scenario", "the scenario")
+    if state is None:  # every run's store rules would be unknown for the same reason: say it once, up front
+        raise ConfigError(f"{where}: [journal]: the crash-free run's store cannot be read, so no run could be judged",
+                          (str(why), "check the mapping (journal.status must list every value the runtime writes)",
+                           f"the crash-free run's evidence: {golden_dir}"))
+    ran = list(dict.fromkeys(line.record["call"] for line in read_lines(ledger).lines
+                             if protocol.LEDGER_INVOKED in line.record and isinstance(line.record.get("call"), str)))
+    unrecorded = [call for call in ran if call in {planned.call_id for planned in scenario.plan.calls}
+                  and call not in state.records]
+    if not unrecorded:
+        return
+    files = reader.files(scenario.plan)
+    copied = [name for name in files if os.path.lexists(golden_dir / STORE_FINAL / name)]
+    named = ", ".join(unrecorded[:_NAMED]) + (f" and {len(unrecorded) - _NAMED} more" if len(unrecorded) > _NAMED
+                                              else "")
+    found = (f"the crash-free run left no {files[0]} in the workload folder ($KILLPOINT_RUN_DIR)" if not copied
+             else f"the crash-free run's {reader.name} store ({files[0]}) holds no record of {named}")
+    raise ConfigError(
+        f"{where}: [journal]: {found}, though it completed the task and the ledger shows "
+        f"{'that tool' if len(ran) == 1 else 'those tools'} ran; nothing was judged",
+        (f"check journal.path ({scenario.journal.get('path', files[0])!r}, relative to the workload folder)"
+         + ("" if not copied else ", and the mapping (journal.fields, journal.status with every value the runtime "
+                                  "writes, journal.query, journal.steps, journal.thread, journal.workflow)"),
+         f"the crash-free run's evidence: {golden_dir}"))
