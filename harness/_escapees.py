@@ -160,14 +160,16 @@ class RunFiles:
 
         A session's id is its leader's pid. If the leader lives, its start tells; if it is gone (a CI runner's
         shell that started the harness in the background and exited, or an incarnation that ended), the id
-        does: a session made during the run has an id given out since it began.
+        does: a session made during the run has an id given out since it began. Session 0 is the one begun at
+        boot, or one whose leader is outside this PID namespace (a CI runner's sandbox starts its jobs in it):
+        older than any run, and no process can setsid its way into it.
         """
         try:
             leader = int(stat_fields(pid)[STAT_SESSION])
         except (OSError, ValueError):  # gone meanwhile
             return False
         if leader <= 0:
-            return False
+            return True
         try:
             return int(stat_fields(leader)[STAT_START]) < self.since
         except (OSError, ValueError):

@@ -28,6 +28,7 @@ import pytest
 from tests.helpers import DEMO, workload_command
 from tests.integration.test_containment import marker  # noqa: F401 - the fixture
 from tests.integration.test_containment import sleepers as alive_with
+from tests.integration.test_containment import sleepers_after_deadline as alive_with_deadline
 from tests.integration.test_blackbox_runs import SHORT_PLAN
 
 pytestmark = [pytest.mark.integration, pytest.mark.hostile]
@@ -138,10 +139,11 @@ def test_only_a_process_of_the_runs_time_and_session_holding_its_files_is_killed
         (described,) = files.hunt()
     assert described.startswith(f"pid {escaped.pid} (") and "fd 3 workload/x" in described, described
     assert escaped.wait(timeout=GONE_DEADLINE_S) == -9
-    assert all(process.is_running() for process in map(as_process, spared)), [process.args for process in spared]
+    assert all(process.is_running() for process in map(as_process, spared)), spared
     for process in spared:
         process.kill()
-        process.wait()
+    older_session.close()
+    assert alive_with_deadline(marker) == []
 
 
 def as_process(process: subprocess.Popen[str] | psutil.Process) -> psutil.Process:
@@ -160,6 +162,11 @@ class LeaderlessSession:
         assert self.leader.wait(timeout=GONE_DEADLINE_S) == 0
         assert self.leader.stdout is not None and self.leader.stdout.readline() == "ready\n"
 
+    def close(self) -> None:
+        """End the child left in the session: it reaps nothing, so the holders it started are reaped once it is gone."""
+        assert self.leader.stdin is not None
+        self.leader.stdin.close()
+
     def holder(self) -> psutil.Process:
         """A holder of the file, started now in the session."""
         assert self.leader.stdin is not None and self.leader.stdout is not None
@@ -171,3 +178,32 @@ class LeaderlessSession:
         assert os.getsid(holder.pid) == self.leader.pid and not psutil.pid_exists(self.leader.pid)
         return holder
 
+
+# Run as the first process of a new PID namespace, where its session (made outside) reads as 0, as a CI runner's
+# sandbox starts its jobs: it starts a holder of the run's file in that session, after the run began, and hunts.
+HUNTS_IN_SESSION_ZERO = (
+    "import json, os, subprocess, sys\n"
+    "from pathlib import Path\n"
+    "from killpoint.harness._escapees import RunFiles\n"
+    "run_dir = Path(sys.argv[1])\n"
+    "files = RunFiles.of(run_dir, run_dir / 'workload')\n"
+    "holder = subprocess.Popen([sys.executable, '-c', sys.argv[3], str(run_dir / 'workload' / 'x'), sys.argv[2]],\n"
+    "                          stdout=subprocess.PIPE, text=True)\n"
+    "assert holder.stdout.readline() == 'ready\\n' and os.getsid(holder.pid) == 0\n"
+    "print(json.dumps(files.hunt()))\n"
+    "holder.kill()\n"
+    "holder.wait()\n")
+
+
+def test_a_process_in_session_zero_is_never_the_workloads(tmp_path, marker):
+    """Session 0 is the boot session, or one whose leader is outside the PID namespace: older than any run.
+
+    On CI's machine pytest itself runs in it, and the hunt killed pytest's own helpers (the last CI run's failure).
+    """
+    run_dir = tmp_path / "run-00000"
+    (run_dir / "workload").mkdir(parents=True)
+    hunt = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", HUNTS_IN_SESSION_ZERO,
+                           str(run_dir), marker, HOLDS_A_FILE], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[2])
+    assert hunt.returncode == 0, hunt.stderr
+    assert json.loads(hunt.stdout) == []
