@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import random
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,15 +286,21 @@ def session_choices(settings: Settings, runs_dir: Path, *, kill_at: Sequence[str
 
 def _terminal_lines(config: pytest.Config) -> Callable[[str], object] | None:
     """Writes a line to pytest's terminal past its output capture, so a long session shows its progress as it
-    runs; None under an xdist worker, whose output reaches no terminal until its test ends."""
+    runs. An xdist worker's terminal reporter reaches no terminal until its test ends, but the worker shares
+    the controller's standard error: there the line goes, named by the worker (``[gw0] killpoint progress: ...``)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None or hasattr(config, "workerinput"):
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if reporter is None and worker is None:
         return None
 
     def write(text: str) -> None:
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-            reporter.write_line(f"killpoint {text.rstrip()}")
+            if worker is None:
+                reporter.write_line(f"killpoint {text.rstrip()}")
+            else:
+                sys.stderr.write(f"[{worker}] killpoint {text.rstrip()}\n")
+                sys.stderr.flush()
 
     return write
 

@@ -148,7 +148,8 @@ def run_job(commands: list[str], folder: Path, env: dict[str, str]) -> subproces
                           env={**os.environ, **env, "CI": "true", "PATH": path}, timeout=600, check=False)
 
 
-@pytest.mark.parametrize(("ci_file", "jobs_of"), [("github-actions.yml", github_jobs), ("gitlab-ci.yml", gitlab_jobs)])
+@pytest.mark.parametrize(("ci_file", "jobs_of"), [("github-actions-sweep.yml", github_jobs),
+                                                   ("gitlab-ci-sweep.yml", gitlab_jobs)])
 def test_the_ci_files_shard_jobs_and_merge_job_run_as_written(tmp_path, ci_file, jobs_of):
     jobs = jobs_of(yaml.safe_load((ROOT / "ci" / ci_file).read_text()))
     merge_folder = tmp_path / "verdict"
@@ -175,6 +176,20 @@ def test_the_ci_files_shard_jobs_and_merge_job_run_as_written(tmp_path, ci_file,
     assert report["merged"]["given"] == [1, 2, 3] and len(report["runs"]) == SWEEP_RUNS
     assert "Failing runs" in (merge_folder / "killpoint-merged" / "report.html").read_text()
     assert "draws their timelines empty" not in merged.stderr, "the shards' evidence is not where their reports say"
+
+    # The coverage gate is applied to the merged whole, which no shard sees (the chaos jobs' test runs it).
+    assert any('--min-coverage "$KILLPOINT_MIN_COVERAGE"' in command for command in jobs["verdict"])
+    assert jobs["verdict_env"]["KILLPOINT_MIN_COVERAGE"] == "0"
+
+
+@pytest.mark.parametrize("ci_file", ["github-actions.yml", "github-actions-sweep.yml", "gitlab-ci.yml",
+                                     "gitlab-ci-sweep.yml"])
+def test_each_ci_file_is_one_workflow_whose_every_job_a_user_needs(ci_file):
+    """A copied file runs whole: the pytest path's file names no scenario file, the sweep's no pytest test."""
+    text = (ROOT / "ci" / ci_file).read_text()
+    assert ("KILLPOINT_SCENARIO" in text) == ("sweep" in ci_file)
+    assert ("python -m pytest" in text) != ("sweep" in ci_file)
+    assert "--quiet" not in text, "a CI log shows a progress line every few seconds; --quiet would hide it"
 
 
 

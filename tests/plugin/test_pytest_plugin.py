@@ -250,3 +250,18 @@ def test_every_kill_of_the_demo(killpoint_run):
     lines = [line for line in result.outlines if line.startswith("killpoint progress:")]
     assert len(lines) == 30 and lines[-1].startswith("killpoint progress: 30 of 30 schedules run, 0 failing"), \
         result.outlines
+
+
+def test_a_long_session_under_xdist_shows_its_progress_on_standard_error(pytester):
+    """An xdist worker's terminal reporter shows nothing until its test ends; its progress lines reach the
+    controller's standard error as the session runs, named by the worker."""
+    pytester.makeconftest("from killpoint.harness import progress\nprogress.PROGRESS_EVERY_S = 0.0\n")
+    pytester.makepyfile(test_chaos=f"""
+def test_every_kill_of_the_demo(killpoint_run):
+    killpoint_run({str(DEMO)!r}, depth=1)
+""")
+    result = pytester.runpytest_subprocess("-n", "1")
+    result.assert_outcomes(passed=1)
+    lines = [line for line in result.errlines if line.startswith("[gw0] killpoint progress:")]
+    assert len(lines) == 30 and lines[-1].startswith("[gw0] killpoint progress: 30 of 30 schedules run, 0 failing"), \
+        result.errlines
