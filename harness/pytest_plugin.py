@@ -291,16 +291,19 @@ def _terminal_lines(config: pytest.Config) -> Callable[[str], object] | None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
     worker = getattr(config, "workerinput", {}).get("workerid")
-    if reporter is None and worker is None:
+    if worker is not None:
+        def line(text: str) -> None:
+            sys.stderr.write(f"[{worker}] killpoint {text}\n")
+            sys.stderr.flush()
+    elif reporter is not None:
+        def line(text: str) -> None:
+            reporter.write_line(f"killpoint {text}")
+    else:
         return None
 
     def write(text: str) -> None:
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-            if worker is None:
-                reporter.write_line(f"killpoint {text.rstrip()}")
-            else:
-                sys.stderr.write(f"[{worker}] killpoint {text.rstrip()}\n")
-                sys.stderr.flush()
+            line(text.rstrip())
 
     return write
 
