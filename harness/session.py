@@ -344,6 +344,17 @@ def mark_interrupted(run_dir: Path, signum: int) -> bool:
     return True
 
 
+def _sweep_leftovers(scratch_root: Path | None) -> None:
+    """Remove what harness processes now gone left (control and scratch folders, lazy file system mounts), quietly.
+
+    They are other sessions' housekeeping, not this session's news: a user's test output is no place for them.
+    ``killpoint clean`` does the same and names each; a process a gone harness left is still named when killed.
+    """
+    sweep_abandoned_control_dirs()
+    sweep_abandoned(scratch_root)
+    lazyfs.unmount_stale(Path("/"))
+
+
 def run_session(
     scenario: Scenario,
     batches: JobBatches,
@@ -375,12 +386,7 @@ def run_session(
         raise ConfigError(f"--runs-dir {runs_dir} already holds a session's evidence, which is never overwritten; "
                           f"give a new directory")
     runs_dir.mkdir(parents=True, exist_ok=True)
-    for path in sweep_abandoned_control_dirs():
-        print(f"killpoint: removed {path}, left by a harness process now gone", file=sys.stderr)
-    for path in sweep_abandoned(scratch_root):
-        print(f"killpoint: removed {path}, the scratch folder of a harness process now gone", file=sys.stderr)
-    for mount in lazyfs.unmount_stale(Path("/")):
-        print(f"killpoint: unmounted {mount}", file=sys.stderr)
+    _sweep_leftovers(scratch_root)
     backend = make_backend(backend_name, **backend_options)
     outcomes: list[RunOutcome] = []
     shared: dict[object, object] = {}  # what outcomes hold equal, one object each (``_compacted``)

@@ -198,4 +198,4 @@ def test_the_scratch_folder_of_a_killed_harness_is_swept_by_the_next_session(tmp
                                         "--scratch", str(root))
     assert after.wait(DEADLINE_S) == 0, after_stderr.read_text()
     assert scratch_folders(harness.pid, root) == []
-    assert f"removed {left[0]}, the scratch folder of a harness process now gone" in after_stderr.read_text()
+    assert str(left[0]) not in after_stderr.read_text()  # another session's housekeeping is not this one's news
