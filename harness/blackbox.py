@@ -9,7 +9,7 @@ lines, split at the harness's kill markers). The state of a call at kill k is
 the store's record at kill k (SUCCEEDED or FAILED); else it was interrupted
 (outcome UNKNOWN) if the store holds it RUNNING or the ledger shows its tool
 invoked before the kill; else it had not started. Every finding quotes the
-ledger lines and the store's rows it rests on.
+ledger lines and the store's rows it rests on (or that the store holds none).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from killpoint.harness.evidence import (
     store_at_kill_name,
     store_found_name,
 )
-from killpoint.harness.model import DurableState, Finding, PowerLoss, StepRecord
+from killpoint.harness.model import AtPoint, DurableState, Finding, PowerLoss, StepRecord
 from killpoint.harness.properties import (
     PROPERTY_BY_STATUS,
     Facts,
@@ -42,6 +42,8 @@ from killpoint.harness.properties import (
 NO_PROBE_HINT = ("no read-only probe of it was run: check with one before re-running (a killpoint fake tool's is "
                  "`python -m killpoint.fake_tools probe`; a framework step's, killpoint.frameworks.step(..., probe=...))")
 _RECORDED = (p.SUCCEEDED, p.FAILED)
+# The crash points a call reaches before its effect: a kill there leaves no effect of the incarnation it killed.
+_BEFORE_EFFECT = (p.BEFORE_STARTED, p.AFTER_STARTED, p.STEP_ENTERED)
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,19 @@ class CallAtKill:
     invoked: Line | None  # the last ledger line of its tool invoked before the kill
     writer: int  # the incarnation that ran it (its last invoke), else the one killed: its catalogue judges the call
     copy: str  # the store copy it was read from, as quotes name it
+    held: tuple[str, ...]  # every record the copy holds, "c1 SUCCEEDED": what a missing record's quote lists
 
     @property
     def quoted_record(self) -> tuple[str, ...]:
-        """The store's row for the call, as a finding quotes it (none when the store holds none)."""
-        return () if self.record is None else (f"{self.copy}: {self.record.quote}",)
+        """The store's row for the call, as a finding quotes it; when it holds none, that absence and what it holds.
+
+        A missing record is evidence too: quoting nothing would leave a reader
+        unsure whether the store was read at all.
+        """
+        if self.record is not None:
+            return (f"{self.copy}: {self.record.quote}",)
+        holds = f"{len(self.held)} record(s): {', '.join(self.held)}" if self.held else "no record at all"
+        return (f"{self.copy}: no record of {self.call} (it holds {holds})",)
 
 
 @dataclass(frozen=True)
@@ -92,6 +102,7 @@ def call_states(facts: Facts, kills: list[LedgerAroundKill], kill: LedgerAroundK
                 copy: str) -> dict[str, CallAtKill]:
     """Each planned call's state at ``kill``, from ``store`` (a copy at the kill) and the ledger before its marker."""
     states = {}
+    held = tuple(f"{record.call} {record.status}" for record in store.records.values())
     for planned in facts.scenario.plan.calls:
         call = planned.call_id
         record = store.records.get(call)
@@ -105,7 +116,7 @@ def call_states(facts: Facts, kills: list[LedgerAroundKill], kill: LedgerAroundK
         ran_in = next((earlier for earlier in reversed(kills[: kill.number + 1])
                        if of_kind(earlier.segment_before, p.LEDGER_INVOKED, call)), kill)
         states[call] = CallAtKill(call, planned.tool, found, record, invokes[-1] if invokes else None,
-                                  ran_in.incarnation.number, copy)
+                                  ran_in.incarnation.number, copy, held)
     return states
 
 
@@ -163,17 +174,49 @@ def verify_before_replay(facts: Facts) -> list[Finding]:
 
 
 def _at_least_once(facts: Facts, kill: StoreKill, state: CallAtKill, tool_class: str, rerun: Line) -> Finding:
+    """The re-run with no probe before it, with what the store and the ledger say of the call at the kill."""
     call = state.call
     effects = of_kind(facts.evidence.ledger.lines, p.LEDGER_EFFECT, call)
-    want = "not known" if facts.golden.effects_unknown else facts.golden.effects_per_call.get(call, 0)
     probed = of_kind(facts.evidence.ledger.lines, p.LEDGER_PROBE, call)
     hint = "" if probed else f"; {NO_PROBE_HINT}"
     quoted = (*state.quoted_record, *((state.invoked.quote(),) if state.invoked else ()), rerun.quote(),
               *(line.quote() for line in effects))
     return Finding("verify-before-replay",
                    f"at-least-once: {call} ({state.tool}, {tool_class}) was re-executed after the kill without a "
-                   f"read-only check; its effect happened {len(effects)} time(s) (the crash-free run: {want}){hint}",
+                   f"read-only check; {_missing_record(state)}{_effects_in_ledger(facts, kill, call, effects)}{hint}",
                    call, kill.around.point, tuple(dict.fromkeys(quoted)))
+
+
+def _missing_record(state: CallAtKill) -> str:
+    """Says so when the store the recovery started from holds no record of the call (empty when it holds one).
+
+    The call was then judged interrupted on its invoked line alone, which a
+    reader should not have to infer from a quote list with no store row in it.
+    """
+    if state.record is not None:
+        return ""
+    return (f"the store the recovery started from ({state.copy}) holds no record of {state.call}: only the "
+            f"ledger's invoked line says it was under way; ")
+
+
+def _effects_in_ledger(facts: Facts, kill: StoreKill, call: str, effects: list[Line]) -> str:
+    """How many of the call's effects the ledger holds, split at the kill, beside the crash-free run's count.
+
+    A bare total ("happened 1 time(s)") reads as if the effect ran before the
+    kill; after a kill that came before it (``step_entered``) only the re-run
+    made it. The ledger counts what was recorded, so the split is said as
+    ledger lines, and the kill point, where it proves it, says the rest.
+    """
+    want = "not known" if facts.golden.effects_unknown else facts.golden.effects_per_call.get(call, 0)
+    if not effects:
+        return f"its effect is not in the ledger (the crash-free run: {want})"
+    before = len(of_kind(kill.around.before, p.LEDGER_EFFECT, call))
+    counted = (f"its effect is in the ledger {len(effects)} time(s), {before} before the kill and "
+               f"{len(effects) - before} after it (the crash-free run: {want})")
+    struck = kill.around.incarnation.kill
+    if isinstance(struck, AtPoint) and struck.call == call and struck.point in _BEFORE_EFFECT:
+        return f"{counted}; the kill came at {struck.point}, before the incarnation it killed could make the effect"
+    return counted
 
 
 def write_ahead(facts: Facts) -> list[Finding]:

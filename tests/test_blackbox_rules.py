@@ -68,24 +68,105 @@ def test_a_recorded_failure_run_again_breaks_failed_not_replayed():
 
 
 def test_an_interrupted_non_idempotent_call_rerun_without_a_probe_is_at_least_once_with_its_effect_count():
+    """Killed after the effect: the ledger's count is split at the kill, one before it and the repeat after."""
     ledger = [*LEDGER[:4], invoked("c2", "append", 1), effect("c2", "append", 1), invoked("c3", "ask_user", 1)]
     (finding,) = check(BLACK_BOX, evidence(ledger=ledger), GOLDEN).findings
     assert (finding.property, finding.call) == ("verify-before-replay", "c2")
     assert finding.message == (
         "at-least-once: c2 (append, NON_IDEMPOTENT) was re-executed after the kill without a read-only check; its "
-        "effect happened 2 time(s) (the crash-free run: 1); " + NO_PROBE_HINT)
+        "effect is in the ledger 2 time(s), 1 before the kill and 1 after it (the crash-free run: 1); " + NO_PROBE_HINT)
     assert finding.evidence[0] == "store-at-kill-0: store row of c2 RUNNING"
     assert sum('"effect"' in quoted for quoted in finding.evidence) == 2
 
 
 def test_a_call_interrupted_with_no_store_record_is_judged_from_its_invoked_line():
-    """A framework records a step only once it returned: the ledger's invoked line says it was under way."""
+    """A framework records a step only once it returned: the ledger's invoked line says it was under way.
+
+    The finding says the store holds no record of it and quotes that absence,
+    with what the store does hold, before the ledger lines.
+    """
     at_kill = store(("c1", p.SUCCEEDED), records_start=False)
     ledger = [*LEDGER[:4], invoked("c2", "append", 1), effect("c2", "append", 1), invoked("c3", "ask_user", 1)]
     verdict = check(BLACK_BOX, evidence(at_kill=at_kill, ledger=ledger), GOLDEN)
     assert [finding.property for finding in verdict.findings] == ["verify-before-replay"]
-    assert "probe" in verdict.findings[0].message and any("records a step only once it returns" in note
-                                                           for note in verdict.notes)
+    assert any("records a step only once it returns" in note for note in verdict.notes)
+    (finding,) = verdict.findings
+    assert finding.message == (
+        "at-least-once: c2 (append, NON_IDEMPOTENT) was re-executed after the kill without a read-only check; the "
+        "store the recovery started from (store-at-kill-0) holds no record of c2: only the ledger's invoked line says "
+        "it was under way; its effect is in the ledger 2 time(s), 1 before the kill and 1 after it (the crash-free "
+        "run: 1); " + NO_PROBE_HINT)
+    assert finding.evidence[:2] == (
+        "store-at-kill-0: no record of c2 (it holds 1 record(s): c1 SUCCEEDED)",
+        'ledger.jsonl:2: {"call": "c2", "incarnation": 0, "invoked": "append", "pid": 100}')
+
+
+def test_a_record_lost_from_the_store_the_recovery_found_is_named_in_that_copy():
+    """A fault after the kill cut c2's record: the finding names the copy the recovery started from, not the one
+    at the kill, as the store that holds no record of it."""
+    ledger = [*LEDGER[:3], {"killed": 0, "point": "c2:after_effect", "torn": 500}, invoked("c2", "append", 1),
+              effect("c2", "append", 1), invoked("c3", "ask_user", 1)]
+    incarnations = (Incarnation(0, 100, None, "c2:after_effect/torn:500"), INCARNATIONS[1])
+    verdict = check(BLACK_BOX, evidence(found=store(("c1", p.SUCCEEDED)), ledger=ledger, incarnations=incarnations),
+                    GOLDEN)
+    (finding,) = verdict.findings
+    assert finding.property == "verify-before-replay"
+    assert ("the store the recovery started from (store-at-kill-0.found) holds no record of c2: only the ledger's "
+            "invoked line says it was under way; its effect is in the ledger 2 time(s), 1 before the kill and 1 after "
+            "it (the crash-free run: 1); ") in finding.message
+    assert finding.evidence[0] == "store-at-kill-0.found: no record of c2 (it holds 1 record(s): c1 SUCCEEDED)"
+
+
+def test_a_rerun_after_a_kill_at_step_entered_does_not_say_the_effect_ran_before_the_kill():
+    """Killed at step_entered, before the step's effect: the one effect in the ledger is the re-run's.
+
+    The verdict is the same (no probe before a VERIFY), but the count is said
+    as all after the kill, with the point that puts the kill before the effect.
+    """
+    at_kill = store(("c1", p.SUCCEEDED), records_start=False)
+    ledger = [invoked("c1", "read_file", 0), invoked("c2", "append", 0), {"killed": 0, "point": "c2:step_entered"},
+              invoked("c2", "append", 1), effect("c2", "append", 1), invoked("c3", "ask_user", 1)]
+    incarnations = (Incarnation(0, 100, None, "c2:step_entered"), INCARNATIONS[1])
+    (finding,) = check(BLACK_BOX, evidence(at_kill=at_kill, ledger=ledger, incarnations=incarnations), GOLDEN).findings
+    assert (finding.property, finding.call, finding.kill) == ("verify-before-replay", "c2", "c2:step_entered")
+    assert finding.message == (
+        "at-least-once: c2 (append, NON_IDEMPOTENT) was re-executed after the kill without a read-only check; the "
+        "store the recovery started from (store-at-kill-0) holds no record of c2: only the ledger's invoked line says "
+        "it was under way; its effect is in the ledger 1 time(s), 0 before the kill and 1 after it (the crash-free "
+        "run: 1); the kill came at step_entered, before the incarnation it killed could make the effect; "
+        + NO_PROBE_HINT)
+    assert "happened" not in finding.message
+    assert finding.evidence[0] == "store-at-kill-0: no record of c2 (it holds 1 record(s): c1 SUCCEEDED)"
+    empty = check(BLACK_BOX, evidence(at_kill=store(records_start=False), ledger=ledger, incarnations=incarnations),
+                  GOLDEN)
+    assert [finding.evidence[0] for finding in empty.findings] == ["store-at-kill-0: no record of c2 (it holds no "
+                                                                   "record at all)"]
+
+
+def test_a_kill_before_another_calls_effect_or_after_a_point_is_not_said_to_precede_this_ones():
+    """Only a kill at this call's own point before its effect proves the killed incarnation made none of it.
+
+    ``c2:after_started+`` is the first point after it, which may be after the
+    effect; there the ledger's split is all that is said.
+    """
+    at_kill = store(("c1", p.SUCCEEDED), ("c2", p.RUNNING), ("c3", p.RUNNING))
+    for killed_at in ("c3:after_started", "c2:after_started+"):
+        ledger = [invoked("c1", "read_file", 0), invoked("c2", "append", 0), {"killed": 0, "point": killed_at},
+                  invoked("c2", "append", 1), effect("c2", "append", 1), invoked("c3", "ask_user", 1)]
+        incarnations = (Incarnation(0, 100, None, killed_at), INCARNATIONS[1])
+        (finding,) = check(BLACK_BOX, evidence(at_kill=at_kill, ledger=ledger, incarnations=incarnations),
+                           GOLDEN).findings
+        assert finding.call == "c2" and "0 before the kill and 1 after it (the crash-free run: 1)" in finding.message
+        assert "the kill came at" not in finding.message
+
+
+def test_a_rerun_that_left_no_effect_says_the_ledger_holds_none():
+    ledger = [*LEDGER[:2], {"killed": 0, "point": "c2:after_started"}, invoked("c2", "append", 1),
+              invoked("c3", "ask_user", 1)]
+    incarnations = (Incarnation(0, 100, None, "c2:after_started"), INCARNATIONS[1])
+    (finding,) = check(BLACK_BOX, evidence(ledger=ledger, incarnations=incarnations), GOLDEN).findings
+    assert "; its effect is not in the ledger (the crash-free run: 1); no read-only probe" in finding.message
+    assert finding.evidence[0] == "store-at-kill-0: store row of c2 RUNNING"
 
 
 def test_a_rerun_after_a_probe_elsewhere_drops_the_hint_but_not_the_finding():

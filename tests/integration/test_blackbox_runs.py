@@ -110,8 +110,9 @@ def test_a_torn_tail_is_judged_on_the_store_the_next_incarnation_found(killpoint
 @pytest.mark.parametrize(("mutant", "kills", "finding"), [
     pytest.param("retry_non_idempotent", ("--kill-at", "c4:after_effect"),
                  "[verify-before-replay] c4 (kill c4:after_effect): at-least-once: c4 (append, NON_IDEMPOTENT) was "
-                 "re-executed after the kill without a read-only check; its effect happened 2 time(s) (the "
-                 "crash-free run: 1); no read-only probe of it was run", id="verify"),
+                 "re-executed after the kill without a read-only check; its effect is in the ledger 2 time(s), 1 "
+                 "before the kill and 1 after it (the crash-free run: 1); no read-only probe of it was run",
+                 id="verify"),
     pytest.param("replays_succeeded", ("--kill-at", "c1:after_finished"),
                  "[succeeded-not-replayed] c1 (kill c1:after_finished): c1 was recorded SUCCEEDED in the store at "
                  "the kill, yet its tool read_file ran again 1 time(s) after the kill", id="skip"),

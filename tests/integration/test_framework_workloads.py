@@ -58,6 +58,20 @@ def test_a_plain_workload_that_redoes_an_append_after_its_effect_is_named(killpo
     assert named and all("c3" in line for line in named), result.out
 
 
+def test_a_plain_step_killed_before_its_effect_is_named_with_the_stores_missing_record(killpoint):
+    """Killed at c3's step_entered: LangGraph holds no record of c3 (it records a step once it returned), and the
+    redo made the only effect. The finding says both, and does not read as if the effect ran before the kill."""
+    result = killpoint("run", scenario("langgraph_graph_sync"), "--kill-at", f"c3:{protocol.STEP_ENTERED}")
+    assert result.exit_code == 1, result.out + result.err
+    assert ("[verify-before-replay] c3 (kill c3:step_entered): at-least-once: c3 (append, NON_IDEMPOTENT) was "
+            "re-executed after the kill without a read-only check; the store the recovery started from "
+            "(store-at-kill-0) holds no record of c3: only the ledger's invoked line says it was under way; its effect "
+            "is in the ledger 1 time(s), 0 before the kill and 1 after it (the crash-free run: 1); the kill came at "
+            "step_entered, before the incarnation it killed could make the effect; no read-only probe of it was run"
+            ) in result.out, result.out
+    assert "store-at-kill-0: no record of c3 (it holds 2 record(s): c1 SUCCEEDED, c2 SUCCEEDED)" in result.out
+
+
 @pytest.mark.parametrize("name", PLAIN)
 def test_a_plain_workload_that_redoes_an_idempotent_write_passes(killpoint, name):
     """The framework re-runs the interrupted write_file: the decision matrix's RETRY, no finding."""
