@@ -90,6 +90,7 @@ class PythonTarget:
     notes: tuple[str, ...] = ()
 
     timed_kills = False  # its points are exact (Instrumented); a delay would only be less reproducible
+    unseen = ""  # it is given its world to keep its state in, and the world is what is snapshotted
 
     def fresh_world(self, folder: Path) -> Path:
         return self.seed(folder)
@@ -142,6 +143,7 @@ class CommandTarget:
     notes: tuple[str, ...] = ()
 
     timed_kills = False  # a delay only when the command declares no points (trials.search)
+    unseen = ""  # its process ends with each call: what it keeps from one call to the next is in its world
 
     def fresh_world(self, folder: Path) -> Path:
         return copy_world(self.template_world, folder)
@@ -202,6 +204,8 @@ class Target(Protocol):
     def identity(self) -> dict[str, str]: ...
     @property
     def timed_kills(self) -> bool: ...  # draw seeded delays as well as points (a tool with no exact points)
+    @property
+    def unseen(self) -> str: ...  # where it can keep an effect no snapshot shows ("the server's memory"); "" if none
 
     def arguments(self) -> SearchStrategy[dict[str, Any]]: ...
     def fresh_world(self, folder: Path) -> Path: ...

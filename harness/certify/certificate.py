@@ -2,7 +2,10 @@
 
 ``judge`` is a pure function of (claim, what the trials observed): CONFIRMED,
 REFUTED (with the shrunk counterexample), or INCONCLUSIVE (with why), and the
-strongest class the evidence supports. A certificate pins the tool's version
+strongest class the evidence supports. Calls that changed nothing the snapshots
+see are evidence of READ_ONLY only where the world holds all a tool's state: an
+MCP server keeps state in its memory too (``SearchResult.unseen``), so there they
+establish nothing but a READ_ONLY claim. A certificate pins the tool's version
 (a source or script digest), so a later ``killpoint certify --check`` can tell
 a certificate that no longer describes the tool (stale) from a valid one.
 """
@@ -36,12 +39,13 @@ VERDICTS = (CONFIRMED, REFUTED, CONSERVATIVE, INCONCLUSIVE)
 FORMAT = 1
 HINT = re.compile(r"\b(readOnlyHint|destructiveHint|idempotentHint|openWorldHint)\b")
 MAX_TOOL_NAME = 128  # MCP's bound on a tool name, and well within a file name's 255 bytes
+NOTHING_SEEN = "no change was visible in the world"  # how an INCONCLUSIVE from unseen effects begins (cli's NOTE)
 
 
 @dataclass(frozen=True)
 class Judgement:
     verdict: str
-    strongest: str | None  # the strongest class the evidence supports; None when nothing ran
+    strongest: str | None  # the strongest class the evidence supports; None when nothing ran or nothing could be seen
     reason: str
 
 
@@ -54,17 +58,36 @@ def strongest_supported(observations: tuple[Observation, ...]) -> str | None:
     return protocol.READ_ONLY if any(observation.ok for observation in observations) else None
 
 
+def unseen_effects(result: SearchResult) -> bool:
+    """Every call left the world as it was, but the tool can keep an effect where no snapshot looks.
+
+    A toggle in an MCP server's memory (one call turns a setting on, the next
+    off) leaves every snapshot equal, exactly as a read does: then the silence
+    is no evidence of READ_ONLY, and nothing may be advised from it.
+    """
+    return bool(result.unseen) and strongest_supported(result.observations) == protocol.READ_ONLY
+
+
+def unseen_reason(result: SearchResult) -> str:
+    """Why calls that changed nothing seen establish nothing (``unseen_effects``), in one sentence's tail."""
+    return f"an effect kept in {result.unseen} cannot be seen, so this is no evidence of READ_ONLY"
+
+
 def judge(claim: str, *, interactive: bool, result: SearchResult, why: str = "") -> Judgement:
     """The verdict on ``claim`` from the trials (pure: literal observations in, a value out).
 
     ``why`` is the catalogue's reason for the claim: when it names MCP hints, a
     claim the evidence shows over-cautious is CONSERVATIVE (the hints promise less
-    than the tool does), not INCONCLUSIVE.
+    than the tool does), not INCONCLUSIVE. Where calls changed nothing seen and
+    the tool can keep an effect unseen (``unseen_effects``), every claim but
+    READ_ONLY is INCONCLUSIVE (UNKNOWN stays accepted) and no class is supported:
+    never a READ_ONLY, nor advice that VERIFY could become RETRY, from silence.
     """
     observations, found = result.observations, result.found
     if result.skipped:
         return Judgement(INCONCLUSIVE, None, f"skipped: {result.error}")
-    strongest = strongest_supported(observations)
+    blind = unseen_effects(result)
+    strongest = None if blind and claim != protocol.READ_ONLY else strongest_supported(observations)
     replays = [observation for observation in observations if observation.kind != KILL]
     kills = len(observations) - len(replays)
     ok = sum(observation.ok for observation in replays)
@@ -73,6 +96,7 @@ def judge(claim: str, *, interactive: bool, result: SearchResult, why: str = "")
         return Judgement(INCONCLUSIVE, strongest, f"the trials could not go on: {result.error}")
     if claim == protocol.UNKNOWN:
         observed = (f"a replay changed the world again ({_what_differed(found)})" if found
+                    else f"{NOTHING_SEEN}; {unseen_reason(result)}" if blind
                     else f"no replay differed; the evidence supports {strongest or 'nothing yet'}")
         return Judgement(CONFIRMED, strongest, f"UNKNOWN is always accepted (VERIFY on interruption); {seen}; {observed}")
     if found is not None and (claim != protocol.NON_IDEMPOTENT or interactive):
@@ -84,6 +108,8 @@ def judge(claim: str, *, interactive: bool, result: SearchResult, why: str = "")
         first = next((observation.error for observation in replays if observation.error), "no call ran")
         return Judgement(INCONCLUSIVE, strongest, f"every drawn call was refused ({seen}; first: {first}); "
                                                   f"seed a world the calls fit (--world) or narrow the schema")
+    if blind and claim != protocol.READ_ONLY:
+        return Judgement(INCONCLUSIVE, None, f"{NOTHING_SEEN} ({seen}); {unseen_reason(result)}")
     if interactive:
         return Judgement(CONFIRMED, strongest, f"interactive: an interrupted question is asked again (RETRY); "
                                                f"{seen}; asking twice left the world as asking once")
@@ -98,7 +124,8 @@ def judge(claim: str, *, interactive: bool, result: SearchResult, why: str = "")
                          f"looks over-cautious: no replay repeated an effect ({seen}); safe, but VERIFY could "
                          f"become RETRY if it were {strongest}")
     if claim == protocol.READ_ONLY:
-        return Judgement(CONFIRMED, strongest, f"no call changed the world ({seen})")
+        unseen = f"; an effect kept in {result.unseen} cannot be seen, so READ_ONLY rests on the claim" if blind else ""
+        return Judgement(CONFIRMED, strongest, f"no call changed the world ({seen}){unseen}")
     unchanged = "; no call changed the world, so READ_ONLY fits too" if strongest == protocol.READ_ONLY else ""
     return Judgement(CONFIRMED, strongest, f"every replay, and every replay after a kill, left the world as one "
                                            f"call did ({seen}){unchanged}")

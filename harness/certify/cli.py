@@ -3,7 +3,8 @@
 0 every claim CONFIRMED; 1 a claim REFUTED (or a certificate stale or not
 checkable); 2 bad input; 3 inconclusive: nothing was refuted but a claim could
 not be established (a tool with no way to run it, calls all refused, a
-NON_IDEMPOTENT claim with no witness). INCONCLUSIVE is not a pass.
+NON_IDEMPOTENT claim with no witness, a server's tool that changed nothing
+certify can see). INCONCLUSIVE is not a pass.
 
 Kept light: the heavy modules (Hypothesis, the fake tools) load only when the
 command runs, so ``killpoint --help`` stays fast.
@@ -195,6 +196,8 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def _note(data: dict[str, Any]) -> str:
+    from killpoint.harness.certify.certificate import NOTHING_SEEN  # loaded by now: the certificates were made
+
     hint = data.get("hint") or {}
     if hint.get("contradiction"):
         verb = "safer than MCP hint " if data["verdict"] == "CONSERVATIVE" else "contradicts MCP hint "
@@ -205,6 +208,8 @@ def _note(data: dict[str, Any]) -> str:
         return "interactive: RETRY"
     if data["reason"].startswith("looks over-cautious"):
         return "over-cautious? VERIFY could be RETRY"
+    if data["verdict"] == "INCONCLUSIVE" and data["reason"].startswith(NOTHING_SEEN):
+        return "no change seen, and no evidence of READ_ONLY"
     if data["verdict"] == "CONFIRMED":
         return ""
     reason = data["reason"]

@@ -23,6 +23,9 @@ unchanged. What is particular to MCP:
   argument is the trial's world (``repo_path`` draws it); ``{4MiB}`` is 4 MiB of
   text, so a write takes long enough for a kill to land part-way (a small one is
   done before the signal arrives), while the counterexample stays readable.
+- The server's memory is not snapshotted (``unseen``): a tool whose calls
+  changed nothing in the world may still have changed a setting held there, so
+  such calls establish no class but a READ_ONLY claim (``certificate.judge``).
 - Network: a tool whose ``openWorldHint`` is true, or that takes a URL, is skipped
   unless ``--allow-network``, with the reason.
 """
@@ -165,6 +168,7 @@ class McpTarget:
     identity: dict[str, str]
     notes: tuple[str, ...] = ()
     timed_kills = True  # no instrumented points inside a server: seeded delays too (trials.search)
+    unseen = "the server's memory"  # the server lives from a call to its replay; no snapshot shows its memory
     live: dict[Path, McpServer] = field(default_factory=dict, compare=False)
     spare: list[tuple[Path, McpServer]] = field(default_factory=list, compare=False)
     folders: list[Path] = field(default_factory=list, compare=False)  # [the folder of its worlds], once made

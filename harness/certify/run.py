@@ -243,7 +243,10 @@ def catalogue_of(done: list[Certified], source: str) -> str:
     """A catalogue (TOML, ``catalogue_toml``'s format) of what the evidence supports, each ``why`` citing its certificate.
 
     A tool with nothing established (INCONCLUSIVE, or no supported class) is
-    UNKNOWN, the class whose recovery trusts nothing (VERIFY).
+    UNKNOWN, the class whose recovery trusts nothing (VERIFY). So is a tool
+    whose calls changed nothing in the world unless it was claimed READ_ONLY:
+    its server's memory is not seen (``certificate.unseen_effects``), so silence
+    supports no class.
     """
     classified = {}
     for certified in done:

@@ -80,6 +80,7 @@ class SearchResult:
     seconds: float
     skipped: bool = False    # not run on purpose (an MCP tool that may reach the network)
     out_of_budget: bool = False  # the per-tool budget ended the draws before ``trials`` of them
+    unseen: str = ""         # where the tool can keep an effect no snapshot shows (``Target.unseen``)
 
 
 def kill_left(before: Snapshot, at_kill: Snapshot, once: Snapshot) -> str:
@@ -265,4 +266,4 @@ def search(target: Target, claim: str, *, interactive: bool, trials: int, seed: 
         target.close()
         shutil.rmtree(work, ignore_errors=True)
     return SearchResult(tuple(observations), found[-1] if found and error is None else None, error,
-                        time.monotonic() - started, out_of_budget=bool(over_budget))
+                        time.monotonic() - started, out_of_budget=bool(over_budget), unseen=target.unseen)

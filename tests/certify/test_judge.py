@@ -39,8 +39,14 @@ TORN = Observation(KILL, ARGS, ok=True, error=None, changed=True, differs=True, 
                    kill_label="write a.txt")
 
 
-def result(*observations: Observation, found: Observation | None = None, error: str | None = None) -> SearchResult:
-    return SearchResult(observations, Evidence(found, {}) if found else None, error, 0.1)
+MEMORY = "the server's memory"  # what an MCP target's snapshots do not see (McpTarget.unseen)
+NO_EVIDENCE = "an effect kept in the server's memory cannot be seen, so this is no evidence of READ_ONLY"
+HINTED = "readOnlyHint and idempotentHint not true; destructiveHint: false"  # a toggle's hints (catalogue_cli.classify)
+
+
+def result(*observations: Observation, found: Observation | None = None, error: str | None = None,
+           unseen: str = "") -> SearchResult:
+    return SearchResult(observations, Evidence(found, {}) if found else None, error, 0.1, unseen=unseen)
 
 
 @pytest.mark.parametrize(("claim", "observations", "found", "verdict", "strongest", "words"), [
@@ -126,3 +132,57 @@ def test_the_evidence_digest_covers_every_observation() -> None:
     assert evidence_digest((READ, PUT), None) == evidence_digest((READ, PUT), None)
     assert evidence_digest((READ, PUT), None) != evidence_digest((PUT, READ), None)
     assert evidence_digest((APPEND,), None) != evidence_digest((APPEND,), Evidence(APPEND, {}))
+
+
+@pytest.mark.parametrize(("claim", "interactive", "why", "verdict"), [
+    (p.NON_IDEMPOTENT, False, HINTED, INCONCLUSIVE),  # was CONSERVATIVE ("supports READ_ONLY, ... RETRY")
+    (p.NON_IDEMPOTENT, False, "", INCONCLUSIVE),
+    (p.NON_IDEMPOTENT, True, "", INCONCLUSIVE),
+    (p.IDEMPOTENT_WRITE, False, "idempotentHint: true, readOnlyHint not true", INCONCLUSIVE),
+    (p.UNKNOWN, False, "no annotations", CONFIRMED),  # UNKNOWN is always accepted; it still supports nothing
+])
+def test_a_server_tool_that_changed_nothing_seen_supports_no_class(claim: str, interactive: bool, why: str,
+                                                                   verdict: str) -> None:
+    """Issue 28: a toggle in the server's memory leaves every snapshot equal, as a read does; that is no evidence."""
+    judgement = judge(claim, interactive=interactive, result=result(READ, REFUSED, READ, unseen=MEMORY), why=why)
+    assert (judgement.verdict, judgement.strongest) == (verdict, None), judgement
+    assert judgement.reason.endswith(NO_EVIDENCE) and "RETRY" not in judgement.reason, judgement
+    assert hint_contradiction(claim, judgement, why) is None
+
+
+def test_the_reason_a_server_tool_that_changed_nothing_seen_is_inconclusive() -> None:
+    judgement = judge(p.NON_IDEMPOTENT, interactive=False, result=result(READ, unseen=MEMORY), why=HINTED)
+    assert judgement.reason == ("no change was visible in the world (1 trial(s), 1 call(s) succeeded, 0 killed "
+                                "part-way); " + NO_EVIDENCE)
+
+
+def test_a_read_only_claim_stands_where_the_servers_memory_is_unseen_and_the_world_shows_no_change() -> None:
+    """readOnlyHint (or a person) claimed it and nothing seen goes against it: CONFIRMED, saying what it rests on."""
+    judgement = judge(p.READ_ONLY, interactive=False, result=result(READ, READ, unseen=MEMORY),
+                      why="readOnlyHint: true")
+    assert (judgement.verdict, judgement.strongest) == (CONFIRMED, p.READ_ONLY)
+    assert judgement.reason.startswith("no call changed the world"), judgement
+    assert judgement.reason.endswith("; an effect kept in the server's memory cannot be seen, so READ_ONLY rests on "
+                                     "the claim"), judgement
+
+
+@pytest.mark.parametrize(("claim", "observations", "found", "verdict", "strongest"), [
+    (p.NON_IDEMPOTENT, (PUT, KILL_OK), None, CONSERVATIVE, p.IDEMPOTENT_WRITE),
+    (p.IDEMPOTENT_WRITE, (PUT, KILL_OK), None, CONFIRMED, p.IDEMPOTENT_WRITE),
+    (p.IDEMPOTENT_WRITE, (APPEND,), APPEND, REFUTED, p.NON_IDEMPOTENT),
+    (p.READ_ONLY, (REFUSED,), None, INCONCLUSIVE, None),
+])
+def test_a_server_tool_whose_change_is_seen_is_judged_as_before(claim: str, observations: tuple[Observation, ...],
+                                                                found: Observation | None, verdict: str,
+                                                                strongest: str | None) -> None:
+    judgement = judge(claim, interactive=False, result=result(*observations, found=found, unseen=MEMORY), why=HINTED)
+    assert (judgement.verdict, judgement.strongest) == (verdict, strongest), judgement
+    assert "memory" not in judgement.reason
+
+
+def test_where_the_world_holds_all_a_tools_state_no_change_is_evidence_of_read_only() -> None:
+    """A fake, Python or command tool keeps its state in its world: a world left as it was shows READ_ONLY."""
+    cautious = judge(p.NON_IDEMPOTENT, interactive=False, result=result(READ), why=HINTED)
+    assert (cautious.verdict, cautious.strongest) == (CONSERVATIVE, p.READ_ONLY)
+    write = judge(p.IDEMPOTENT_WRITE, interactive=False, result=result(READ))
+    assert (write.verdict, write.strongest) == (CONFIRMED, p.READ_ONLY) and write.reason.endswith("READ_ONLY fits too")

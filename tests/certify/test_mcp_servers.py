@@ -19,6 +19,7 @@ import shlex
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,7 +193,7 @@ def test_the_lying_server_is_refuted_with_the_replay_that_appends_again(certifie
     run = certified["liar"]
     assert run.exit_code == 1, run.out + run.err
     assert run.verdicts() == {"append_note": "REFUTED", "delete_note": "CONSERVATIVE", "fetch_page": "INCONCLUSIVE",
-                              "set_value": "CONFIRMED"}, run.out
+                              "set_value": "CONFIRMED", "toggle_logging": "INCONCLUSIVE"}, run.out
     example = run.certificate("append_note")["counterexample"]
     assert example["args"] == {"text": "alpha"}
     assert example["diffs"]["the replay changed (against one call)"] == [
@@ -209,6 +210,7 @@ def test_the_catalogue_written_holds_the_evidenced_classes_and_checks(certified:
     catalogue = certified["liar"].folder.parent / "liar.toml"
     text = catalogue.read_text()
     assert 'append_note' in text and 'class = "NON_IDEMPOTENT"' in text and 'fetch_page' in text
+    assert tomllib.loads(text)["tools"]["toggle_logging"]["class"] == "UNKNOWN"
     checked = subprocess.run([*shlex.split(killpoint_command()), "catalogue", "check", str(catalogue)],
                              capture_output=True, text=True, timeout=60, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -227,6 +229,22 @@ def test_no_server_process_outlives_the_certifications(certified: dict[str, Cert
             break
         time.sleep(0.2)
     assert left == []
+
+
+def test_a_toggle_kept_in_the_servers_memory_is_inconclusive_never_evidence_of_read_only(tmp_path: Path) -> None:
+    """Issue 28: a call that turns a setting on, and a replay that turns it off, leave every world as it was."""
+    catalogue = tmp_path / "toggle.toml"
+    run = finish(start_certify(tmp_path / "c", "--mcp", liar_command(), "--tool", "toggle_logging", "--trials", "2",
+                               "--write-catalogue", str(catalogue)), tmp_path / "c", time.monotonic())
+    assert run.exit_code == 3, run.out + run.err
+    toggle = run.certificate("toggle_logging")
+    assert (toggle["claim"], toggle["verdict"], toggle["strongest_supported"]) == (
+        "NON_IDEMPOTENT", "INCONCLUSIVE", None), toggle["reason"]
+    assert toggle["reason"].startswith("no change was visible in the world (") and toggle["reason"].endswith(
+        "; an effect kept in the server's memory cannot be seen, so this is no evidence of READ_ONLY")
+    assert toggle["hint"]["contradiction"] is None and "RETRY" not in run.out, run.out
+    assert "no change seen, and no evidence of READ_ONLY" in run.out, run.out
+    assert tomllib.loads(catalogue.read_text())["tools"]["toggle_logging"]["class"] == "UNKNOWN"
 
 
 def test_with_allow_network_the_open_world_tool_runs_and_its_read_only_hint_is_refuted(tmp_path: Path) -> None:

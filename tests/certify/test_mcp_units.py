@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -9,10 +10,22 @@ import jsonschema  # type: ignore[import-untyped]  # no stubs; the mcp SDK insta
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
-from killpoint.harness.certify.mcp import LARGE, LARGE_TEXT, WORLD, filled, hints_text, network_reason, world_hook
+from killpoint import protocol as p
+from killpoint.harness.certify.certificate import judge, make_certificate
+from killpoint.harness.certify.mcp import (
+    LARGE,
+    LARGE_TEXT,
+    WORLD,
+    McpTarget,
+    filled,
+    hints_text,
+    network_reason,
+    world_hook,
+)
 from killpoint.harness.certify.mcp_worlds import Vocabulary
+from killpoint.harness.certify.run import Certified, catalogue_of
 from killpoint.harness.certify.strategies import args_for
-from killpoint.harness.certify.trials import kill_left
+from killpoint.harness.certify.trials import REPLAY, Observation, SearchResult, kill_left
 
 # inputSchemas as the two real servers list them (pydantic's nullable anyOf, zod's minItems and $schema).
 GIT_LOG = {"properties": {"repo_path": {"title": "Repo Path", "type": "string"},
@@ -91,3 +104,28 @@ def test_hints_read_in_a_cell_and_network_tools_are_named() -> None:
     assert network_reason({"inputSchema": {"properties": {"page": {"type": "string", "format": "uri"}}}}) == (
         "it takes a URL (page)")
     assert network_reason({"annotations": {"openWorldHint": False}, "inputSchema": GIT_LOG}) is None
+
+
+def certified(tool: str, claim: str, why: str, *, changed: bool) -> Certified:
+    """A server tool's certificate from one replay trial that changed the world (or nothing), as ``search`` gives it."""
+    observation = Observation(REPLAY, {}, ok=True, error=None, changed=changed, differs=False)
+    result = SearchResult((observation,), None, None, 0.1, unseen=McpTarget.unseen)
+    judgement = judge(claim, interactive=False, result=result, why=why)
+    certificate = make_certificate(tool=tool, claim=claim, interactive=False, result=result, judgement=judgement,
+                                   seed=0, trials=2, adapter={"adapter": "mcp"}, identity={"digest": "sha256:0"},
+                                   why=why, reproduce="killpoint certify")
+    return Certified(certificate, Path(f"{tool}.json"), None)
+
+
+def test_the_written_catalogue_never_says_read_only_for_a_tool_whose_effect_may_be_in_the_servers_memory() -> None:
+    """Issue 28: only a READ_ONLY claim stands on calls that changed nothing seen; a toggle's class is UNKNOWN."""
+    assert McpTarget.unseen == "the server's memory"
+    done = [certified("toggle_logging", p.NON_IDEMPOTENT, "readOnlyHint and idempotentHint not true; "
+                      "destructiveHint: false", changed=False),
+            certified("settings", p.UNKNOWN, "no annotations", changed=False),
+            certified("read_file", p.READ_ONLY, "readOnlyHint: true", changed=False),
+            certified("set_value", p.IDEMPOTENT_WRITE, "idempotentHint: true, readOnlyHint not true", changed=True)]
+    written = tomllib.loads(catalogue_of(done, "srv {world}"))["tools"]
+    classes = {tool: entry["class"] for tool, entry in written.items()}
+    assert classes == {"toggle_logging": p.UNKNOWN, "settings": p.UNKNOWN, "read_file": p.READ_ONLY,
+                       "set_value": p.IDEMPOTENT_WRITE}

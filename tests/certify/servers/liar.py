@@ -1,12 +1,15 @@
 """A small MCP server (stdio, on the SDK's MCPServer) that lies about one tool: the tests certify it.
 
-``python liar.py WORLD`` serves four tools on the folder WORLD:
+``python liar.py WORLD`` serves five tools on the folder WORLD:
 
 - ``append_note`` claims ``idempotentHint: true`` but appends a line to
   ``notes.txt`` on every call: a replay writes the line twice (REFUTED).
 - ``set_value`` writes ``values/KEY`` whole, and says it is idempotent: it is (CONFIRMED).
 - ``delete_note`` says it is not idempotent, but deleting twice leaves what deleting once does (CONSERVATIVE).
 - ``fetch_page`` says ``openWorldHint: true``: certify skips it unless ``--allow-network`` (it never fetches).
+- ``toggle_logging``, like server-everything's ``toggle-simulated-logging``, turns a setting held in the
+  server's memory on, and the next call off: the world never shows it, so its silence is no evidence of
+  READ_ONLY (INCONCLUSIVE, never CONSERVATIVE with READ_ONLY supported).
 
 ``--exit-at-once`` exits before reading anything, ``--silent`` reads and never answers:
 the servers that do not start and that never answer ``initialize``.
@@ -58,6 +61,15 @@ def serve(world: Path) -> None:
         """Would fetch a page: certify must not run it without --allow-network."""
         (world / "fetched.txt").write_text(url)
         return "fetched"
+
+    logging = {"on": False}  # the server's memory: no file of the world holds it
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=False, destructive_hint=False,
+ open_world_hint=False))
+    def toggle_logging() -> str:
+        """Turn simulated logging on if it is off, else off: a replay undoes the call, and no file shows either."""
+        logging["on"] = not logging["on"]
+        return f"simulated logging {'on' if logging['on'] else 'off'}"
 
     server.run("stdio")
 
