@@ -74,6 +74,21 @@ def unseen_reason(result: SearchResult) -> str:
 
 
 def judge(claim: str, *, interactive: bool, result: SearchResult, why: str = "") -> Judgement:
+    """The verdict on ``claim`` (``_verdict``), its reason saying what debris a kill left apart (``trials.debris``).
+
+    Debris the replay survived is a crash-safety finding, not a repeated effect:
+    it changes no verdict, and the reason names it so it is not lost.
+    """
+    judgement = _verdict(claim, interactive=interactive, result=result, why=why)
+    files = debris_text(debris_found(tuple(o for o in result.observations if o.kind == KILL)))
+    if not files:
+        return judgement
+    return Judgement(judgement.verdict, judgement.strongest,
+                     f"{judgement.reason}; a kill left {files.removeprefix('debris: ')}, which the replay did not "
+                     f"remove and one call does not leave: debris (a crash-safety finding), not a repeated effect")
+
+
+def _verdict(claim: str, *, interactive: bool, result: SearchResult, why: str = "") -> Judgement:
     """The verdict on ``claim`` from the trials (pure: literal observations in, a value out).
 
     ``why`` is the catalogue's reason for the claim: when it names MCP hints, a
@@ -140,6 +155,9 @@ def _what_differed(found: Evidence | None, claim: str = "") -> str:
     if observation.kind == KILL:
         where = (f"point {observation.kill_at} of the call ({point_text(observation.kill_label)})" if observation.kill_at
                  else f"{observation.kill_after_ms} ms")
+        if observation.debris and not observation.ok:
+            return (f"killed at {where}, the replay failed on what the kill left ({', '.join(observation.debris)}): "
+                    f"{observation.error}")
         return f"killed at {where} and replayed, the world did not end as one uninterrupted call leaves it"
     return "a replay changed the world again" if observation.changed else "the replay changed the world"
 
@@ -244,6 +262,7 @@ def make_certificate(*, tool: str, claim: str, interactive: bool, result: Search
                    "kill_diverged": sum(observation.differs for observation in kills),
                    "out_of_budget": result.out_of_budget},
         "kill_left": kills_left(tuple(kills)),
+        "debris": debris_found(tuple(kills)),
         "seed": seed, "evidence_digest": evidence_digest(observations, result.found),
         "identity": identity, "adapter": adapter, "killpoint_version": killpoint_version(),
         "reproduce": reproduce, "seconds": round(result.seconds, 3),
@@ -264,6 +283,24 @@ def kills_left(kills: tuple[Observation, ...]) -> dict[str, Any]:
     torn = sorted({left.removeprefix("torn: ") for left in lefts if left.startswith("torn")})
     return {"never": lefts.count("never"), "once": lefts.count("once"), "torn": torn,
             "not_killed": sum(not observation.killed for observation in kills)}
+
+
+def debris_found(kills: tuple[Observation, ...]) -> list[dict[str, Any]]:
+    """Each kill that left debris (``trials.debris``): the files, the call, where it was killed, and the replay's end.
+
+    A crash-safety finding, not a repeated effect: with ``replay_ok`` true it did
+    not count against the class; with it false the replay failed on it, and it did.
+    """
+    return [{"files": list(observation.debris), "args": observation.args, "kill_at": observation.kill_at,
+             "kill_label": observation.kill_label, "kill_after_ms": observation.kill_after_ms,
+             "replay_ok": observation.ok, **({"replay_error": observation.error} if observation.error else {})}
+            for observation in kills if observation.debris]
+
+
+def debris_text(found: list[dict[str, Any]]) -> str:
+    """The debris that did not count against the class, in a few words: ``debris: a.txt.<hex>.tmp``; "" if none."""
+    files = dict.fromkeys(name for entry in found if entry.get("replay_ok") for name in entry["files"])
+    return f"debris: {' '.join(files)}" if files else ""
 
 
 def kills_left_text(summary: dict[str, Any]) -> str:

@@ -196,6 +196,13 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 
 def _note(data: dict[str, Any]) -> str:
+    """The verdict's note (``_verdict_note``), then the debris a kill left that the replay survived, if any."""
+    from killpoint.harness.certify.certificate import debris_text  # loaded by now: the certificates were made
+
+    return "; ".join(part for part in (_verdict_note(data), debris_text(data.get("debris") or [])) if part)
+
+
+def _verdict_note(data: dict[str, Any]) -> str:
     from killpoint.harness.certify.certificate import NOTHING_SEEN  # loaded by now: the certificates were made
 
     hint = data.get("hint") or {}
@@ -221,6 +228,7 @@ def _details(certified: Any, out: TextIO) -> None:
     data = certified.certificate.data
     if certified.replaced_stale:
         out.write(f"\n{data['tool']}: the certificate it replaced was {certified.replaced_stale}\n")
+    _debris_details(data, out)
     if data["verdict"] == "CONFIRMED":
         return
     out.write(f"\n{data['verdict']} {data['tool']}: claimed {data['claim']}; "
@@ -239,6 +247,25 @@ def _details(certified: Any, out: TextIO) -> None:
     if hint.get("contradiction"):
         out.write(f"  {hint['contradiction']}\n")
     out.write(f"  certificate: {certified.path}\n  reproduce: {data['reproduce']}\n")
+
+
+def _debris_details(data: dict[str, Any], out: TextIO) -> None:
+    """Each kill that left debris the replay survived: a crash-safety finding, whatever the verdict."""
+    found = [entry for entry in data.get("debris") or [] if entry.get("replay_ok")]
+    if not found:
+        return
+    from killpoint.harness.certify.certificate import point_text
+
+    out.write(f"\nDEBRIS {data['tool']}: a kill left files the replay did not remove (not a repeated effect: "
+              f"the verdict stands; a crash-safety finding)\n")
+    kills: dict[str, list[dict[str, Any]]] = {}  # one line per (files, kill point): a timed kill is one per delay
+    for entry in found:
+        where = (f"point {entry['kill_at']}, {point_text(entry['kill_label'])}" if entry.get("kill_at")
+                 else f"{entry.get('kill_after_ms')} ms")
+        kills.setdefault(f"{' '.join(entry['files'])}: killed at {where}", []).append(entry)
+    for line, entries in kills.items():
+        times = f" ({len(entries)} kills)" if len(entries) > 1 else ""
+        out.write(f"  {line}{times}; args: {json.dumps(entries[0]['args'], ensure_ascii=False)}\n")
 
 
 def _check(folder: Path, out: TextIO) -> int:

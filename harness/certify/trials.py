@@ -7,7 +7,11 @@ Two kinds of trial, each on a fresh world:
   ``points``), then the call is replayed; the world must equal the world of one
   uninterrupted call. Run only where a replay looked harmless and the world
   changed (a read leaves nothing half-done; a replay that already differs
-  needs no kill to be caught).
+  needs no kill to be caught). What the replay left beyond one call is split
+  (``debris``): entries the kill left, untouched by the replay, whose removal
+  leaves exactly one call's world, are debris, a crash-safety finding reported
+  apart; they count against the class only when the replay failed. Anything else
+  (a file changed, missing, or new and not the kill's) is a repeated effect.
 
 Hypothesis draws the arguments (and the kill point), runs the property
 "this trial keeps the claim's promise", and shrinks a failure: the last failing
@@ -59,6 +63,7 @@ class Observation:
     kill_after_ms: int | None = None  # a timed kill (a command that declares no points, an MCP server)
     killed: bool = True               # False: the call ended before the kill came
     left: str | None = None           # kill: what the kill left, against never and once (``kill_left``)
+    debris: tuple[str, ...] | None = None  # kill: what the kill left that the replay did not remove (``debris``)
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
@@ -98,6 +103,22 @@ def kill_left(before: Snapshot, at_kill: Snapshot, once: Snapshot) -> str:
                   if at_kill.get(key) != once.get(key) and at_kill.get(key) != before.get(key))
     marks = [("+" if key not in once else "-" if key not in at_kill else "~") + key for key in keys]
     return "torn: " + TEMPORARY_NAME.sub("<hex>", " ".join(marks))
+
+
+def debris(at_kill: Snapshot, recovered: Snapshot, expected: Snapshot) -> tuple[str, ...]:
+    """The entries that are all that keeps the replayed world from one call's: debris of the kill, or ``()``.
+
+    An entry is debris when one uninterrupted call's world has no such entry,
+    the kill left it and the replay left it exactly as the kill did; and only
+    when removing every such entry makes the replayed world equal to one call's.
+    A name is no criterion: a temporary file the replay rewrote, a file changed
+    or missing, or one the replay made, is a difference, not debris.
+    """
+    extra = sorted(key for key in recovered if key not in expected)
+    if not extra or any(at_kill.get(key) != recovered[key] for key in extra):
+        return ()
+    rest = {key: value for key, value in recovered.items() if key in expected}
+    return tuple(extra) if rest == expected else ()
 
 
 class _Found(Exception):
@@ -150,10 +171,14 @@ def kill_trial(target: Target, args: dict[str, Any], folder: Path, expected: Sna
     replay = target.call(world, args, folder)
     recovered = target.snapshot(world)
     killed = run.killed_at is not None or run.killed_after_s is not None
+    left_over = debris(at_kill, recovered, expected)
+    # Debris is no repeated effect: it counts only when the replay failed (on a lock the kill left, say).
+    differs = recovered != expected and not (left_over and replay.ok)
     observation = Observation(
-        KILL, args, replay.ok, replay.error, at_kill != before, recovered != expected, points=len(run.labels),
-        kill_at=run.killed_at, kill_label=run.labels[-1] if run.killed_at else None, kill_after_ms=after_ms,
-        killed=killed, left=kill_left(before, at_kill, expected))
+        KILL, args, replay.ok, replay.error, at_kill != before, differs, points=len(run.labels),
+        kill_at=run.killed_at, kill_after_ms=after_ms, killed=killed, left=kill_left(before, at_kill, expected),
+        kill_label=TEMPORARY_NAME.sub("<hex>", run.labels[-1]) if run.killed_at else None,
+        debris=tuple(TEMPORARY_NAME.sub("<hex>", key) for key in left_over) or None)
     return observation, {"before": before, "after the kill": at_kill, "after the replay": recovered,
                          "after one uninterrupted call": expected}
 
