@@ -46,8 +46,9 @@ class GoldenRun:
     effects_per_call: dict[str, int]
     points: tuple[str, ...]
     seconds: float
-    # Seconds after launch of its first and last crash point (or journal/ledger write, for a
-    # workload that announces none): where timed kills are drawn. None: not measured.
+    # Seconds from the moment its work began (its first crash point or journal/ledger write, so 0.0)
+    # to its last crash point (or write, for a workload that announces none): where timed kills are
+    # drawn, each counted from its own incarnation's start of work. None: not measured.
     work_window_s: tuple[float, float] | None = None
     # Why effects_per_call cannot be trusted (its ledger was refused, or holds a line that does not parse,
     # which may hide an effect record); None: counted from every line.
@@ -270,7 +271,7 @@ class Incarnation:
 # ``/torn:500`` or ``/power`` (``/power:op:7``, ``/power:seq:7``). ``parse_kill`` reads every one of them back.
 
 TIMEOUT = "timeout"  # killed_at of an incarnation struck at its timeout, not at a scheduled kill
-DELAY_PREFIX = "@"  # @SECONDS: a kill that many seconds after the incarnation started
+DELAY_PREFIX = "@"  # @SECONDS: a kill that many seconds after the incarnation's work began
 AFTER_SUFFIX = "+"  # POINT+: a kill at the first crash point after POINT
 CALL_SEPARATOR = ":"  # CALL:POINT, SOURCE:KIND:CALL
 TORN_SEPARATOR = "/torn:"  # KILL/torn:N: after the kill, the journal's last record keeps N per mille
@@ -392,7 +393,8 @@ class AfterPoint(_AtCrashPoint):
 
 @dataclass(frozen=True)
 class AfterDelay(_Rendered):
-    """Kill ``seconds`` after the incarnation started: no rendezvous needed (rendered to 0.1 ms)."""
+    """Kill ``seconds`` after the incarnation's work began (``rendezvous.work_began``): no rendezvous needed
+    (rendered to 0.1 ms)."""
 
     seconds: float
     fault: Fault = PlainKill()

@@ -7,7 +7,8 @@ one, ``/now``: the workload kills its own group at once), and in both cases
 hands the moment to the nemesis, which strikes and confirms the tree dead. One
 selector watches the listening socket, every connection, a pidfd of the
 incarnation (so an exit is seen at once, not polled) and, for event kills, the
-evidence watcher; a timed kill is the selector's deadline.
+evidence watcher; a timed kill is the selector's deadline, counted from the
+moment the incarnation's work began (``work_began``).
 
 A message with ``"wait": false`` comes from a workload told (``$KILLPOINT_ARMED``)
 that it cannot be killed there: it is recorded and never answered, and when the
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import selectors
 import socket
 import time
@@ -86,19 +88,20 @@ class RendezvousServer:
         self._buffers: dict[socket.socket, bytes] = {}  # the last incarnation's connections and their unread ends
 
     def serve(self, pid: int, kill: Kill | None, *, started: float, deadline: float,
-              watcher: EventWatcher | None = None, launching: float | None = None,
+              watcher: EventWatcher | None = None,
               on_point: PointHook | None = None, storage: Callable[[], float] | None = None) -> Served:
         """Answer crash points until the kill's moment, the process's exit, or the deadline.
 
-        A timed kill (``AfterDelay``) lands ``kill.seconds`` seconds after ``started``;
-        ``launching`` (default ``started``) is a time before the launch began.
+        ``started`` is a time before the launch began: no point was reached before it.
+        A timed kill (``AfterDelay``) lands ``kill.seconds`` seconds after the
+        incarnation's work began (``work_began``: its first crash point, or its
+        first journal or ledger write, which only ``watcher`` sees).
         ``on_point`` is called at each point waited at (and not killed at), with
         the point recorded, before the workload is answered. ``storage`` says how
         long the workload has waited for a lazy file system; asked when the
         deadline comes, it moves the deadline by that time.
         """
-        served = Served(launching=started if launching is None else launching,
-                        storage_s=None if storage is None else 0.0)
+        served = Served(launching=started, storage_s=None if storage is None else 0.0)
         # A /now kill's point may be the last thing the workload sent: it SIGKILLs itself there.
         self_kill = kill if isinstance(kill, AtPoint) and kill.now else None
         try:
@@ -111,26 +114,27 @@ class RendezvousServer:
             self._drain(self._buffers, served, self_kill)
             return served
         try:
-            return self._serve(pidfd, kill, served, deadline, watcher, started, on_point, storage)
+            return self._serve(pidfd, kill, served, deadline, watcher, on_point, storage)
         finally:
             os.close(pidfd)
 
     def _serve(self, pidfd: int, kill: Kill | None, served: Served, deadline: float,
-               watcher: EventWatcher | None, started: float, on_point: PointHook | None,
+               watcher: EventWatcher | None, on_point: PointHook | None,
                storage: Callable[[], float] | None) -> Served:
         selector = selectors.DefaultSelector()
         selector.register(self.listener, selectors.EVENT_READ, "accept")
         selector.register(pidfd, selectors.EVENT_READ, "exit")
         if watcher is not None:
             selector.register(watcher, selectors.EVENT_READ, "watch")
-        kill_at = started + kill.seconds if isinstance(kill, AfterDelay) else None
         buffers = self._buffers = {}
         try:
             while True:
                 now = time.monotonic()
+                kill_at = _timed_kill_at(kill, served, watcher)
                 # The time ``on_point`` held the workload, or a lazy file system kept it waiting, is not its own.
                 ends = deadline + served.held_s + (served.storage_s or 0.0)
-                if kill_at is not None and now >= kill_at:
+                # Its exit, if already come, is read below: a kill after it would interrupt nothing.
+                if kill_at is not None and now >= kill_at and not _has_exited(pidfd):
                     served.hit = kill
                     return served
                 moved = (served.storage_s or 0.0) + MIN_MOVE_S
@@ -273,6 +277,35 @@ class RendezvousServer:
         self.drop_connections()
         self.listener.close()
         self.path.unlink(missing_ok=True)
+
+
+def work_began(served: Served, watcher: EventWatcher | None) -> float | None:
+    """When an incarnation's work began: its first crash point or first journal or ledger write (``watcher``
+    sees writes), whichever came first; None while it has shown neither.
+
+    Before it, the incarnation is only starting up, which takes a different time
+    in each (a fork server's first child, a container) and longer under load: a
+    time counted from the launch says little about where in its work an
+    incarnation is, one counted from here does.
+    """
+    signs = [*served.point_times[:1], *([watcher.first_write_at] if watcher is not None else [])]
+    return min((sign for sign in signs if sign is not None), default=None)
+
+
+def _timed_kill_at(kill: Kill | None, served: Served, watcher: EventWatcher | None) -> float | None:
+    """When a timed kill lands: ``kill.seconds`` after the incarnation's work began (``work_began``); None for
+    another kill, and while no work has begun (an incarnation that never shows any is not killed by time)."""
+    if not isinstance(kill, AfterDelay):
+        return None
+    began = work_began(served, watcher)
+    return None if began is None else began + kill.seconds
+
+
+def _has_exited(pidfd: int) -> bool:
+    """Whether the process of ``pidfd`` has exited (reaped or not): its pidfd then reads ready."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _reached_at(sent: object, launching: float, arrived: float) -> float:

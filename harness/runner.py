@@ -48,8 +48,8 @@ from killpoint.harness.frameworks import reader_for
 from killpoint.harness.lazyfs import LazyMount
 from killpoint.harness.leftovers import abandoned_folders
 from killpoint.harness.power_loss import MAX_STORAGE_TIMEOUTS, Disks, StorageWait
-from killpoint.harness.model import AtPoint, Drift, GoldenRun, Incarnation, Kill, OnEvent, Scenario
-from killpoint.harness.rendezvous import RendezvousServer, Served
+from killpoint.harness.model import AfterDelay, AtPoint, Drift, GoldenRun, Incarnation, Kill, OnEvent, Scenario
+from killpoint.harness.rendezvous import RendezvousServer, Served, work_began
 from killpoint.harness.run_record import write_json_atomically
 from killpoint.harness.schedule import Schedule, has_power_loss
 from killpoint.harness.watch import EventWatcher
@@ -248,18 +248,17 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                                  # one is held at each.
                                  armed=None if watch_work or watched else armed_points(kill)),
                 stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
-            # Timed kills count from here: a backend's start-up (a fork server warming, a container
-            # being created) is not the workload's time.
-            launched_at = time.monotonic()
             watch = (sharing.snapshots(run_dir, incarnations, control_dir, launched, started, files)
                      if sharing is not None and watched else None)
             event = kill if isinstance(kill, OnEvent) else None
+            # A timed kill counts from the moment work began, and the crash-free run's working period is measured
+            # from it (``work_began``): only a watcher sees it in a workload that announces no crash point.
             watcher = (EventWatcher(event, paths["journal"], paths["ledger"])
-                       if event or (watch_work and number == 0) else None)
+                       if event or isinstance(kill, AfterDelay) or (watch_work and number == 0) else None)
             try:
-                served = server.serve(launched.pid, kill, started=launched_at, deadline=started + scenario.timeout_s,
-                                      watcher=watcher, launching=started,
-                                      on_point=watch.on_point if watch is not None else None, storage=waited)
+                served = server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
+                                      watcher=watcher, on_point=watch.on_point if watch is not None else None,
+                                      storage=waited)
                 # Timed out at the most its wait may move its deadline by: still waiting for the storage, maybe.
                 storage_bound = served.timed_out and waited is not None and waited.exhausted
                 storage_s = waited() if waited is not None else None  # asked before a strike copies the storage
@@ -284,7 +283,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 if watcher is not None:
                     watcher.close()
             if watch_work and number == 0:
-                window = work_window(served, watcher, launched_at)
+                window = work_window(served, watcher)
             server.drop_connections()
             incarnations.append(Incarnation(
                 number=number, pid=launched.pid, exit_code=exit_code, killed_at=killed_at,
@@ -369,19 +368,20 @@ def _copy_final_store(paths: dict[str, Path], files: tuple[str, ...], run_dir: P
         save_incarnations(paths["incarnations"], incarnations)
 
 
-def work_window(served: Served, watcher: EventWatcher | None, launched_at: float) -> tuple[float, float] | None:
-    """Seconds from launch to the first and to the last sign of work: crash points, else journal/ledger writes.
+def work_window(served: Served, watcher: EventWatcher | None) -> tuple[float, float] | None:
+    """The working period, in seconds from the moment work began (``work_began``, so it starts at 0) to the last
+    sign of work: the last crash point, else (a workload that announces none) the last journal/ledger write.
 
-    Outside this period the workload is starting its interpreter or exiting; a
-    timed kill there tests no recovery. None when the workload showed neither.
+    A timed kill's delay is drawn in it and counted from each incarnation's own
+    start of work: before it the workload is only starting its interpreter,
+    after it exiting, and a kill there tests no recovery. None when the
+    workload showed no work.
     """
-    if served.point_times:
-        first, last = served.point_times[0], served.point_times[-1]
-    elif watcher is not None and watcher.first_write_at is not None and watcher.last_write_at is not None:
-        first, last = watcher.first_write_at, watcher.last_write_at
-    else:
+    began = work_began(served, watcher)
+    last = served.point_times[-1] if served.point_times else watcher.last_write_at if watcher is not None else None
+    if began is None or last is None:
         return None
-    return round(first - launched_at, 4), round(last - launched_at, 4)
+    return 0.0, round(last - began, 4)
 
 
 def run_golden(scenario: Scenario, run_dir: Path, backend: Backend, *, on_lazy_fs: bool = False) -> GoldenRun:

@@ -6,7 +6,8 @@ on; incarnations after the last kill run freely. A kill is one of:
 
 - ``AtPoint``: a crash point, ``c3:after_effect`` or ``after_decisions`` (rendezvous);
 - ``AfterPoint``: the first crash point after one, ``c3:after_started+`` (how a timed kill is pinned);
-- ``AfterDelay``: ``@0.0342`` seconds after the incarnation started (no rendezvous needed);
+- ``AfterDelay``: ``@0.0342`` seconds after the incarnation's work began: its first crash point or
+  journal/ledger write (no rendezvous needed; ``rendezvous.work_began``);
 - ``OnEvent``: an event seen in the evidence files, ``ledger:effect:c3`` or ``journal:started:c5``;
 
 and carries a fault: a plain kill, ``/torn:N`` (``TornTail``): after the

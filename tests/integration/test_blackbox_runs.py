@@ -82,11 +82,10 @@ def test_the_reference_runtime_passes_black_box(killpoint, tmp_path, black_box_d
     assert runs and all(run["notes"][0] == "judged black-box from killpoint" for run in runs)
     assert all(set(run["rules"]) == {"write-ahead", "closed-not-replayed", "verify-before-replay", "liveness",
                                      "world-equals-golden"} for run in runs)
-    # Kills really landed. A timed kill is drawn from the crash-free run's working period, and lands only if
-    # its run is still working then: under load the runs' speed varies by half either way, and 7 of 15 landed
-    # in a CI rehearsal beside a CPU hog, so a fifth is its bar (well below what lands, well above none).
-    landed_at_least = len(runs) // 5 if "--timed" in flags else len(runs) * 2 // 3
-    assert sum(run["outcome"] == "passed" for run in runs) >= landed_at_least, runs
+    # Kills really landed. A timed kill counts from its incarnation's own start of work, not from its launch,
+    # so a slow start-up no longer makes it miss: on 2 loaded cores (load 3 to 9) 206 of 210 landed, in 14
+    # sessions of these 15 runs; it misses only an incarnation that did its work faster than the crash-free run.
+    assert sum(run["outcome"] == "passed" for run in runs) >= len(runs) * 2 // 3, runs
 
 
 def test_the_reference_runtime_passes_every_pair_of_kills_black_box(killpoint, black_box_short):

@@ -1,0 +1,44 @@
+"""Timed kills on real processes: each counts from its incarnation's own start of work (its first crash point,
+or journal or ledger write), not from its launch, so it lands while the incarnation works however long its
+start-up takes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import DEMO, workload_command
+
+
+def announced_a_point(run: dict, run_dir: Path) -> bool:
+    return bool(run["incarnations"][0]["points"])
+
+
+def journaled_a_record(run: dict, run_dir: Path) -> bool:
+    return bool((run_dir / "journal-at-kill-0.jsonl").read_text().strip())
+
+
+@pytest.mark.parametrize(("runtime", "worked"), [
+    pytest.param("killpoint.scenarios.reference_runtime", announced_a_point, id="crash-points"),
+    # Hidden from the rendezvous, it announces no point: its first journal write is its first sign of work.
+    pytest.param("killpoint.scenarios.silent killpoint.scenarios.reference_runtime", journaled_a_record,
+                 id="journal-writes"),
+])
+def test_a_timed_kill_counts_from_the_start_of_work_not_the_launch(killpoint, tmp_path, runtime, worked):
+    """Half a second of start-up: 5 ms after the launch is before any work, where a kill tests no recovery.
+
+    The append takes 0.4 s, as real tools are slow: a runtime hidden from the
+    rendezvous waits for no reply, and would otherwise finish its work in less
+    than the 5 ms.
+    """
+    scenario = tmp_path / "slow-demo.toml"
+    scenario.write_text(DEMO.read_text() + "\n[world.state.latency]\nappend = 0.4\n")
+    runs = tmp_path / "runs"
+    result = killpoint("run", scenario, "--workload", f"{workload_command('starts_slowly.py')} {runtime}",
+                       "--kill-at", "@0.005", "--runs-dir", runs, "--keep-all", "--json", tmp_path / "r.json")
+    assert result.exit_code == 0, result.out + result.err
+    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert run["outcome"] == "passed" and run["incarnations"][0]["killed_at"] == "@0.0050", run
+    assert worked(run, runs / "run-00000"), run
