@@ -153,7 +153,7 @@ class McpTarget:
     """One tool of a live MCP server.
 
     Its worlds live in a folder of its own, each beside the scratch folder of
-    its servers (stderr, HOME). A server starts (1 to 2.5 s, most of a trial)
+    its servers (stderr, HOME). A server starts (0.3 to 1 s for a node server, npx resolved once: most of a trial)
     for the next world while the current trial runs: ``spare`` holds that world
     and its server, which nothing has called. ``live`` is the current world's
     server, reused between a call and its replay; ``release`` ends it and drops

@@ -46,6 +46,7 @@ from typing import Any
 
 from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed, kill_stragglers, kill_tree
 from killpoint.harness.backends._cgroup import IncarnationCgroup, preexec_joiner
+from killpoint.harness.certify import npx
 from killpoint.harness.certify.world_events import WorldEvents
 
 PROTOCOL_VERSION = "2025-11-25"  # what we offer; the server answers with the version it speaks
@@ -88,18 +89,21 @@ class McpServer:
     def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], stderr_path: Path,
                  call_timeout_s: float) -> None:
         self.argv, self.stderr_path, self.call_timeout_s = argv, stderr_path, call_timeout_s
+        # ``npx PACKAGE ...``: the bin npx would run, resolved once per session (``npx``), not at every start
+        self.started_argv, env = npx.started(argv, cwd, env)
         self.cgroup = IncarnationCgroup.create()
         if self.cgroup is None:
             _say_no_cgroups()
         try:
             with stderr_path.open("wb") as stderr, preexec_joiner(self.cgroup) as join_cgroup:
-                self.process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                stderr=stderr, start_new_session=True, preexec_fn=join_cgroup)
+                self.process = subprocess.Popen(self.started_argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                                stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
+                                                preexec_fn=join_cgroup)
         except (OSError, subprocess.SubprocessError) as error:  # only the cgroup's preexec_fn raises the latter
             if self.cgroup is not None:
                 self.cgroup.discard()
             why = error.strerror if isinstance(error, OSError) else "it could not join its cgroup"
-            raise ServerError(f"cannot start {argv[0]!r}: {why or error}") from None
+            raise ServerError(f"cannot start {self.started_argv[0]!r}: {why or error}") from None
         assert self.process.stdin is not None and self.process.stdout is not None
         self._stdin, self._stdout = self.process.stdin.fileno(), self.process.stdout.fileno()
         os.set_blocking(self._stdin, False)  # a server that stops reading must not block the client (the outbox)
