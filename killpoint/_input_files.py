@@ -36,6 +36,8 @@ def read_input(path: Path, what: str, *, limit: int, fix: str) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
         raise ConfigError(f"{path}: cannot read {what} ({error.strerror or error}); {fix}") from None
+    except ValueError:  # a NUL byte, which no file's name can hold (from a TOML "\u0000", say)
+        raise ConfigError(f"{str(path)!r}: cannot read {what}: a path cannot hold a NUL byte; {fix}") from None
     try:
         status = os.fstat(fd)
         _refuse_other_than_a_file(path, what, status.st_mode, fix)  # replaced between the stat and the open

@@ -157,6 +157,13 @@ def test_a_scenario_naming_a_device_or_a_fifo_as_its_plan_or_catalogue_is_refuse
     assert f"{bad}: {said}" in err
 
 
+@pytest.mark.parametrize("field", ["plan", "catalogue"])
+def test_a_scenario_naming_a_path_with_a_nul_byte_is_refused(inputs, field):
+    """TOML writes a NUL as "\\u0000"; no file's name holds one, and os.stat raised ValueError (a traceback)."""
+    err = refused("run", scenario_naming(inputs, **{field: "hostile\0.json"}))
+    assert "a path cannot hold a NUL byte" in err
+
+
 def sparse(path: Path, size: int) -> Path:
     """A regular file of ``size`` bytes that takes no room on disk."""
     with path.open("wb") as stream:
