@@ -31,13 +31,13 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
 def read_input(path: Path, what: str, *, limit: int, fix: str) -> bytes:
     """The bytes of the regular file at ``path``, at most ``limit``; a ConfigError naming ``path``, ``what`` it
     should hold and ``fix`` for anything else (missing, unreadable, no regular file, too large)."""
+    if "\0" in str(path):  # no file's name holds a NUL byte (a TOML "\u0000"); os.stat would raise ValueError
+        raise ConfigError(f"{str(path)!r}: cannot read {what}: a path cannot hold a NUL byte; {fix}")
     try:
         _refuse_other_than_a_file(path, what, os.stat(path).st_mode, fix)  # a device is not even opened
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as error:
         raise ConfigError(f"{path}: cannot read {what} ({error.strerror or error}); {fix}") from None
-    except ValueError:  # a NUL byte, which no file's name can hold (from a TOML "\u0000", say)
-        raise ConfigError(f"{str(path)!r}: cannot read {what}: a path cannot hold a NUL byte; {fix}") from None
     try:
         status = os.fstat(fd)
         _refuse_other_than_a_file(path, what, status.st_mode, fix)  # replaced between the stat and the open
