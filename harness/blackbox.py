@@ -44,6 +44,9 @@ NO_PROBE_HINT = ("no read-only probe of it was run: check with one before re-run
 _RECORDED = (p.SUCCEEDED, p.FAILED)
 # The crash points a call reaches before its effect: a kill there leaves no effect of the incarnation it killed.
 _BEFORE_EFFECT = (p.BEFORE_STARTED, p.AFTER_STARTED, p.STEP_ENTERED)
+# The points a framework's saver announces once the step has returned, from its own thread (LangGraph's
+# checkpointer): a kill there may land while a later step already runs, and a finding is then that step's.
+_SAVER_POINTS = (p.STEP_SAVING, p.STEP_RECORDED)
 
 
 @dataclass(frozen=True)
@@ -183,8 +186,30 @@ def _at_least_once(facts: Facts, kill: StoreKill, state: CallAtKill, tool_class:
               *(line.quote() for line in effects))
     return Finding("verify-before-replay",
                    f"at-least-once: {call} ({state.tool}, {tool_class}) was re-executed after the kill without a "
-                   f"read-only check; {_missing_record(state)}{_effects_in_ledger(facts, kill, call, effects)}{hint}",
+                   f"read-only check; {_landed_inside(facts, kill, state)}{_missing_record(state)}"
+                   f"{_effects_in_ledger(facts, kill, call, effects)}{hint}",
                    call, kill.around.point, tuple(dict.fromkeys(quoted)))
+
+
+def _landed_inside(facts: Facts, kill: StoreKill, state: CallAtKill) -> str:
+    """Says so when a kill at an earlier step's saver point landed inside this step (empty otherwise).
+
+    The saver announces ``step_saving`` and ``step_recorded`` from its own
+    thread, so a kill there may strike while the next step already runs: the
+    kill names the earlier step, the finding is this one's. The ledger shows
+    it: this step's invoked line, of the incarnation killed, precedes the kill.
+    """
+    struck, invoked = kill.around.incarnation.kill, state.invoked
+    if (not isinstance(struck, AtPoint) or struck.point not in _SAVER_POINTS or struck.call is None
+            or struck.call == state.call or invoked is None
+            or invoked.get("incarnation") != kill.around.incarnation.number):
+        return ""
+    calls = facts.scenario.plan.call_ids
+    if struck.call not in calls or calls.index(state.call) <= calls.index(struck.call):
+        return ""
+    step = "the next step" if calls.index(state.call) == calls.index(struck.call) + 1 else "a later step"
+    return (f"the kill at {struck.call}:{struck.point} landed inside {step}, {state.call}: its invoked line "
+            f"({invoked.source}:{invoked.number}) precedes the kill; ")
 
 
 def _missing_record(state: CallAtKill) -> str:

@@ -24,8 +24,9 @@ SCRATCH_HELP = ("carry each run with no power loss out in a scratch folder made 
                 "/dev/shm when it is a tmpfs with room, except with --backend docker")
 NO_SCRATCH_HELP = ("carry every run out in --runs-dir itself, as killpoint did before scratch folders (slower on "
                    "a disk: each journal fsync waits for it)")
-NO_PAUSE_HELP = ("make every crash-point kill /now: the point is answered 'kill' and the workload SIGKILLs itself "
-                 "at once, so no thread of it runs on (a paused point lets background writers finish)")
+NO_PAUSE_HELP = ("make every crash-point kill /now: the workload, armed with its self-kill points, SIGKILLs itself "
+                 "at the point with no round trip, so no thread of it runs on past the point (a paused point lets "
+                 "background writers finish)")
 
 POWER_LOSS_HELP = ("make every kill a power loss (/power): the runtime's storage is a lazy file system, and "
                    "after the kill every write it never fsynced (file data, or a directory's entries) is lost; "

@@ -215,9 +215,11 @@ def failure_message(scenario: Scenario, described: str, outcomes: list[RunOutcom
 # A call's crash points in the order a call reaches them. A runtime speaking the protocol announces
 # BEFORE_STARTED..AFTER_FINISHED; a framework step (killpoint.frameworks) announces STEP_POINTS instead, around
 # the after_effect both kinds share (the step, or the fake tool, sends it once the effect happened).
-CALL_ORDER = (p.BEFORE_STARTED, p.AFTER_STARTED, p.STEP_ENTERED, p.AFTER_EFFECT, p.STEP_RETURNED, p.STEP_RECORDED,
-              p.BEFORE_FINISHED, p.AFTER_FINISHED)
-POINT_KINDS = (p.CALL_POINTS, (*p.STEP_POINTS, p.AFTER_EFFECT))
+CALL_ORDER = (p.BEFORE_STARTED, p.AFTER_STARTED, p.STEP_ENTERED, p.AFTER_EFFECT, p.STEP_RETURNED, p.STEP_SAVING,
+              p.STEP_RECORDED, p.BEFORE_FINISHED, p.AFTER_FINISHED)
+# step_saving is not of the step kind's fixed columns: only a framework with a saver of its own (LangGraph's
+# checkpointer) reaches it, so it is shown where the crash-free run reached it, not missed where it did not (DBOS).
+POINT_KINDS = (p.CALL_POINTS, (*(point for point in p.STEP_POINTS if point != p.STEP_SAVING), p.AFTER_EFFECT))
 # Short headings keep calls x points within 100 columns; the map's first lines are their legend.
 HEADING_PREFIXES = (("before_", "b_"), ("after_", "a_"), ("step_", "s_"))
 COVERAGE_HEADINGS = {point: next((short + point.removeprefix(long) for long, short in HEADING_PREFIXES

@@ -43,12 +43,15 @@ AFTER_DECISIONS = "after_decisions"
 AFTER_VERIFY = "after_verify"
 RECOVERY_POINTS = (AFTER_DECISIONS, AFTER_VERIFY)
 # The crash points of one step of a durable-execution framework (LangGraph, DBOS), announced by
-# killpoint.frameworks: the step entered (before its effect), about to return to the framework, and the
-# framework's own record of its result committed (from a checkpointer wrapper or the call site).
+# killpoint.frameworks: the step entered (before its effect), about to return to the framework, its result
+# handed to the framework's saver but not yet saved (LangGraph's checkpointer: put_writes called; a framework
+# with no saver of its own, DBOS, has no such point), and the framework's own record of its result committed
+# (from a checkpointer wrapper or the call site).
 STEP_ENTERED = "step_entered"
 STEP_RETURNED = "step_returned"
+STEP_SAVING = "step_saving"
 STEP_RECORDED = "step_recorded"
-STEP_POINTS = (STEP_ENTERED, STEP_RETURNED, STEP_RECORDED)
+STEP_POINTS = (STEP_ENTERED, STEP_RETURNED, STEP_SAVING, STEP_RECORDED)
 ALL_POINTS = CALL_POINTS + RECOVERY_POINTS + STEP_POINTS
 
 # The harness's replies to a crash point: go on, or SIGKILL your own process group now (a non-pausing

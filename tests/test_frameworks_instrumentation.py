@@ -1,6 +1,6 @@
 """killpoint.frameworks in-process: the order of a step's ledger records and crash points, the guard that
-probes an interrupted NON_IDEMPOTENT step before redoing it, tool failures returned as values, the record
-point from LangGraph's checkpointer, and one control connection shared safely by threads.
+probes an interrupted NON_IDEMPOTENT step before redoing it, tool failures returned as values, the saving
+and record points from LangGraph's checkpointer, and one control connection shared safely by threads.
 
 The harness's end of the control socket is a fake that answers every point (or holds one) and notes,
 at each point, the ledger lines written before it: so the tests see one interleaved sequence.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -306,7 +307,11 @@ def test_a_torn_last_intent_is_cut_off_and_the_file_stays_readable(incarnation, 
     assert intents(tmp_path) == [{"entered": "c3", "incarnation": 0}]  # found: no new entry, nothing glued on
 
 
-def test_the_checkpointer_announces_each_node_recorded_before_the_next_node_starts_in_sync_mode(incarnation):
+def test_the_checkpointer_announces_each_node_saving_then_recorded_once_it_returned(incarnation):
+    """Each node's points in order, its saving and its record last. LangGraph calls put_writes from its background
+    executor and, under sync, starts the next node once the superstep's checkpoint is saved, not put_writes: so
+    c1's saving and record may come before c3 starts or while it runs (each point here waits for its answer,
+    which makes the second the likelier)."""
     from langgraph.graph import START, StateGraph
 
     from killpoint.frameworks.langgraph import run
@@ -321,10 +326,73 @@ def test_the_checkpointer_announces_each_node_recorded_before_the_next_node_star
     builder.add_edge(START, "c1")
     assert run(builder, {}, durability="sync") == {"c1": "tea", "c3": "charged"}
     points = [event for event in harness.sequence() if "ledger" not in event]
-    assert points == ["c1:step_entered", "c1:after_effect", "c1:step_returned", "c1:step_recorded",
-                      "c3:step_entered", "c3:after_effect", "c3:step_returned", "c3:step_recorded"]
+    for call in ("c1", "c3"):
+        assert [point for point in points if point.startswith(f"{call}:")] == [
+            f"{call}:step_entered", f"{call}:after_effect", f"{call}:step_returned", f"{call}:step_saving",
+            f"{call}:step_recorded"]
     incarnation(1)
     assert run(builder, {}, durability="sync") == {"c1": "tea", "c3": "charged"}  # finished: nothing re-runs
+
+
+def saved_writes(tmp_path: Path) -> list[str]:
+    """The task paths of the writes rows the checkpointer has saved so far."""
+    path = tmp_path / "workload" / "checkpoints.sqlite"
+    connection = sqlite3.connect(path, timeout=10)
+    try:
+        has = connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'writes'").fetchone()
+        return [row[0] for row in connection.execute("SELECT task_path FROM writes")] if has else []
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_step_saving_comes_once_the_checkpointer_is_handed_the_writes_and_before_it_saves_them(
+        incarnation, tmp_path, durability):
+    """Held at c1's step_saving, the checkpointer has been handed c1's writes (put_writes was called) and has
+    saved none of them: no writes row of c1, no ``recorded`` intent; once answered, both follow, and only then
+    step_recorded."""
+    from langgraph.graph import START, StateGraph
+
+    from killpoint.frameworks.langgraph import run
+
+    class State(TypedDict, total=False):
+        c1: str
+        c3: str
+
+    harness = incarnation(0)
+    harness.hold.add("c1:step_saving")
+    builder = StateGraph(State).add_sequence([step("c1", lambda state: {"c1": "tea"}),
+                                              step("c3", lambda state: {"c3": "charged"})])
+    builder.add_edge(START, "c1")
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.append(run(builder, {}, durability=durability)))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while "c1:step_saving" not in harness.sequence() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    c1_points = [event for event in harness.sequence() if event.startswith("c1:") and "ledger" not in event]
+    assert c1_points == ["c1:step_entered", "c1:after_effect", "c1:step_returned", "c1:step_saving"]
+    assert "~__pregel_pull, c1" not in saved_writes(tmp_path)
+    assert {"recorded": "c1", "incarnation": 0} not in intents(tmp_path)
+    assert "c1:step_recorded" not in harness.sequence()
+    harness.release.set()
+    worker.join(20)
+    assert results == [{"c1": "tea", "c3": "charged"}]
+    assert "~__pregel_pull, c1" in saved_writes(tmp_path)
+    assert {"recorded": "c1", "incarnation": 0} in intents(tmp_path)
+    sequence = harness.sequence()
+    assert sequence.index("c1:step_saving") < sequence.index("c1:step_recorded")
+
+
+def test_step_saving_is_announced_only_for_a_step_this_process_ran(incarnation):
+    """A step's writes handed again on resume (or a task that is no planned step) announce no step_saving."""
+    harness = incarnation(0)
+    session = _session.current()
+    assert session is not None
+    session.saving("c1")
+    session.ran_here.add("c3")
+    session.saving("c3")
+    assert harness.sequence() == ["c3:step_saving"]
 
 
 @pytest.mark.parametrize(("task_path", "call"), [

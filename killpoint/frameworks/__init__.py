@@ -11,7 +11,13 @@ and killpoint's store readers find it there. Around the function it writes the
 ledger and announces the step's crash points, in this order::
 
     [guard] -> intent marker -> ledger invoked -> step_entered -> fn -> ledger effect -> after_effect
-            -> step_returned -> (the framework records it) -> step_recorded
+            -> step_returned -> (the framework's saver is handed it) -> step_saving
+            -> (the saver records it) -> step_recorded
+
+``step_saving`` is announced by a framework with a saver of its own
+(LangGraph's checkpointer, ``killpoint.frameworks.langgraph``), often from
+the saver's thread while the next step already runs; DBOS records a step on
+the step's own call, so its steps have no ``step_saving``.
 
 The guard is the correct recovery of a NON_IDEMPOTENT (or UNKNOWN) step,
 which neither framework can do alone (both re-run an interrupted step): when

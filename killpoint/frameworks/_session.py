@@ -103,6 +103,14 @@ class Session:
         self.intents.append({ENTERED: call_id, "incarnation": self.env.incarnation, "class": self.class_of(tool),
                              "interactive": tool in self.catalogue.get("interactive", ())})
 
+    def saving(self, call_id: str) -> None:
+        """The framework's saver has been handed the result of a step this process ran, not yet saved: announce it.
+
+        Nothing is marked: the step is not recorded yet, so a recovery that finds it missing must check it.
+        """
+        if call_id in self.ran_here:
+            self.point(protocol.STEP_SAVING, call_id)
+
     def recorded(self, call_id: str) -> None:
         """The framework has durably recorded the result of a step this process ran: mark it, announce it."""
         if call_id not in self.ran_here:

@@ -5,10 +5,14 @@ A node (StateGraph) or ``@task`` (functional API) is recorded when LangGraph's
 again on resume, one whose writes are not is. ``KillpointSaver`` is the
 SqliteSaver on ``$KILLPOINT_RUN_DIR/checkpoints.sqlite`` (the file a scenario's
 ``[journal] format = "langgraph-sqlite"`` names) that announces
-``step_recorded`` once ``put_writes`` has returned. Under ``durability="async"``
-that is a background thread, while the next step runs; under ``"exit"``
-LangGraph saves no step's writes at all before the graph ends, so no step is
-ever recorded on its own.
+``step_saving`` when ``put_writes`` is called (the step has returned, its
+writes are handed to the checkpointer, nothing of them is saved yet) and
+``step_recorded`` once it has returned. LangGraph calls ``put_writes`` from
+its background executor, which may still be saving when the next step runs
+(under ``"sync"`` the next superstep waits for the checkpoint, not for
+``put_writes``). Under ``"exit"`` it is not called for a step at all (the
+checkpoint saved as the graph ends holds every step), so neither point is
+reached: no step is ever recorded on its own.
 
 The step named by ``put_writes`` is read off its ``task_path`` as the store
 readers read it: ``~__pregel_pull, NODE`` is the node (named after its call id),
@@ -40,15 +44,16 @@ _PUSH = "~__pregel_push"
 
 
 class KillpointSaver(SqliteSaver):
-    """SqliteSaver announcing ``step_recorded`` for a planned step whose writes it has just saved."""
+    """SqliteSaver announcing ``step_saving`` for a planned step whose writes it is handed, before it saves them,
+    and ``step_recorded`` once it has."""
 
     def put_writes(self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
-        super().put_writes(config, writes, task_id, task_path)
         session = _session.current()
-        if session is None:
-            return
-        call_id = step_of(task_path, tuple(session.calls))
-        if call_id is not None:
+        call_id = step_of(task_path, tuple(session.calls)) if session is not None else None
+        if session is not None and call_id is not None:
+            session.saving(call_id)
+        super().put_writes(config, writes, task_id, task_path)
+        if session is not None and call_id is not None:
             session.recorded(call_id)
 
 
