@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -23,6 +23,7 @@ from killpoint.harness.backends import _cgroup
 from killpoint.harness.explore import children, shard_of
 from killpoint.harness.session import Job
 from tests.helpers import DEMO, ROOT, workload_command
+from tests.integration.test_harness_signals import wait_for
 
 pytestmark = pytest.mark.hostile
 
@@ -35,16 +36,6 @@ LIAR = ROOT / "tests" / "certify" / "servers" / "liar.py"  # an MCP server (test
 def killpoint(*args: str | Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "killpoint", *map(str, args)], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-
-
-def poll(what: str, found: Callable[[], object], deadline_s: float = START_DEADLINE_S) -> object:
-    """``found()``'s first true value, looked for every 0.1 s until the deadline; the test fails past it."""
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if value := found():
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"{what} did not come within {deadline_s:g}s")
 
 
 def workers_of(harness: psutil.Process) -> list[psutil.Process]:
@@ -74,7 +65,7 @@ def test_jobs_never_outnumber_the_schedules_and_sigterm_ends_the_session(tmp_pat
     harness = killpoint("run", slow, "--random", "3", "--seed", "1", "-j", "128", "--runs-dir", tmp_path / "runs")
     reaped.append(harness)
     process = psutil.Process(harness.pid)
-    poll("the session's first worker", lambda: workers_of(process))
+    wait_for(lambda: workers_of(process), "the session's first worker", START_DEADLINE_S)
     most = 0
     settle = time.monotonic() + 2.0  # a pool that forks all its workers at once has forked them by now
     while time.monotonic() < settle and harness.poll() is None:
@@ -133,11 +124,11 @@ def test_clean_removes_what_a_sigkilled_harness_left_and_nothing_of_a_live_one(t
                         "--trials", "100000", "--seed", "0", "--out", tmp_path / "mcp-certificates")
     reaped += [killed, live, certifying, serving]
     for harness in (killed, live):  # each holds its golden incarnation, hung, in a cgroup of its own
-        poll(f"harness {harness.pid}'s cgroup, scratch and control folders",
-             lambda: all(leftovers_of(harness.pid)[kind] for kind in ("cgroup", "scratch", "control")))
-    poll("certify's temporary folder", lambda: leftovers_of(certifying.pid)["temporary"])
-    poll("the MCP worlds' folder", lambda: any(path.name.startswith("killpoint-mcp-") and "-list-" not in path.name
-                                               for path in leftovers_of(serving.pid)["temporary"]))
+        wait_for(lambda: all(leftovers_of(harness.pid)[kind] for kind in ("cgroup", "scratch", "control")),
+                 f"harness {harness.pid}'s cgroup, scratch and control folders", START_DEADLINE_S)
+    wait_for(lambda: leftovers_of(certifying.pid)["temporary"], "certify's temporary folder", START_DEADLINE_S)
+    wait_for(lambda: any(path.name.startswith("killpoint-mcp-") and "-list-" not in path.name
+                         for path in leftovers_of(serving.pid)["temporary"]), "the MCP worlds' folder", START_DEADLINE_S)
     held = leftovers_of(killed.pid)
     held["temporary"] = leftovers_of(certifying.pid)["temporary"] + leftovers_of(serving.pid)["temporary"]
     os.kill(killed.pid, signal.SIGKILL)  # the harness alone, as the OOM killer takes it: its incarnation stays
@@ -161,7 +152,7 @@ def test_clean_removes_what_a_sigkilled_harness_left_and_nothing_of_a_live_one(t
     live.send_signal(signal.SIGTERM)
     _, err = live.communicate(timeout=STOP_DEADLINE_S)
     assert live.returncode == 143, err
-    poll("the live session's own clean-up", lambda: not any(leftovers_of(live.pid).values()), STOP_DEADLINE_S)
+    wait_for(lambda: not any(leftovers_of(live.pid).values()), "the live session's own clean-up", STOP_DEADLINE_S)
 
 
 def test_a_store_copy_of_a_sigkilled_reader_is_removed(tmp_path, reaped):
