@@ -111,6 +111,15 @@ def leftovers_of(pid: int) -> dict[str, list[Path]]:
             "control": sorted(Path(tempfile.gettempdir()).glob(f"kp-{pid}-*")), "temporary": sorted(temp)}
 
 
+def still_running(harness: subprocess.Popen[str]) -> bool:
+    """True while ``harness`` runs; a harness that ended fails the test at once, with what it printed."""
+    if harness.poll() is None:
+        return True
+    out, err = harness.communicate()
+    pytest.fail(f"{shlex.join(map(str, harness.args))} ended (exit {harness.returncode}) before the test held it:\n"
+                f"{out}{err}")
+
+
 def hanging_session(runs_dir: Path) -> subprocess.Popen[str]:
     return killpoint("run", DEMO, "--workload", workload_command("hangs.py"), "--timeout", "600", "--kill-at",
                      "c1:after_effect", "--runs-dir", runs_dir)
@@ -118,7 +127,8 @@ def hanging_session(runs_dir: Path) -> subprocess.Popen[str]:
 
 def test_clean_removes_what_a_sigkilled_harness_left_and_nothing_of_a_live_one(tmp_path, reaped):
     killed, live = hanging_session(tmp_path / "killed"), hanging_session(tmp_path / "live")
-    certifying = killpoint("certify", "append", "--claim", "NON_IDEMPOTENT", "--trials", "100000", "--seed", "0",
+    # Claims that hold, so every one of the 100000 draws runs (a refuted or confirmed claim ends at its first trial).
+    certifying = killpoint("certify", "write_file", "--claim", "IDEMPOTENT_WRITE", "--trials", "100000", "--seed", "0",
                            "--out", tmp_path / "certificates")
     serving = killpoint("certify", "--mcp", shlex.join([sys.executable, str(LIAR), "{world}"]), "--tool", "set_value",
                         "--trials", "100000", "--seed", "0", "--out", tmp_path / "mcp-certificates")
@@ -126,9 +136,11 @@ def test_clean_removes_what_a_sigkilled_harness_left_and_nothing_of_a_live_one(t
     for harness in (killed, live):  # each holds its golden incarnation, hung, in a cgroup of its own
         wait_for(lambda: all(leftovers_of(harness.pid)[kind] for kind in ("cgroup", "scratch", "control")),
                  f"harness {harness.pid}'s cgroup, scratch and control folders", START_DEADLINE_S)
-    wait_for(lambda: leftovers_of(certifying.pid)["temporary"], "certify's temporary folder", START_DEADLINE_S)
-    wait_for(lambda: any(path.name.startswith("killpoint-mcp-") and "-list-" not in path.name
-                         for path in leftovers_of(serving.pid)["temporary"]), "the MCP worlds' folder", START_DEADLINE_S)
+    wait_for(lambda: still_running(certifying) and leftovers_of(certifying.pid)["temporary"],
+             "certify's temporary folder", START_DEADLINE_S)
+    wait_for(lambda: still_running(serving) and any(
+        path.name.startswith("killpoint-mcp-") and "-list-" not in path.name
+        for path in leftovers_of(serving.pid)["temporary"]), "the MCP worlds' folder", START_DEADLINE_S)
     held = leftovers_of(killed.pid)
     held["temporary"] = leftovers_of(certifying.pid)["temporary"] + leftovers_of(serving.pid)["temporary"]
     os.kill(killed.pid, signal.SIGKILL)  # the harness alone, as the OOM killer takes it: its incarnation stays
