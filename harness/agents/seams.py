@@ -1,0 +1,42 @@
+"""The crash points at an agent's network seams, and how a held request learns that its agent was killed.
+
+An unmodified agent announces nothing: the harness stands where the agent talks
+to the world, its model endpoint and its tool services, and the crash points
+are the moments a request crosses them. In order, for one tool call:
+
+``model_request``   the model request that will choose the call is received (held before it is answered)
+``model_reply``     the model's reply choosing it has been sent
+``tool_request``    the tool request is received, before its effect
+``tool_effect``     its effect is committed (in the world and the ledger), before the reply
+``tool_reply``      the tool's reply has been sent
+
+(the next ``model_request``, carrying the call's result, is the next call's
+first point, or the final answer's). A service calls a ``SeamHook`` at each;
+the hook may block while the harness decides, and raises ``AgentKilled`` when
+the agent was killed meanwhile: the service then writes nothing more, neither
+to the agent nor to the world.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+MODEL_REQUEST = "model_request"
+MODEL_REPLY = "model_reply"
+TOOL_REQUEST = "tool_request"
+TOOL_EFFECT = "tool_effect"
+TOOL_REPLY = "tool_reply"
+SEAM_POINTS = (MODEL_REQUEST, MODEL_REPLY, TOOL_REQUEST, TOOL_EFFECT, TOOL_REPLY)
+
+
+class AgentKilled(Exception):
+    """The agent was killed while its request was held: drop the request, answer nothing, change nothing."""
+
+
+# (point, the planned calls it is about, the exchange as evidence quotes it) -> None, or AgentKilled.
+SeamHook = Callable[[str, tuple[str, ...], dict[str, Any]], None]
+
+
+def free_running(point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
+    """The hook of a service no harness holds: every request goes straight through."""

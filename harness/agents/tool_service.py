@@ -1,0 +1,283 @@
+"""The fake tools as an HTTP service the harness runs outside the agent, so the ledger outlives every kill.
+
+An agent's tool functions call ``POST {url}/tools/{name}`` with the call's
+arguments as a JSON object and get ``{"ok", "output", "error"}`` back (an
+OpenAPI document at ``GET {url}/openapi.json`` describes every tool, for a
+framework that loads tools from one). The service runs each call through the
+fake tools' one code path (``fake_tools.base.invoke``) on the run's world, so
+the invocation and effect lines it writes are the ones a fake tool writes in
+every other mode, stamped with the incarnation the harness says is running.
+
+A request carries no planned call's id (an agent's tool function is handed the
+arguments, not the model's tool-call id), so the call is the planned one with
+that tool and those arguments (``PlanIndex``; a plan with two such calls is
+refused when the scenario loads). A request no planned call matches runs
+nothing and is answered with an error naming what the plan holds.
+
+``verify_effect`` (READ_ONLY) is the read-only probe the recovery rules' VERIFY
+asks for: ``{"tool_call_id": ID}`` (or ``{"call_id": C}``) runs the planned
+call's fake-tool probe, written to the ledger as a probe line, and answers
+``{"effect_found": bool}``.
+
+The service keeps the world consistent with the kill: ``freeze`` (before the
+harness strikes) lets no new call act and waits for the calls already acting
+to finish, so every effect is in the ledger before the harness's kill marker,
+and a request held at a crash point when its agent was killed acts on nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from killpoint._json import strict_json
+from killpoint.fake_tools.base import invoke, lookup, verify
+from killpoint.fake_tools.ledger import Ledger
+from killpoint.fake_tools.world import World
+from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled, SeamHook, free_running
+
+VERIFY_TOOL = "verify_effect"
+MAX_BODY_BYTES = 1 << 24  # 16 MiB: a tool call's arguments; more is refused (413), never read into memory
+IO_TIMEOUT_S = 30.0  # a client that stops sending or reading mid-request is dropped, never waited on forever
+FREEZE_DEADLINE_S = 60.0
+MAX_EXCHANGES = 10_000  # kept as evidence; an agent looping on a tool cannot grow the harness without bound
+# The model endpoint's stable tool-call ids: call_kp_<call_id>, then _<attempt> or _verify (harness/agents/script).
+_TOOL_CALL_ID = re.compile(r"call_kp_(?P<call>.+?)(?:_(?:\d+|verify))?")
+
+
+def canonical(args: Any) -> str:
+    """The arguments as one string, equal for equal JSON values whatever their key order."""
+    return json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class PlanIndex:
+    """The planned calls by (tool, arguments): how a request that names no call is attributed to one."""
+
+    calls: dict[tuple[str, str], str]
+    args_of: dict[str, tuple[str, dict[str, Any]]]
+
+    @classmethod
+    def of(cls, plan: dict[str, Any]) -> PlanIndex:
+        """The index of a plan's calls; ValueError naming two calls a request could not tell apart."""
+        calls: dict[tuple[str, str], str] = {}
+        args_of: dict[str, tuple[str, dict[str, Any]]] = {}
+        for call in plan["calls"]:
+            key = (call["tool"], canonical(call.get("args", {})))
+            if key in calls:
+                raise ValueError(f"calls {calls[key]} and {call['call_id']} both call {call['tool']} with the same "
+                                 f"arguments: a tool request names no call, so they could not be told apart; "
+                                 f"give them different arguments")
+            calls[key] = call["call_id"]
+            args_of[call["call_id"]] = (call["tool"], call.get("args", {}))
+        return cls(calls, args_of)
+
+    def call_of(self, tool: str, args: Any) -> str | None:
+        return self.calls.get((tool, canonical(args)))
+
+    def probed_call(self, args: Any) -> str | None:
+        """The planned call a ``verify_effect`` request asks about, by its call_id or its model tool-call id."""
+        if not isinstance(args, dict):
+            return None
+        if isinstance(args.get("call_id"), str) and args["call_id"] in self.args_of:
+            return str(args["call_id"])
+        match = _TOOL_CALL_ID.fullmatch(str(args.get("tool_call_id", "")))
+        return match["call"] if match and match["call"] in self.args_of else None
+
+    def tools(self) -> list[str]:
+        return sorted({tool for tool, _ in self.args_of.values()})
+
+
+class ToolService:
+    """The fake tools of one run over HTTP on 127.0.0.1, writing the run's ledger; see the module's docstring."""
+
+    def __init__(self, plan: dict[str, Any], world: Path, ledger: Path, hook: SeamHook = free_running, *,
+                 world_durable: bool = False) -> None:
+        self.index = PlanIndex.of(plan)
+        self.world = World(world, durable=world_durable)
+        self.ledger_path = ledger
+        self.hook = hook
+        self.exchanges: list[dict[str, Any]] = []
+        self._incarnation = 0
+        self._ledger: Ledger | None = None
+        self._frozen = False
+        self._acting = 0
+        self._state = threading.Condition()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="killpoint-tool-service", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_port}"
+
+    def start(self) -> ToolService:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        with self._state:
+            if self._ledger is not None:
+                self._ledger.close()
+                self._ledger = None
+
+    def __enter__(self) -> ToolService:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def begin(self, incarnation: int) -> None:
+        """Incarnation ``incarnation`` is about to start: its calls act, stamped with its number."""
+        with self._state:
+            if self._ledger is not None:
+                self._ledger.close()
+            self._ledger = Ledger(self.ledger_path, incarnation)
+            self._incarnation = incarnation
+            self._frozen = False
+
+    def freeze(self) -> None:
+        """No new call acts, and the ones acting have finished (the harness is about to strike)."""
+        with self._state:
+            self._frozen = True
+            if not self._state.wait_for(lambda: self._acting == 0, timeout=FREEZE_DEADLINE_S):
+                raise TimeoutError(f"a tool call still acted {FREEZE_DEADLINE_S:g}s after the service froze")
+
+    @contextmanager
+    def _acting_for(self, incarnation: int) -> Iterator[Ledger]:
+        """The ledger to act with, while incarnation ``incarnation`` still runs; AgentKilled once it does not."""
+        with self._state:
+            if self._frozen or self._incarnation != incarnation or self._ledger is None:
+                raise AgentKilled(f"incarnation {incarnation} is no longer running")
+            self._acting += 1
+            ledger = self._ledger
+        try:
+            yield ledger
+        finally:
+            with self._state:
+                self._acting -= 1
+                self._state.notify_all()
+
+    def handle(self, tool: str, args: Any, reply: Any) -> None:
+        """One tool request: attribute it, hold it at its seams, act, answer (``reply(status, body)``)."""
+        incarnation = self._incarnation
+        exchange: dict[str, Any] = {"tool": tool, "args": _excerpt(canonical(args)), "incarnation": incarnation}
+        if len(self.exchanges) < MAX_EXCHANGES:
+            self.exchanges.append(exchange)
+        if tool == VERIFY_TOOL:
+            self._probe(args, exchange, incarnation, reply)
+            return
+        call = self.index.call_of(tool, args)
+        if call is None or not isinstance(args, dict):
+            exchange["status"] = 404
+            reply(404, {"ok": False, "error": f"no planned call of {tool} with these arguments; the plan calls "
+                                              f"{', '.join(self.index.tools())}"})
+            return
+        exchange["call"] = call
+        self.hook(TOOL_REQUEST, (call,), exchange)
+        with self._acting_for(incarnation) as ledger:
+            result = invoke(tool, call, args, world=self.world, ledger=ledger)
+        exchange.update(ok=result.ok, error=result.error)
+        self.hook(TOOL_EFFECT, (call,), exchange)
+        reply(200, {"ok": result.ok, "output": result.output, "error": result.error})
+        exchange["status"] = 200
+        self.hook(TOOL_REPLY, (call,), exchange)
+
+    def _probe(self, args: Any, exchange: dict[str, Any], incarnation: int, reply: Any) -> None:
+        call = self.index.probed_call(args)
+        if call is None:
+            exchange["status"] = 404
+            reply(404, {"ok": False, "error": "verify_effect: give {\"tool_call_id\": ID} of a planned call's tool "
+                                              "call (or {\"call_id\": C})"})
+            return
+        exchange["call"] = call
+        tool, call_args = self.index.args_of[call]
+        with self._acting_for(incarnation) as ledger:
+            found = verify(tool, call, call_args, world=self.world, ledger=ledger)
+        exchange["effect_found"] = found
+        reply(200, {"ok": True, "output": {"effect_found": found}, "error": None})
+        exchange["status"] = 200
+
+    def openapi(self) -> dict[str, Any]:
+        """An OpenAPI 3.1 document: one POST operation per tool the plan calls, and the probe."""
+        paths: dict[str, Any] = {}
+        for name in [*self.index.tools(), VERIFY_TOOL]:
+            tool = lookup(name)
+            schema = tool.schema if tool is not None else {
+                "type": "object", "properties": {"tool_call_id": {"type": "string"}}, "required": ["tool_call_id"]}
+            summary = (f"{name} (a killpoint fake tool, family {tool.family})" if tool is not None else
+                       "read-only: is the effect of an interrupted tool call in the world?")
+            paths[f"/tools/{name}"] = {"post": {
+                "operationId": name, "summary": summary,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
+                "responses": {"200": {"description": "the call's result", "content": {"application/json": {
+                    "schema": {"type": "object", "properties": {"ok": {"type": "boolean"}, "output": {},
+                                                                "error": {"type": ["string", "null"]}}}}}}}}}
+        return {"openapi": "3.1.0", "info": {"title": "killpoint fake tools", "version": "1"}, "paths": paths}
+
+
+def _content_length(header: str | None) -> int | None:
+    """The request body's length, 0 when none is given; None when the header is not a whole number."""
+    if header is None:
+        return 0
+    return int(header) if header.strip().isdigit() else None
+
+
+def _excerpt(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
+
+
+def _handler_for(service: ToolService) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        timeout = IO_TIMEOUT_S
+
+        def log_message(self, format: str, *args: Any) -> None:  # the exchanges are the record, not stderr
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] == "/openapi.json":
+                self._send(200, service.openapi())
+            else:
+                self._send(404, {"ok": False, "error": f"no such path {self.path[:200]!r}; see /openapi.json"})
+
+        def do_POST(self) -> None:
+            name = self.path.split("?")[0].removeprefix("/tools/")
+            if not self.path.startswith("/tools/") or "/" in name:
+                self._send(404, {"ok": False, "error": f"no such path {self.path[:200]!r}; POST /tools/NAME"})
+                return
+            length = _content_length(self.headers.get("Content-Length"))
+            if length is None or length > MAX_BODY_BYTES:
+                self._send(413, {"ok": False, "error": f"a tool request has a Content-Length of at most "
+                                                      f"{MAX_BODY_BYTES} bytes"})
+                self.close_connection = True
+                return
+            try:
+                args = strict_json(self.rfile.read(length)) if length else {}
+            except ValueError as error:
+                self._send(400, {"ok": False, "error": f"the body is not one JSON value: {error}"})
+                return
+            try:
+                service.handle(name, args, self._send)
+            except AgentKilled:
+                self.close_connection = True  # the agent is dead: nothing is written to it, nothing acts
+
+        def _send(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body, default=str).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+
+    return Handler

@@ -1,0 +1,130 @@
+"""The fake tools over HTTP: attributed to planned calls, held at their seams, written to the ledger, frozen."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from killpoint.client import parse_json_lines
+from killpoint.fake_tools.world import seed_world
+from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled
+from killpoint.harness.agents.tool_service import PlanIndex, ToolService
+
+PLAN = {"task_id": "t", "calls": [
+    {"call_id": "c1", "tool": "read_file", "args": {"path": "notes.txt"}},
+    {"call_id": "c2", "tool": "append", "args": {"path": "log.txt", "text": "one\n"}},
+]}
+
+
+def post(url: str, body: bytes | dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Path:
+    seed_world(tmp_path / "world", {"notes.txt": "tea\n"}, {})
+    return tmp_path / "world"
+
+
+def ledger_lines(path: Path) -> list[dict[str, Any]]:
+    return [record for _, record in parse_json_lines(path.read_bytes()).records] if path.exists() else []
+
+
+def test_a_call_is_attributed_by_its_arguments_whatever_their_order(world, tmp_path):
+    seen: list[tuple[str, tuple[str, ...]]] = []
+    with ToolService(PLAN, world, tmp_path / "ledger.jsonl", lambda point, calls, _: seen.append((point, calls))) as tools:
+        tools.begin(0)
+        status, answer = post(f"{tools.url}/tools/append", {"text": "one\n", "path": "log.txt"})
+        tools.begin(1)
+        assert post(f"{tools.url}/tools/read_file", {"path": "notes.txt"})[1]["output"] is not None
+    assert status == 200 and answer["ok"] is True
+    assert (world / "files" / "log.txt").read_text() == "one\n"
+    assert seen == [(TOOL_REQUEST, ("c2",)), (TOOL_EFFECT, ("c2",)), (TOOL_REPLY, ("c2",)),
+                    (TOOL_REQUEST, ("c1",)), (TOOL_EFFECT, ("c1",)), (TOOL_REPLY, ("c1",))]
+    lines = ledger_lines(tmp_path / "ledger.jsonl")
+    assert [(line.get("invoked") or line.get("effect"), line["call"], line["incarnation"]) for line in lines] == [
+        ("append", "c2", 0), ("file_appended", "c2", 0), ("read_file", "c1", 1)]
+
+
+def test_an_unplanned_call_runs_nothing_and_says_what_the_plan_holds(world, tmp_path):
+    with ToolService(PLAN, world, tmp_path / "ledger.jsonl") as tools:
+        tools.begin(0)
+        status, answer = post(f"{tools.url}/tools/append", {"path": "log.txt", "text": "two\n"})
+        bad_json = post(f"{tools.url}/tools/append", b"{not json")
+    assert status == 404 and "the plan calls append, read_file" in answer["error"]
+    assert bad_json[0] == 400 and "not one JSON value" in bad_json[1]["error"]
+    assert not (world / "files" / "log.txt").exists() and ledger_lines(tmp_path / "ledger.jsonl") == []
+
+
+def test_a_request_held_when_its_agent_is_killed_acts_on_nothing(world, tmp_path):
+    held, killed = threading.Event(), threading.Event()
+
+    def hook(point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
+        if point == TOOL_REQUEST:
+            held.set()
+            killed.wait(30)
+            raise AgentKilled("the harness struck")
+
+    with ToolService(PLAN, world, tmp_path / "ledger.jsonl", hook) as tools:
+        tools.begin(0)
+        outcome: list[Any] = []
+        caller = threading.Thread(target=lambda: outcome.append(_post_or_error(tools.url)))
+        caller.start()
+        assert held.wait(30)
+        tools.freeze()
+        killed.set()
+        caller.join(30)
+    assert outcome and isinstance(outcome[0], Exception), outcome  # the connection closed with no answer
+    assert not (world / "files" / "log.txt").exists() and ledger_lines(tmp_path / "ledger.jsonl") == []
+
+
+def _post_or_error(url: str) -> Any:
+    try:
+        return post(f"{url}/tools/append", PLAN["calls"][1]["args"])
+    except Exception as error:  # what the killed agent would have seen, had it lived
+        return error
+
+
+def test_a_frozen_service_lets_no_call_act_until_the_next_incarnation_begins(world, tmp_path):
+    with ToolService(PLAN, world, tmp_path / "ledger.jsonl") as tools:
+        tools.begin(0)
+        tools.freeze()
+        with pytest.raises(Exception):
+            post(f"{tools.url}/tools/append", PLAN["calls"][1]["args"])
+        tools.begin(1)
+        assert post(f"{tools.url}/tools/append", PLAN["calls"][1]["args"])[0] == 200
+    assert [line["incarnation"] for line in ledger_lines(tmp_path / "ledger.jsonl")] == [1, 1]
+
+
+def test_verify_effect_probes_the_planned_call_read_only(world, tmp_path):
+    with ToolService(PLAN, world, tmp_path / "ledger.jsonl") as tools:
+        tools.begin(0)
+        before = post(f"{tools.url}/tools/verify_effect", {"tool_call_id": "call_kp_c2"})
+        post(f"{tools.url}/tools/append", PLAN["calls"][1]["args"])
+        after = post(f"{tools.url}/tools/verify_effect", {"tool_call_id": "call_kp_c2_2"})
+        unknown = post(f"{tools.url}/tools/verify_effect", {"tool_call_id": "call_kp_c9"})
+        document = json.loads(urllib.request.urlopen(f"{tools.url}/openapi.json", timeout=30).read())
+    assert before[1]["output"] == {"effect_found": False} and after[1]["output"] == {"effect_found": True}
+    assert unknown[0] == 404
+    assert sorted(document["paths"]) == ["/tools/append", "/tools/read_file", "/tools/verify_effect"]
+    probes = [line for line in ledger_lines(tmp_path / "ledger.jsonl") if "probe" in line]
+    assert [(line["call"], line["tool"]) for line in probes] == [("c2", "append"), ("c2", "append")]
+
+
+def test_two_planned_calls_a_request_could_not_tell_apart_are_refused():
+    plan = {"calls": [{"call_id": "a", "tool": "append", "args": {"path": "x", "text": "y"}},
+                      {"call_id": "b", "tool": "append", "args": {"text": "y", "path": "x"}}]}
+    with pytest.raises(ValueError, match="calls a and b both call append with the same arguments"):
+        PlanIndex.of(plan)
