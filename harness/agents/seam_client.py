@@ -1,0 +1,82 @@
+"""The services' end of the crash-point rendezvous: each seam announced for the agent, as protocol v1 frames it.
+
+An unmodified agent cannot announce its crash points, so the services it talks
+to announce them on its behalf, on the run's control socket, exactly as a
+workload does (``{"point", "call", "op", "incarnation"}``, one line, then wait
+for the reply). The harness's rendezvous server cannot tell them apart, so
+every schedule mode, the golden run's point list and the repro tokens work
+unchanged. What differs is the end of a held request: the harness kills the
+agent, not the service, so a service thread would wait on a reply that never
+comes. ``struck`` ends every such wait; the request then raises
+``AgentKilled`` and acts on nothing. A ``kill`` reply (a ``--no-pause`` kill,
+which a workload carries out on itself) drops the request at once for the same
+reason: the harness's own kill of the agent follows.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from typing import Any
+
+from killpoint import protocol
+from killpoint.harness.agents.seams import AgentKilled
+
+SEND_DEADLINE_S = 10.0  # the harness's socket takes a line at once; a full backlog is a harness gone
+REPLY_DEADLINE_S = 600.0  # a reply the harness never sends, nor ends with ``struck``: the run's timeout is far less
+
+
+class SeamClient:
+    """Announces seams for incarnation ``incarnation`` on ``control`` (one connection per announcement)."""
+
+    def __init__(self, control: str) -> None:
+        self.control = control
+        self.incarnation = 0
+        self._lock = threading.Lock()
+        self._waiting: set[socket.socket] = set()
+        self._struck = False
+
+    def begin(self, incarnation: int) -> None:
+        with self._lock:
+            self.incarnation = incarnation
+            self._struck = False
+
+    def struck(self) -> None:
+        """The incarnation was killed: every announcement still waiting ends with ``AgentKilled``, as do later ones."""
+        with self._lock:
+            self._struck = True
+            for waiting in self._waiting:
+                try:
+                    waiting.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def __call__(self, point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
+        """The ``SeamHook``: announce ``point`` for each call in turn (none: the final answer's, with no call)."""
+        for call in calls or (None,):
+            self._announce(point, call)
+
+    def _announce(self, point: str, call: str | None) -> None:
+        message = json.dumps({"point": point, "call": call, "op": None, "incarnation": self.incarnation}).encode()
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            # Sent under the lock, so ``struck`` comes wholly before (nothing is sent) or after (the wait is ended):
+            # a point sent after the kill would be read as the next incarnation's.
+            with self._lock:
+                if self._struck:
+                    raise AgentKilled(f"incarnation {self.incarnation} was killed")
+                connection.settimeout(SEND_DEADLINE_S)
+                connection.connect(self.control)
+                connection.sendall(message + b"\n")
+                self._waiting.add(connection)
+            connection.settimeout(REPLY_DEADLINE_S)
+            reply = connection.makefile("rb").readline()
+        except OSError as error:
+            raise AgentKilled(f"the harness ended the wait at {point} {call}: {error}") from None
+        finally:
+            with self._lock:
+                self._waiting.discard(connection)
+            connection.close()
+        if reply != protocol.REPLY_OK:  # ``kill`` (the harness's kill follows), or the socket shut by ``struck``
+            raise AgentKilled(f"the harness replied {reply[:40]!r} at {point} {call}")
