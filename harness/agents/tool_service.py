@@ -33,7 +33,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +41,14 @@ from killpoint._json import strict_json
 from killpoint.fake_tools.base import invoke, lookup, verify
 from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.world import World
+from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, excerpt
 from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled, SeamHook, free_running
 
 VERIFY_TOOL = "verify_effect"
 MAX_BODY_BYTES = 1 << 24  # 16 MiB: a tool call's arguments; more is refused (413), never read into memory
 IO_TIMEOUT_S = 30.0  # a client that stops sending or reading mid-request is dropped, never waited on forever
 FREEZE_DEADLINE_S = 60.0
+EXCERPT_CHARS = 500
 MAX_EXCHANGES = 10_000  # kept as evidence; an agent looping on a tool cannot grow the harness without bound
 # The model endpoint's stable tool-call ids: call_kp_<call_id>, then _<attempt> or _verify (harness/agents/script).
 _TOOL_CALL_ID = re.compile(r"call_kp_(?P<call>.+?)(?:_(?:\d+|verify))?")
@@ -95,7 +97,7 @@ class PlanIndex:
         return sorted({tool for tool, _ in self.args_of.values()})
 
 
-class ToolService:
+class ToolService(LoopbackServer):
     """The fake tools of one run over HTTP on 127.0.0.1, writing the run's ledger; see the module's docstring."""
 
     def __init__(self, plan: dict[str, Any], world: Path, ledger: Path, hook: SeamHook = free_running, *,
@@ -110,31 +112,14 @@ class ToolService:
         self._frozen = False
         self._acting = 0
         self._state = threading.Condition()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="killpoint-tool-service", daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_port}"
-
-    def start(self) -> ToolService:
-        self._thread.start()
-        return self
+        super().__init__(_handler_for(self), "killpoint-tool-service")
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().close()
         with self._state:
             if self._ledger is not None:
                 self._ledger.close()
                 self._ledger = None
-
-    def __enter__(self) -> ToolService:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def begin(self, incarnation: int) -> None:
         """Incarnation ``incarnation`` is about to start: its calls act, stamped with its number."""
@@ -170,7 +155,7 @@ class ToolService:
     def handle(self, tool: str, args: Any, reply: Any) -> None:
         """One tool request: attribute it, hold it at its seams, act, answer (``reply(status, body)``)."""
         incarnation = self._incarnation
-        exchange: dict[str, Any] = {"tool": tool, "args": _excerpt(canonical(args)), "incarnation": incarnation}
+        exchange: dict[str, Any] = {"tool": tool, "args": excerpt(canonical(args), EXCERPT_CHARS), "incarnation": incarnation}
         if len(self.exchanges) < MAX_EXCHANGES:
             self.exchanges.append(exchange)
         if tool == VERIFY_TOOL:
@@ -232,17 +217,9 @@ def _content_length(header: str | None) -> int | None:
     return int(header) if header.strip().isdigit() else None
 
 
-def _excerpt(text: str, limit: int = 500) -> str:
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
-
-
 def _handler_for(service: ToolService) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    class Handler(QuietHandler):
         timeout = IO_TIMEOUT_S
-
-        def log_message(self, format: str, *args: Any) -> None:  # the exchanges are the record, not stderr
-            pass
 
         def do_GET(self) -> None:
             if self.path.split("?")[0] == "/openapi.json":

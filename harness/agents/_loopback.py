@@ -1,0 +1,64 @@
+"""A threaded HTTP server on 127.0.0.1 that the harness runs for one run's agent: started, served, closed."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Self
+
+POLL_S = 0.05  # how soon close() is noticed by the serving loop
+
+
+class LoopbackServer:
+    """Serves ``handler`` on an ephemeral port of 127.0.0.1 in a daemon thread; ``url`` is its root.
+
+    Handler threads are daemons too: one held at a seam when the harness closes
+    the server ends with the harness, never keeps it alive.
+    """
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], name: str) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_S,), name=name, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_port}"
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 (keep-alive, as the SDKs expect), silent on stderr (the exchanges are the record), and quiet when
+    the agent goes away mid-connection (killed, or its client reset): there is no one left to answer."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except OSError:
+            self.close_connection = True
+
+
+def excerpt(text: str, limit: int) -> str:
+    """``text`` as evidence quotes it: whole when short, else its start and its length."""
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"

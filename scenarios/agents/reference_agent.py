@@ -1,0 +1,126 @@
+"""The reference agent: a plain ``openai`` chat loop with a journal of its own that obeys the recovery rules.
+
+It is what an agent judged at its network seams should do, written the way a
+user writes an agent: the model is asked what to do (``OPENAI_BASE_URL``, here
+killpoint's scripted model), tools are HTTP calls (``KILLPOINT_TOOLS_URL``, here
+killpoint's tool service, described by its OpenAPI document), and the
+conversation is the agent's durable state: every message is appended to
+``agent-journal.jsonl`` in ``$KILLPOINT_RUN_DIR`` and fsynced before the agent
+acts on it. A restart rebuilds the conversation from the journal; a tool call
+the journal holds no result for was interrupted, and the agent, by the tool's
+class in ``$KILLPOINT_CATALOGUE``:
+
+- READ_ONLY or IDEMPOTENT_WRITE: calls it again (RETRY);
+- NON_IDEMPOTENT or UNKNOWN (and any tool the catalogue does not list): tells
+  the model, as the call's result, that it may already have run and its
+  outcome is unknown (VERIFY): the model checks with a read-only tool before
+  asking for it again.
+
+A journal line cut by the kill (no newline) is ignored: it was never durable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from openai import OpenAI
+
+JOURNAL_NAME = "agent-journal.jsonl"
+MODEL = "killpoint-scripted"
+INTERRUPTED = ("interrupted: this call may already have run before the agent was killed, and its outcome is "
+               "unknown; check with read-only tools before redoing it")
+RETRIED_CLASSES = ("READ_ONLY", "IDEMPOTENT_WRITE")
+MAX_TURNS = 100
+
+
+class Journal:
+    """The conversation, one message per line, each fsynced before the agent acts on it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def messages(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        *whole, _torn = self.path.read_bytes().split(b"\n")
+        return [json.loads(line) for line in whole if line]
+
+    def append(self, message: dict[str, Any]) -> None:
+        with open(self.path, "ab") as journal:
+            journal.write(json.dumps(message).encode() + b"\n")
+            journal.flush()
+            os.fsync(journal.fileno())
+
+
+def tool_definitions(tools_url: str) -> Any:
+    """The tool service's OpenAPI operations as the model's function tools."""
+    with urllib.request.urlopen(f"{tools_url}/openapi.json", timeout=60) as response:
+        document = json.load(response)
+    return [{"type": "function", "function": {
+        "name": operation["operationId"], "description": operation.get("summary", ""),
+        "parameters": operation["requestBody"]["content"]["application/json"]["schema"]}}
+        for operation in (path["post"] for path in document["paths"].values())]
+
+
+def call_tool(tools_url: str, name: str, arguments: str) -> str:
+    request = urllib.request.Request(f"{tools_url}/tools/{name}", data=arguments.encode() or b"{}",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=600) as response:
+            return response.read().decode()
+    except urllib.error.HTTPError as error:  # the service's refusal is the call's result, as a model would see it
+        return error.read().decode()
+
+
+def tool_class(catalogue: dict[str, Any], tool: str) -> str:
+    return str(catalogue.get("tools", {}).get(tool, catalogue.get("default", "UNKNOWN")))
+
+
+def unanswered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool calls of the last assistant message that have no result in the conversation."""
+    answered = {message.get("tool_call_id") for message in messages if message.get("role") == "tool"}
+    last = next((message for message in reversed(messages) if message.get("role") == "assistant"), None)
+    return [call for call in (last or {}).get("tool_calls") or [] if call["id"] not in answered]
+
+
+def main() -> int:
+    run_dir = Path(os.environ["KILLPOINT_RUN_DIR"])
+    tools_url = os.environ["KILLPOINT_TOOLS_URL"]
+    catalogue = json.loads(Path(os.environ["KILLPOINT_CATALOGUE"]).read_text())
+    task = json.loads(Path(os.environ["KILLPOINT_PLAN"]).read_text()).get("task_id", "the task")
+    journal = Journal(run_dir / JOURNAL_NAME)
+    tools = tool_definitions(tools_url)
+    client = OpenAI(max_retries=0)
+    messages: Any = journal.messages()
+    if not messages:
+        messages = [{"role": "user", "content": f"Carry out {task}."}]
+        journal.append(messages[0])
+    for interrupted in unanswered(messages):  # recovery: each interrupted call by its tool's class
+        name = interrupted["function"]["name"]
+        content = (call_tool(tools_url, name, interrupted["function"]["arguments"])
+                   if tool_class(catalogue, name) in RETRIED_CLASSES else INTERRUPTED)
+        messages.append({"role": "tool", "tool_call_id": interrupted["id"], "content": content})
+        journal.append(messages[-1])
+    for _ in range(MAX_TURNS):
+        reply = client.chat.completions.create(model=MODEL, messages=messages, tools=tools).choices[0].message
+        messages.append(reply.model_dump(exclude_none=True))
+        journal.append(messages[-1])
+        if not reply.tool_calls:
+            print(reply.content)
+            return 0
+        for call in messages[-1]["tool_calls"]:
+            content = call_tool(tools_url, call["function"]["name"], call["function"]["arguments"])
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+            journal.append(messages[-1])
+    print(f"no final answer after {MAX_TURNS} turns", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+"""A started scripted model endpoint serving the plan of tests/agents/scripted.py, closed after the test."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterator
+
+import pytest
+
+from killpoint.harness.agents.model_endpoint import ModelEndpoint
+from killpoint.harness.agents.script import Script
+from tests.agents.scripted import PLAN
+
+# The openai and anthropic clients name the machine in their headers, and Python learns the processor by running
+# `uname -p` once per interpreter: run it here, at collection, so no test is taken for one that starts processes.
+platform.processor()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[ModelEndpoint]:
+    with ModelEndpoint(Script.from_plan(PLAN)) as served:
+        yield served
