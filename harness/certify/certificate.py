@@ -204,6 +204,8 @@ def evidence_json(found: Evidence) -> dict[str, Any]:
     """The counterexample (or witness) as data: the call, the snapshots and readable diffs between them."""
     observation, snapshots = found.observation, found.snapshots
     data: dict[str, Any] = {"args": observation.args, "call_ok": observation.ok}
+    if observation.setup is not None:
+        data["setup"] = list(observation.setup)
     if observation.kind == KILL:
         data["check"] = "killed part-way, then replayed"
         data["kill"] = {"point": observation.kill_at, "label": observation.kill_label,
@@ -270,6 +272,8 @@ def make_certificate(*, tool: str, claim: str, interactive: bool, result: Search
     }
     if why:
         data["hint"] = {"why": why, "hints": hints, "contradiction": hint_contradiction(claim, judgement, why)}
+    if result.setup is not None:
+        data["setup"] = result.setup
     if result.found is not None:
         role = "counterexample" if judgement.verdict == REFUTED else "witness"
         data[role] = evidence_json(result.found)

@@ -235,7 +235,10 @@ def _details(certified: Any, out: TextIO) -> None:
               f"the evidence supports {data['strongest_supported'] or 'nothing yet'}\n  {data['reason']}\n")
     example = data.get("counterexample")
     if example:
-        out.write(f"  check: {example['check']}\n  args: {json.dumps(example['args'], ensure_ascii=False)}\n")
+        out.write(f"  check: {example['check']}\n")
+        out.writelines(f"  setup: {step['tool']} {json.dumps(step['args'], ensure_ascii=False)}\n"
+                       for step in example.get("setup") or ())
+        out.write(f"  args: {json.dumps(example['args'], ensure_ascii=False)}\n")
         kill = example.get("kill")
         if kill:
             from killpoint.harness.certify.certificate import point_text

@@ -23,9 +23,15 @@ unchanged. What is particular to MCP:
   argument is the trial's world (``repo_path`` draws it); ``{4MiB}`` is 4 MiB of
   text, so a write takes long enough for a kill to land part-way (a small one is
   done before the signal arrives), while the counterexample stays readable.
-- The server's memory is not snapshotted (``unseen``): a tool whose calls
-  changed nothing in the world may still have changed a setting held there, so
-  such calls establish no class but a READ_ONLY claim (``certificate.judge``).
+- A snapshot holds the world and what the server's read tools return
+  (``mcp_state``: ``readOnlyHint`` true, no required argument, answering the same
+  twice): an effect kept in the server's memory that such a read shows is
+  compared like a file. The rest of its memory is not seen (``unseen``): a tool
+  whose calls changed nothing seen may still have changed a setting held there,
+  so such calls establish no class but a READ_ONLY claim (``certificate.judge``).
+- A tool that acts only on what another tool made (an observation added to an
+  entity) is given a state built by the server's creator tools first
+  (``trials.StateBuilder``: ``creators``, ``arguments_for``, ``build``).
 - Network: a tool whose ``openWorldHint`` is true, or that takes a URL, is skipped
   unless ``--allow-network``, with the reason.
 """
@@ -49,9 +55,10 @@ from killpoint.harness.certify.adapters import CallResult, ExternalSpec, TrialEr
 from killpoint.harness.certify.certificate import AFTER, MAX_TOOL_NAME, shown_name
 from killpoint.harness.certify.identity import command_identity
 from killpoint.harness.certify.mcp_client import McpCall, McpServer, ServerError, ServerInfo
+from killpoint.harness.certify.mcp_state import READ_KEY, creator_order, is_creator, is_read, names_in, shown_view
 from killpoint.harness.certify.mcp_worlds import GIT_ENV, PRESETS, Vocabulary, make_world, snapshot, vocabulary
 from killpoint.harness.certify.points import ChildRun
-from killpoint.harness.certify.trials import TEMPORARY_NAME
+from killpoint.harness.certify.trials import TEMPORARY_NAME, Setup
 from killpoint.harness.certify.world_events import WorldEvents, kills_at_changes
 from killpoint.harness.leftovers import owner_prefix
 
@@ -61,6 +68,7 @@ if TYPE_CHECKING:
 DEFAULT_CALL_TIMEOUT_S = 30.0
 WORLD = "{world}"
 LARGE = "{4MiB}"
+MEMORY = "the server's memory"  # where a server keeps what no snapshot of its world shows
 LARGE_TEXT = ("killpoint certify: 4 MiB to write, in parts a kill can land between\n" * (1 << 16))[:1 << 22]
 _URL_NAMES = re.compile(r"(url|uri|href|endpoint|link)s?$", re.IGNORECASE)
 _URL_FORMATS = {"uri", "url", "iri", "uri-reference", "iri-reference"}
@@ -121,6 +129,7 @@ class Listing:
     info: ServerInfo
     tools: tuple[dict[str, Any], ...]
     vocabulary: Vocabulary
+    reads: tuple[str, ...]  # the read tools every snapshot asks (``stable_reads``)
 
 
 _LISTINGS: dict[ServerCommand, Listing] = {}
@@ -136,6 +145,7 @@ def listing(command: ServerCommand, shown: str) -> Listing:
             server = command.start(world, folder)
             try:
                 info, tools = server.initialize(), tuple(server.list_tools())
+                views = _views(server, world, read_candidates(tools), calls=2)
             finally:
                 server.close()
         except ServerError as error:
@@ -144,8 +154,60 @@ def listing(command: ServerCommand, shown: str) -> Listing:
             shutil.rmtree(folder, ignore_errors=True)
         if not tools:
             raise ConfigError(f"--mcp {shown!r}: the server ({info.name} {info.version}) lists no tools to certify")
-        _LISTINGS[command] = Listing(info, tools, names)
+        _LISTINGS[command] = Listing(info, tools, names, stable_reads(command, views))
     return _LISTINGS[command]
+
+
+def read_candidates(tools: tuple[dict[str, Any], ...]) -> list[str]:
+    """The read tools (``mcp_state.is_read``) that may be called without asking: none that may reach the network."""
+    return [str(entry["name"]) for entry in tools if is_read(entry) and not network_reason(entry)
+            and not schema_problems(entry.get("inputSchema") or {"type": "object"}, "inputSchema")]
+
+
+def _views(server: McpServer, world: Path, names: list[str], *, calls: int) -> dict[str, str]:
+    """What each read answers on ``server`` (``shown_view``), if its ``calls`` calls answered alike.
+
+    A read that refuses, answers two ways, or changes the world is no view of
+    the state; the first that does not answer (a dead server, a timeout) ends
+    the list, so a hostile server costs one call timeout here at most.
+    """
+    views = {}
+    for name in names:
+        before = snapshot(world)
+        try:
+            outcomes = [server.call_tool(name, {}) for _ in range(calls)]
+        except ServerError:
+            break
+        if any(outcome.timed_out for outcome in outcomes):
+            break
+        texts = {shown_view(_scrubbed(outcome.text, world) or "") for outcome in outcomes}
+        if all(outcome.ok for outcome in outcomes) and len(texts) == 1 and snapshot(world) == before:
+            views[name] = texts.pop()
+    return views
+
+
+def stable_reads(command: ServerCommand, views: dict[str, str]) -> tuple[str, ...]:
+    """The reads whose answer on a second server, on another fresh world, is the one ``views`` holds.
+
+    An answer that names the server's process or the time it started differs
+    between the server of a kill and its restart, so it is no view of state.
+    A second server that will not start leaves no read: the trials will say why.
+    """
+    if not views:
+        return ()
+    folder = Path(tempfile.mkdtemp(prefix=owner_prefix("killpoint-mcp-reads-")))
+    try:
+        world = command.fresh_world(folder)
+        server = command.start(world, folder)
+        try:
+            again = _views(server, world, list(views), calls=1)
+        finally:
+            server.close()
+    except ServerError:
+        return ()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return tuple(name for name, view in views.items() if again.get(name) == view)
 
 
 @dataclass(frozen=True)
@@ -167,16 +229,59 @@ class McpTarget:
     vocabulary: Vocabulary
     identity: dict[str, str]
     notes: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()  # the server's read tools each snapshot asks (``Listing.reads``)
+    creator_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)  # creator tool -> its inputSchema
     timed_kills = True  # no instrumented points inside a server: seeded delays too (trials.search)
-    unseen = "the server's memory"  # the server lives from a call to its replay; no snapshot shows its memory
     live: dict[Path, McpServer] = field(default_factory=dict, compare=False)
     spare: list[tuple[Path, McpServer]] = field(default_factory=list, compare=False)
     folders: list[Path] = field(default_factory=list, compare=False)  # [the folder of its worlds], once made
+
+    @property
+    def unseen(self) -> str:
+        """The server lives from a call to its replay: its memory is seen only as far as its read tools show it."""
+        return f"{MEMORY} (beyond what its read tools, {', '.join(self.reads)}, show)" if self.reads else MEMORY
+
+    @property
+    def creators(self) -> tuple[str, ...]:
+        return tuple(self.creator_schemas)
 
     def arguments(self) -> SearchStrategy[dict[str, Any]]:
         from killpoint.harness.certify.strategies import args_for
 
         return args_for(self.schema, world_hook(self.vocabulary, self.name))
+
+    def arguments_for(self, tool: str, setup: Setup) -> SearchStrategy[dict[str, Any]]:
+        """Arguments for ``tool`` (this one or a creator) whose free strings name what ``setup`` named.
+
+        Half the draws take a name given to a name-like key (an entity's
+        ``name``), the rest any string the setup was given; a creator may also
+        draw one of the world's words, a new name, where this tool acts only on
+        what exists.
+        """
+        from hypothesis import strategies as st
+
+        from killpoint.harness.certify.strategies import args_for
+
+        named, every = names_in(setup)
+        words = () if tool == self.name else self.vocabulary.texts
+        free = st.sampled_from(tuple(dict.fromkeys((*every, *words))) or self.vocabulary.texts)
+        schema = self.schema if tool == self.name else self.creator_schemas[tool]
+        names = st.sampled_from(named) | free if named else free
+        return args_for(schema, world_hook(self.vocabulary, tool, free=names))
+
+    def build(self, world: Path, setup: Setup, scratch: Path) -> Setup:
+        """Run each setup call on the world's server; each step as it ended (a refused one built nothing)."""
+        ran = []
+        for step in setup:
+            result = self._call_live(world, step["tool"], step["args"])
+            ran.append({**step, "ok": result.ok, **({"error": result.error} if result.error else {})})
+        return tuple(ran)
+
+    def restart(self, world: Path) -> None:
+        """End the world's server: the next call or snapshot starts one on what the world kept (the restart)."""
+        server = self.live.pop(world, None)
+        if server is not None:
+            server.close()
 
     def fresh_world(self, folder: Path) -> Path:
         """A fresh world with a server starting on it (``folder``, the trial's, is not used: worlds live apart)."""
@@ -197,7 +302,16 @@ class McpTarget:
             raise TrialError(f"{self.name}: {_scrubbed(str(error), world)}") from None
 
     def snapshot(self, world: Path) -> dict[str, str]:
-        return snapshot(world)
+        """The world, then what each read tool returns on the world's server (started if none runs: the restart)."""
+        state = snapshot(world)
+        if not self.reads:
+            return state
+        server = self._live(world)
+        for read in self.reads:
+            outcome = self._call(server, world, read, {})
+            text = _scrubbed(outcome.text if outcome.ok else f"refused: {outcome.error}", world) or ""
+            state[READ_KEY + read] = shown_view(text)
+        return state
 
     def smaller(self, args: dict[str, Any]) -> list[dict[str, Any]]:
         """The arguments with each ``{4MiB}`` as a short word, if there is one (drawn first, it shrinks no further)."""
@@ -207,27 +321,32 @@ class McpTarget:
         return [json.loads(text)]
 
     def call(self, world: Path, args: dict[str, Any], scratch: Path) -> CallResult:
+        return self._call_live(world, self.name, args)
+
+    def _call_live(self, world: Path, tool: str, args: dict[str, Any]) -> CallResult:
+        """``tool`` called on the world's server; TrialError if it had no answer within --call-timeout."""
+        outcome = self._call(self._live(world), world, tool, args)
+        if outcome.timed_out:
+            self.release()
+            raise TrialError(f"{tool}: the call had {outcome.error} (--call-timeout; the server was killed)")
+        return CallResult(outcome.ok, _scrubbed(outcome.error, world), outcome.labels, outcome.seconds)
+
+    def _live(self, world: Path) -> McpServer:
+        """The world's server: the one it started with, or (after a kill or ``restart``) a new one on it."""
         server = self.live.get(world)
         if server is not None and server.used and not server.alive:
             raise TrialError(f"{self.name}: the server died between calls ({server.stderr_tail() or 'no stderr'})")
-        if server is None:  # after a kill: the restart
+        if server is None:
             server = self.live[world] = self._started(world)
-        outcome = self._call(server, world, args)
-        if outcome.timed_out:
-            self.release()
-            raise TrialError(f"{self.name}: the call had {outcome.error} (--call-timeout; the server was killed)")
-        return CallResult(outcome.ok, _scrubbed(outcome.error, world), outcome.labels, outcome.seconds)
+        return server
 
     def kill(self, world: Path, args: dict[str, Any], scratch: Path, *, at_point: int | None = None,
              after_s: float | None = None) -> ChildRun:
-        """The call on a server nothing has called yet (the world's own, else a new one), SIGKILLed part-way."""
-        server = self.live.pop(world, None)
-        if server is None or server.used:
-            if server is not None:
-                server.close()
-            server = self._started(world)
+        """The call on the world's server (holding what a setup built, if one ran), SIGKILLed part-way."""
+        server = self._live(world)
+        del self.live[world]
         try:
-            outcome = self._call(server, world, args, kill_at=at_point, kill_after_s=after_s)
+            outcome = self._call(server, world, self.name, args, kill_at=at_point, kill_after_s=after_s)
         finally:
             server.close()
         return ChildRun(outcome.labels, outcome.killed_at, outcome.killed_after_s, server.returncode,
@@ -254,7 +373,7 @@ class McpTarget:
         except ServerError as error:
             raise TrialError(f"{self.name}: {_scrubbed(str(error), world)}") from None
 
-    def _call(self, server: McpServer, world: Path, args: dict[str, Any], *, kill_at: int | None = None,
+    def _call(self, server: McpServer, world: Path, tool: str, args: dict[str, Any], *, kill_at: int | None = None,
               kill_after_s: float | None = None) -> McpCall:
         """The call, watched; a kill at a point holds the server at each open and write (``world_events``).
 
@@ -265,16 +384,16 @@ class McpTarget:
             server.initialize()
             events = WorldEvents(world, session=server.process.pid if kill_at is not None else None)
             try:
-                outcome = server.call_tool(self.name, filled(args, world), events=events, kill_at=kill_at,
+                outcome = server.call_tool(tool, filled(args, world), events=events, kill_at=kill_at,
                                            kill_after_s=kill_after_s)
             finally:
                 events.close()
         except ServerError as error:
             server.close()
-            raise TrialError(f"{self.name}: {_scrubbed(str(error), world)}") from None
+            raise TrialError(f"{tool}: {_scrubbed(str(error), world)}") from None
         return McpCall(tuple(AFTER + TEMPORARY_NAME.sub("<hex>", label) for label in outcome.labels), outcome.ok,
                        outcome.error, outcome.seconds, outcome.killed_at, outcome.killed_after_s, outcome.timed_out,
-                       outcome.returncode)
+                       outcome.returncode, outcome.text)
 
 
 def filled(args: dict[str, Any], world: Path) -> dict[str, Any]:
@@ -298,8 +417,12 @@ def _scrubbed(error: str | None, world: Path) -> str | None:
     return TEMPORARY_NAME.sub("<hex>", error.replace(str(world.resolve()), "<world>").replace(str(world), "<world>"))
 
 
-def world_hook(names: Vocabulary, tool: str) -> Any:
+def world_hook(names: Vocabulary, tool: str, free: SearchStrategy[str] | None = None) -> Any:
     """The ``strategies`` hook: path-, ref-, pattern- and text-like string properties draw from the world's names.
+
+    With ``free`` (what a setup named, ``McpTarget.arguments_for``), every
+    other string draws from it, at any depth: a draw (and a shrink) names
+    something that exists, where random text would name nothing twice.
 
     Each list is ordered so the first draw (the one Hypothesis tries first, and
     shrinks toward) is a call likely to do something: a fresh name for a
@@ -315,7 +438,7 @@ def world_hook(names: Vocabulary, tool: str) -> Any:
     creates = re.search(r"create|make|mkdir|new|init", tool, re.IGNORECASE)
     lists = re.search(r"dir|list|tree|search|find", tool, re.IGNORECASE)
 
-    def strings(name: str, description: str) -> SearchStrategy[str] | None:
+    def strings(name: str, description: str, *, large: bool = True) -> SearchStrategy[str] | None:
         fresh_first = creates or _DESTINATION_NAMES.search(name)
         quoted = list(dict.fromkeys(re.findall(r"'([\w-]+)'", description)))
         if len(quoted) >= 2:  # "Whether to list local branches ('local'), remote branches ('remote') or ..."
@@ -336,8 +459,8 @@ def world_hook(names: Vocabulary, tool: str) -> Any:
         if _OLD_TEXT_NAMES.search(name):
             return st.sampled_from(names.texts)
         if _CONTENT_NAMES.search(name):  # large first: only a write in parts can be torn (``smaller`` reads it)
-            return st.just(LARGE) | st.sampled_from(names.texts)
-        return None
+            return st.just(LARGE) | st.sampled_from(names.texts) if large else st.sampled_from(names.texts)
+        return free
 
     def hook(name: str, spec: dict[str, Any]) -> SearchStrategy[Any] | None:
         branches = spec.get("anyOf", spec.get("oneOf"))
@@ -350,7 +473,8 @@ def world_hook(names: Vocabulary, tool: str) -> Any:
             return strings(name, description)
         items = spec.get("items")
         if spec.get("type") == "array" and isinstance(items, dict) and items.get("type") == "string":
-            item = strings(name, description)
+            # no 4 MiB item: four would be a request larger than a server's stdin may hold unread
+            item = strings(name, description, large=False)
             return None if item is None else array_of(spec, item)
         if spec.get("type") == "array" and isinstance(items, dict) and items.get("type") == "object":
             # a list of edits: the empty one does nothing, so draw at least one
@@ -473,7 +597,8 @@ def mcp_target(tool: str, spec: ExternalSpec) -> McpTarget:
     as_json = {"adapter": "mcp", "tool": tool, "mcp": spec.mcp, "mcp_env": list(spec.mcp_env),
                "world_preset": spec.world_preset, "world": str(command.template) if command.template else None,
                "allow_network": spec.allow_network, "call_timeout": spec.call_timeout, "cwd": spec.cwd,
-               "annotations": found.get("annotations"), "kills_at_changes": kills_at_changes()}
+               "annotations": found.get("annotations"), "kills_at_changes": kills_at_changes(),
+               "reads": list(listed.reads)}
     described = {key: found.get(key) for key in ("name", "inputSchema", "annotations")}
     base = command_identity(list(command.argv), None)
     digest = hashlib.sha256(json.dumps([base["digest"], dict(command.env), command.preset, described,
@@ -483,7 +608,23 @@ def mcp_target(tool: str, spec: ExternalSpec) -> McpTarget:
     if "files" in base:
         identity["files"] = base["files"]
     schema = found.get("inputSchema") or {"type": "object", "properties": {}}
-    return McpTarget(tool, as_json, command, schema, listed.vocabulary, identity)
+    return McpTarget(tool, as_json, command, schema, listed.vocabulary, identity, reads=listed.reads,
+                     creator_schemas=creators(listed, tool, allow_network=spec.allow_network))
+
+
+def creators(listed: Listing, tool: str, *, allow_network: bool) -> dict[str, dict[str, Any]]:
+    """The server's creator tools but ``tool`` (``mcp_state.is_creator``), those that create first: name -> schema.
+
+    Only tools certify could run itself: none that may reach the network
+    without --allow-network, none whose schema it cannot draw from.
+    """
+    found = {}
+    for entry in sorted(listed.tools, key=lambda entry: creator_order(str(entry.get("name")))):
+        schema = entry.get("inputSchema") or {"type": "object", "properties": {}}
+        if (entry.get("name") != tool and is_creator(entry) and (allow_network or not network_reason(entry))
+                and not schema_problems(schema, "inputSchema")):
+            found[str(entry["name"])] = schema
+    return found
 
 
 @dataclass(frozen=True)

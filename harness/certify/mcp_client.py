@@ -81,6 +81,7 @@ class McpCall:
     killed_after_s: float | None = None  # a timed kill
     timed_out: bool = False
     returncode: int | None = None        # the server's, once it was killed
+    text: str | None = None              # what a call that ended answered (``answer_text``): a read tool's view
 
 
 class McpServer:
@@ -228,7 +229,7 @@ class McpServer:
                             note(events.read())
                             events.release()
                         ok, error = _outcome(answer)
-                        return ended(ok=ok, error=error)
+                        return ended(ok=ok, error=error, text=answer_text(answer))
 
     # ------------------------------------------------------------------ JSON-RPC over the pipes
     def _send(self, message: dict[str, Any]) -> None:
@@ -419,6 +420,14 @@ def _outcome(answer: dict[str, Any]) -> tuple[bool, str | None]:
         return True, None
     texts = [item.get("text", "") for item in result.get("content", []) if isinstance(item, dict)]
     return False, (" ".join(texts).strip() or "isError: true")[:300]
+
+
+def answer_text(answer: dict[str, Any]) -> str:
+    """A ``tools/call`` answer's content as one text: its ``structuredContent`` as JSON if any, else its texts."""
+    result = answer.get("result") or {}
+    if "structuredContent" in result:
+        return json.dumps(result["structuredContent"], sort_keys=True, ensure_ascii=False)
+    return "\n".join(str(item.get("text", "")) for item in result.get("content") or [] if isinstance(item, dict))
 
 
 def _error_text(error: Any) -> str:

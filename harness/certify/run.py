@@ -41,7 +41,7 @@ from killpoint.harness.certify.certificate import (
     staleness,
     write_certificate,
 )
-from killpoint.harness.certify.mcp import external_from_json, listed_tools, mcp_target
+from killpoint.harness.certify.mcp import McpTarget, external_from_json, listed_tools, mcp_target
 from killpoint.harness.certify.trials import SearchResult, search
 
 DEFAULT_TRIALS = 25
@@ -186,7 +186,7 @@ def _certify_one(claim: Claim, target: Target | None, cannot: str, external: Ext
         adapter, identity = target.spec, target.identity
     elif target is not None:
         result = search(target, claim.tool_class, interactive=claim.interactive, trials=trials, seed=seed, kill=kill,
-                        budget_s=budget_s)
+                        budget_s=budget_s, builder=target if isinstance(target, McpTarget) else None)
         adapter, identity = target.spec, target.identity
     else:
         result = SearchResult((), None, f"no way to run it: {cannot}", 0.0)

@@ -15,8 +15,8 @@ from killpoint.harness.certify.certificate import judge, make_certificate
 from killpoint.harness.certify.mcp import (
     LARGE,
     LARGE_TEXT,
+    MEMORY,
     WORLD,
-    McpTarget,
     filled,
     hints_text,
     network_reason,
@@ -109,7 +109,7 @@ def test_hints_read_in_a_cell_and_network_tools_are_named() -> None:
 def certified(tool: str, claim: str, why: str, *, changed: bool) -> Certified:
     """A server tool's certificate from one replay trial that changed the world (or nothing), as ``search`` gives it."""
     observation = Observation(REPLAY, {}, ok=True, error=None, changed=changed, differs=False)
-    result = SearchResult((observation,), None, None, 0.1, unseen=McpTarget.unseen)
+    result = SearchResult((observation,), None, None, 0.1, unseen=MEMORY)
     judgement = judge(claim, interactive=False, result=result, why=why)
     certificate = make_certificate(tool=tool, claim=claim, interactive=False, result=result, judgement=judgement,
                                    seed=0, trials=2, adapter={"adapter": "mcp"}, identity={"digest": "sha256:0"},
@@ -119,7 +119,7 @@ def certified(tool: str, claim: str, why: str, *, changed: bool) -> Certified:
 
 def test_the_written_catalogue_never_says_read_only_for_a_tool_whose_effect_may_be_in_the_servers_memory() -> None:
     """Issue 28: only a READ_ONLY claim stands on calls that changed nothing seen; a toggle's class is UNKNOWN."""
-    assert McpTarget.unseen == "the server's memory"
+    assert MEMORY == "the server's memory"
     done = [certified("toggle_logging", p.NON_IDEMPOTENT, "readOnlyHint and idempotentHint not true; "
                       "destructiveHint: false", changed=False),
             certified("settings", p.UNKNOWN, "no annotations", changed=False),
