@@ -97,8 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="kill at seeded delays with no rendezvous (alone: --runs N runs; with --random: mixed in)")
     schedules.add_argument("--runs", type=int, metavar="N", help=f"runs of --timed alone (default {defaults.TIMED_RUNS})")
     schedules.add_argument("--timed-window", type=float, metavar="S",
-                           help="with --timed: draw delays in [0, S] (default: between the crash-free run's first "
-                                "and last crash point, or journal/ledger write)")
+                           help="with --timed: draw delays in [0, S] from the start of work (default: --timed alone "
+                                "kills in a drawn stretch between two of the crash-free run's crash points, counted from "
+                                "the first; mixed into --random, or with no crash points, in its working period)")
     schedules.add_argument("--torn-tail", action="store_true", help="tear the journal's last record after kills that follow a write")
     schedules.add_argument("--no-pause", action="store_true", help=defaults.NO_PAUSE_HELP)
     schedules.add_argument("--no-share-prefixes", action="store_true",
@@ -357,7 +358,7 @@ def command_repro(args: argparse.Namespace, out: TextIO) -> int:
     out.write(f"killpoint repro: {scenario.name}, {spec.describe()}"
               f"{f', seed {token.seed}' if token.seed is not None else ''}{f', drift {spec.drift}' if spec.drift else ''}"
               f"; {spec.describe_backend()}; evidence in {spec.runs_dir}\n")
-    if any(isinstance(parse_kill(kill), AfterDelay) for kill in token.schedule):
+    if any(isinstance(kill := parse_kill(text), AfterDelay) and kill.after is None for text in token.schedule):
         out.write("note: this workload never announced crash points, so the timed kill is replayed by time "
                   "and may land elsewhere\n")
     _, (outcome,) = run_spec(spec)

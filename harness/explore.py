@@ -19,13 +19,16 @@ from killpoint.harness import defaults
 from killpoint.harness.limits import LIMITS
 from killpoint.harness.model import (
     AFTER_SUFFIX,
+    DELAY_PREFIX,
     RENDEZVOUS_KILLS,
     AfterDelay,
     AtPoint,
     Drift,
     GoldenRun,
+    KillSyntaxError,
     PlainKill,
     Plan,
+    parse_kill,
 )
 from killpoint.harness.schedule import (
     POWER_TORN_PERMILLES,
@@ -131,6 +134,73 @@ class ExhaustiveMode:
         return batches
 
 
+# A stretch of the crash-free run's work where a ``--timed`` kill is drawn: the point that begins it (as reached;
+# None: the start of work) and its length in seconds, as the crash-free run took it.
+Stretch = tuple[str | None, float]
+
+
+def timed_stretches(golden: GoldenRun) -> tuple[Stretch, ...]:
+    """The stretches of the crash-free run's working period between its crash points, where ``timed_delay``
+    draws; empty when it announced fewer than two points (or their times were not measured).
+
+    A stretch begins at the first time the run reached a point and ends at the
+    next point: a point reached again ends the stretch before it and begins
+    none, as a kill counts from a point's first arrival. Before the first point
+    comes the stretch from the first journal or ledger write, if the work began
+    with one.
+    """
+    times, points = golden.point_times_s, golden.points
+    if len(times) != len(points):
+        return ()
+    seen: set[str] = set()
+    stretches: list[Stretch] = []
+    for index, point in enumerate(points[:-1]):
+        if point not in seen and _times_a_kill(point):
+            stretches.append((point, round(times[index + 1] - times[index], 4)))
+        seen.add(point)
+    if stretches and times[0] > 0:
+        stretches.insert(0, (None, times[0]))
+    return tuple(stretches)
+
+
+def timed_delay(stretches: tuple[Stretch, ...], window_s: tuple[float, float], rng: random.Random) -> AfterDelay:
+    """A ``--timed`` kill drawn from ``rng`` in the crash-free run's ``stretches`` (``timed_stretches``), else in
+    its working period ``window_s``: a pure function of ``rng``'s seed and what the crash-free run recorded.
+
+    One stretch is drawn (each equally likely) and a fraction ``f`` of it: the
+    kill lands ``f`` of that stretch's length (as the crash-free run took it)
+    after the incarnation first reached the point that begins the stretch,
+    ``c3:after_started@0.0012``. Counted from the start of work instead, a
+    delay fits only an incarnation that works as fast as the crash-free run
+    did: when a load spike slowed the crash-free run (31 to 49 ms of work,
+    against 7 to 22 ms unslowed), the later delays drawn from it outlasted the
+    work of faster incarnations, whose runs were left untested. Counted from a
+    point the incarnation reached, the kill follows the incarnation's own
+    progress and overshoots only by how much shorter its one stretch is than
+    the crash-free run's, so it still lands inside the work unless that stretch
+    is at the very end. Each stretch weighs the same, not by its length, so
+    that one a load spike lengthened in the crash-free run draws no more kills
+    (nor the overshoots they would bring) than any other, and every stretch is
+    killed about as often (what ``coverage`` counts). It is still a SIGKILL at
+    a wall-clock moment anywhere in the stretch, with no pause at any point.
+
+    With no stretch (a workload that announces fewer than two crash points),
+    the delay is drawn in ``window_s`` and counted from the start of work.
+    """
+    if not stretches:
+        return AfterDelay(round(rng.uniform(*window_s), 4))
+    after, length = rng.choice(stretches)
+    return AfterDelay(round(rng.random() * length, 4), after=after)
+
+
+def _times_a_kill(point: str) -> bool:
+    """Whether a timed kill can name ``point`` (as reached) and read it back from its text: a protocol point."""
+    try:
+        return parse_kill(f"{point}{DELAY_PREFIX}0") == AfterDelay(0.0, after=point)
+    except KillSyntaxError:
+        return False
+
+
 def timed_window(golden: GoldenRun, upper_s: float | None = None) -> tuple[float, float]:
     """Where timed delays are drawn: ``[0, upper_s]`` when given, else the golden run's working period.
 
@@ -171,7 +241,8 @@ class RandomMode:
 
 @dataclass(frozen=True)
 class TimedMode:
-    """``runs`` single timed kills at seeded delays in ``[0, window_s]``, else in the golden run's working period."""
+    """``runs`` single timed kills at seeded delays: in ``[0, window_s]`` from the start of work, else between
+    the golden run's crash points (``timed_delay``)."""
 
     runs: int
     seed: int
@@ -186,12 +257,14 @@ class TimedMode:
 
     def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
         def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-            low, high = timed_window(golden, self.window_s)
+            # An explicit window is drawn from the start of work, as asked; else between the crash points.
+            stretches = timed_stretches(golden) if self.window_s is None else ()
+            window = timed_window(golden, self.window_s)
             jobs = []
             for index in range(self.runs):
                 run_seed = derived_seed(self.seed, index)
-                delay = round(random.Random(run_seed).uniform(low, high), 4)
-                jobs.append(Job(index, (AfterDelay(delay),), run_seed, drift))
+                kill = timed_delay(stretches, window, random.Random(run_seed))
+                jobs.append(Job(index, (kill,), run_seed, drift))
             yield jobs
 
         return batches

@@ -53,6 +53,9 @@ class GoldenRun:
     # Why effects_per_call cannot be trusted (its ledger was refused, or holds a line that does not parse,
     # which may hide an effect record); None: counted from every line.
     effects_unknown: str | None = None
+    # Seconds from the moment its work began to each of ``points`` (``runner.work_period``): the stretches
+    # between them are where ``--timed`` kills are drawn (``explore.timed_delay``). Empty: not measured.
+    point_times_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -266,12 +269,13 @@ class Incarnation:
 # -- kills: when an incarnation is SIGKILLed, and the fault the kill carries --------------------
 #
 # A kill's text (``str``) is how tokens, flags, scenario files, verdict.json and the docs spell it:
-# ``c3:after_effect``, ``after_decisions``, ``c3:after_started+``, ``@0.0342``, ``ledger:effect:c3``,
+# ``c3:after_effect``, ``after_decisions``, ``c3:after_started+``, ``@0.0342``, ``c3:after_started@0.0012``,
+# ``ledger:effect:c3``,
 # a crash-point kill optionally followed by ``/now`` (``c3:after_effect/now``), then any kill by
 # ``/torn:500`` or ``/power`` (``/power:op:7``, ``/power:seq:7``). ``parse_kill`` reads every one of them back.
 
 TIMEOUT = "timeout"  # killed_at of an incarnation struck at its timeout, not at a scheduled kill
-DELAY_PREFIX = "@"  # @SECONDS: a kill that many seconds after the incarnation's work began
+DELAY_PREFIX = "@"  # [POINT]@SECONDS: a kill that many seconds after the incarnation's work began (after POINT)
 AFTER_SUFFIX = "+"  # POINT+: a kill at the first crash point after POINT
 CALL_SEPARATOR = ":"  # CALL:POINT, SOURCE:KIND:CALL
 TORN_SEPARATOR = "/torn:"  # KILL/torn:N: after the kill, the journal's last record keeps N per mille
@@ -393,15 +397,24 @@ class AfterPoint(_AtCrashPoint):
 
 @dataclass(frozen=True)
 class AfterDelay(_Rendered):
-    """Kill ``seconds`` after the incarnation's work began (``rendezvous.work_began``): no rendezvous needed
-    (rendered to 0.1 ms)."""
+    """Kill ``seconds`` (rendered to 0.1 ms) after the incarnation's work began (``rendezvous.work_began``),
+    ``@0.0342``; or, with ``after`` (a point as the runner records it reached), that long after the incarnation
+    first reached that crash point, ``c3:after_started@0.0012``.
+
+    Either way it is a SIGKILL at a wall-clock moment, never a kill at a point: the workload is not paused
+    there, and the kill lands wherever the incarnation has got to by then. Counted from a point the
+    incarnation reached, the moment follows the incarnation's own progress, so a ``--timed`` kill drawn in
+    the stretch between two points of the crash-free run (``explore.timed_delay``) lands in the same stretch
+    of an incarnation that runs faster or slower; counted from the start of work, it needs no crash point.
+    """
 
     seconds: float
     fault: Fault = PlainKill()
+    after: str | None = None
 
     @property
     def trigger(self) -> str:
-        return f"{DELAY_PREFIX}{self.seconds:.4f}"
+        return f"{self.after or ''}{DELAY_PREFIX}{self.seconds:.4f}"
 
 
 @dataclass(frozen=True)
@@ -451,12 +464,12 @@ def parse_kill(text: str) -> Kill:
     now = trigger.endswith(NOW_SUFFIX)
     trigger = trigger.removesuffix(NOW_SUFFIX)
     source, _, rest = trigger.partition(CALL_SEPARATOR)
-    if now and (trigger.startswith(DELAY_PREFIX) or source in EVENT_SOURCES):
+    if now and (DELAY_PREFIX in trigger or source in EVENT_SOURCES):
         raise KillSyntaxError(text, f"{NOW_SUFFIX} goes with a crash-point kill (c3:after_effect{NOW_SUFFIX}, "
                                     f"c3:after_started+{NOW_SUFFIX}); a timed or event kill never pauses the workload",
                               KILL_ON_FLAG if source in EVENT_SOURCES else KILL_AT_FLAG)
-    if trigger.startswith(DELAY_PREFIX):
-        return AfterDelay(_seconds(trigger), fault)
+    if DELAY_PREFIX in trigger:
+        return AfterDelay(_seconds(trigger), fault, _delay_anchor(text, trigger))
     if source in EVENT_SOURCES:
         kind, _, call = rest.partition(CALL_SEPARATOR)
         if kind not in EVENT_SOURCES[source] or not call or CALL_SEPARATOR in call:
@@ -487,9 +500,22 @@ def _split_power(text: str) -> tuple[str, Fault]:
     return trigger, PowerLoss(variant, int(seed))
 
 
+def _delay_anchor(text: str, trigger: str) -> str | None:
+    """The crash point a timed kill ``POINT@SECONDS`` counts from (a plain one, as reached: ``c3:after_started``);
+    None for ``@SECONDS``, counted from the start of work."""
+    anchor = trigger.rpartition(DELAY_PREFIX)[0]
+    if not anchor:
+        return None
+    point = parse_kill(anchor)
+    if not isinstance(point, AtPoint) or point != AtPoint(point.point, point.call):
+        raise KillSyntaxError(text, f"a timed kill counts from a crash point or from the start of work: write "
+                                    f"c3:after_started{DELAY_PREFIX}0.002 or {DELAY_PREFIX}0.002")
+    return point.reached
+
+
 def _seconds(trigger: str) -> float:
     try:
-        seconds = float(trigger.removeprefix(DELAY_PREFIX))
+        seconds = float(trigger.rpartition(DELAY_PREFIX)[2])
     except ValueError:
         seconds = -1.0
     if not (math.isfinite(seconds) and seconds >= 0):

@@ -244,6 +244,8 @@ def mark_kill(ledger_path: Path, incarnation: int, kill: Kill | None) -> bool:
         marker["point"] = TIMEOUT
     elif isinstance(kill, AfterDelay):
         marker["after_s"] = kill.seconds
+        if kill.after is not None:
+            marker["after_point"] = kill.after
     else:
         marker["point"] = kill.trigger
     if kill is not None and isinstance(kill.fault, TornTail):

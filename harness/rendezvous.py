@@ -8,7 +8,8 @@ hands the moment to the nemesis, which strikes and confirms the tree dead. One
 selector watches the listening socket, every connection, a pidfd of the
 incarnation (so an exit is seen at once, not polled) and, for event kills, the
 evidence watcher; a timed kill is the selector's deadline, counted from the
-moment the incarnation's work began (``work_began``).
+moment the incarnation first reached the crash point it names, or from the
+moment its work began (``work_began``).
 
 A message with ``"wait": false`` comes from a workload told (``$KILLPOINT_ARMED``)
 that it cannot be killed there: it is recorded and never answered, and when the
@@ -94,8 +95,9 @@ class RendezvousServer:
 
         ``started`` is a time before the launch began: no point was reached before it.
         A timed kill (``AfterDelay``) lands ``kill.seconds`` seconds after the
-        incarnation's work began (``work_began``: its first crash point, or its
-        first journal or ledger write, which only ``watcher`` sees).
+        incarnation first reached ``kill.after``, or (none named) after its work
+        began (``work_began``: its first crash point, or its first journal or
+        ledger write, which only ``watcher`` sees).
         ``on_point`` is called at each point waited at (and not killed at), with
         the point recorded, before the workload is answered. ``storage`` says how
         long the workload has waited for a lazy file system; asked when the
@@ -144,7 +146,14 @@ class RendezvousServer:
                 if now >= ends:
                     served.timed_out = True
                     return served
-                for key, _ in selector.select(min(ends, kill_at if kill_at is not None else ends) - now):
+                events = selector.select(min(ends, kill_at if kill_at is not None else ends) - now)
+                # A timed kill whose moment came while the harness was away (a loaded machine) is struck before a
+                # point that arrived meanwhile is answered: the workload waits there, and answered, it would run
+                # on past the moment, to its exit maybe.
+                if kill_at is not None and events and time.monotonic() >= kill_at and not _has_exited(pidfd):
+                    served.hit = kill
+                    return served
+                for key, _ in events:
                     if key.data == "exit":
                         self._drain(buffers, served, kill if isinstance(kill, AtPoint) and kill.now else None)
                         return served
@@ -293,11 +302,18 @@ def work_began(served: Served, watcher: EventWatcher | None) -> float | None:
 
 
 def _timed_kill_at(kill: Kill | None, served: Served, watcher: EventWatcher | None) -> float | None:
-    """When a timed kill lands: ``kill.seconds`` after the incarnation's work began (``work_began``); None for
-    another kill, and while no work has begun (an incarnation that never shows any is not killed by time)."""
+    """When a timed kill lands: ``kill.seconds`` after the incarnation first reached ``kill.after``, or (none
+    named) after its work began (``work_began``); None for another kill, and while that moment is not known
+    (an incarnation that never reaches the point, or never shows any work, is not killed by time)."""
     if not isinstance(kill, AfterDelay):
         return None
-    began = work_began(served, watcher)
+    if kill.after is None:
+        began = work_began(served, watcher)
+    else:
+        try:
+            began = served.point_times[served.points.index(kill.after)]
+        except ValueError:
+            began = None
     return None if began is None else began + kill.seconds
 
 

@@ -24,7 +24,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -214,8 +214,8 @@ def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: 
 def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
                drift: Drift | None = None, max_incarnations: int | None = None, watch_work: bool = False,
                resumed: Sequence[Incarnation] = (), sharing: Sharing | None = None, on_lazy_fs: bool = False,
-               ) -> tuple[list[Incarnation], tuple[float, float] | None]:
-    """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_window``);
+               ) -> tuple[list[Incarnation], WorkPeriod | None]:
+    """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_period``);
     on a lazy file system if ``schedule`` has a power loss, or ``on_lazy_fs``."""
     # Resolved once: the paths handed to each incarnation are absolute and free of links the harness put there.
     run_dir = run_dir.resolve()
@@ -243,21 +243,25 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 scenario.workload, cwd=scenario.cwd,
                 env=_environment(paths, server.path, number, drift,
                                  world_durable=disks is not None and disks.world is not None,
-                                 # The crash-free run's point times bound the timed kills (``work_window``),
+                                 # The crash-free run's point times place the timed kills (``work_period``),
                                  # so it waits at every point, as a timed kill's incarnation does; a watched
                                  # one is held at each.
                                  armed=None if watch_work or watched else armed_points(kill)),
                 stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
             watch = (sharing.snapshots(run_dir, incarnations, control_dir, launched, started, files)
                      if sharing is not None and watched else None)
+            cpu_waits = CpuWaits(launched.pid) if watch_work and number == 0 else None
             event = kill if isinstance(kill, OnEvent) else None
-            # A timed kill counts from the moment work began, and the crash-free run's working period is measured
-            # from it (``work_began``): only a watcher sees it in a workload that announces no crash point.
+            # A timed kill counts from a crash point it names, or from the moment work began, and the crash-free
+            # run's working period is measured from it (``work_began``): only a watcher sees it in a workload that
+            # announces no crash point.
             watcher = (EventWatcher(event, paths["journal"], paths["ledger"])
-                       if event or isinstance(kill, AfterDelay) or (watch_work and number == 0) else None)
+                       if event or (isinstance(kill, AfterDelay) and kill.after is None) or (watch_work and number == 0)
+                       else None)
             try:
                 served = server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
-                                      watcher=watcher, on_point=watch.on_point if watch is not None else None,
+                                      watcher=watcher, on_point=watch.on_point if watch is not None
+                                      else cpu_waits.on_point if cpu_waits is not None else None,
                                       storage=waited)
                 # Timed out at the most its wait may move its deadline by: still waiting for the storage, maybe.
                 storage_bound = served.timed_out and waited is not None and waited.exhausted
@@ -283,7 +287,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 if watcher is not None:
                     watcher.close()
             if watch_work and number == 0:
-                window = work_window(served, watcher)
+                window = work_period(served, watcher, cpu_waits)
             server.drop_connections()
             incarnations.append(Incarnation(
                 number=number, pid=launched.pid, exit_code=exit_code, killed_at=killed_at,
@@ -368,20 +372,73 @@ def _copy_final_store(paths: dict[str, Path], files: tuple[str, ...], run_dir: P
         save_incarnations(paths["incarnations"], incarnations)
 
 
-def work_window(served: Served, watcher: EventWatcher | None) -> tuple[float, float] | None:
-    """The working period, in seconds from the moment work began (``work_began``, so it starts at 0) to the last
-    sign of work: the last crash point, else (a workload that announces none) the last journal/ledger write.
+@dataclass(frozen=True)
+class WorkPeriod:
+    """An incarnation's working period, in seconds from the moment its work began (``work_began``, so it starts
+    at 0) to its last sign of work (the last crash point, else, for a workload that announces none, the last
+    journal/ledger write), and when it reached each of its crash points on its own clock (``work_period``),
+    rendered to 0.1 ms."""
 
-    A timed kill's delay is drawn in it and counted from each incarnation's own
-    start of work: before it the workload is only starting its interpreter,
-    after it exiting, and a kill there tests no recovery. None when the
-    workload showed no work.
+    window_s: tuple[float, float]
+    point_times_s: tuple[float, ...]
+
+
+@dataclass
+class CpuWaits:
+    """How long the workload's process ``pid`` had waited for a CPU when it reached each crash point it waited at
+    (its run-queue wait, the second figure of ``/proc/PID/schedstat``): {index of the point: seconds}.
+
+    Read while the workload waits at the point for its reply, so asleep: the figure is the one it reached
+    the point with. Missing where it cannot be read (not Linux, a process already gone, a backend whose
+    ``pid`` is a client of the workload's, such as docker's).
+    """
+
+    pid: int
+    at_points: dict[int, float] = field(default_factory=dict)
+    reading_s: dict[int, float] = field(default_factory=dict)  # how long the workload waited for the reading
+
+    def on_point(self, point: str, call: str | None, served: Served) -> None:
+        reading = time.monotonic()
+        try:
+            waited_ns = int(Path(f"/proc/{self.pid}/schedstat").read_text().split()[1])
+        except (OSError, ValueError, IndexError):
+            return
+        index = len(served.points) - 1
+        self.at_points[index] = waited_ns / 1e9
+        # Before the reply, so inside the stretch to the next point: a timed kill's incarnation has no such wait.
+        self.reading_s[index] = time.monotonic() - reading
+
+
+def work_period(served: Served, watcher: EventWatcher | None, cpu_waits: CpuWaits | None = None) -> WorkPeriod | None:
+    """The working period of the incarnation ``served`` ended (see ``WorkPeriod``); None when it showed no work.
+
+    Timed kills are drawn in the crash-free run's (``explore.timed_delay``):
+    before it the workload is only starting its interpreter, after it exiting,
+    and a kill there tests no recovery; between two of its crash points is
+    where a kill counted from the first of them lands in any incarnation.
+
+    The point times are on the workload's own clock: each stretch between two
+    points is the wall time between them less what the workload's process
+    spent waiting for a CPU in it, and for the harness to read that figure
+    (``cpu_waits``; nothing is taken off where it was not read). On a loaded
+    machine a stretch of well under a millisecond of work can take several of
+    wall time, the time slices of other processes (4 to 8 ms measured beside
+    CPU hogs); a later incarnation that is not held up there does the stretch
+    in its own short time, and a kill drawn in the long one would overshoot
+    it. The time taken off is time the workload did nothing, so a kill drawn
+    in what is left lands where work was being done.
     """
     began = work_began(served, watcher)
     last = served.point_times[-1] if served.point_times else watcher.last_write_at if watcher is not None else None
     if began is None or last is None:
         return None
-    return 0.0, round(last - began, 4)
+    waits, reading = (cpu_waits.at_points, cpu_waits.reading_s) if cpu_waits is not None else ({}, {})
+    own = [served.point_times[0] - began] if served.point_times else []
+    for index in range(1, len(served.point_times)):
+        wall = served.point_times[index] - served.point_times[index - 1]
+        waited = waits[index] - waits[index - 1] if index in waits and index - 1 in waits else 0.0
+        own.append(own[-1] + max(0.0, wall - waited - reading.get(index - 1, 0.0)))
+    return WorkPeriod((0.0, round(last - began, 4)), tuple(round(at, 4) for at in own))
 
 
 def run_golden(scenario: Scenario, run_dir: Path, backend: Backend, *, on_lazy_fs: bool = False) -> GoldenRun:
@@ -411,8 +468,9 @@ def run_golden(scenario: Scenario, run_dir: Path, backend: Backend, *, on_lazy_f
     # No kill cut a record short here, so every line that does not parse may hide an effect record.
     unread = ledger.refused or next((bad.quote() for bad in ledger.bad_lines), None)
     uncounted = None if unread is None else f"the crash-free run's effects cannot be counted: {unread}"
-    return GoldenRun(run_dir, World(paths["world"]).snapshot(), dict(effects), only.points, only.seconds, window,
-                     uncounted)
+    return GoldenRun(run_dir, World(paths["world"]).snapshot(), dict(effects), only.points, only.seconds,
+                     window.window_s if window is not None else None, uncounted,
+                     window.point_times_s if window is not None else ())
 
 
 def _python_hint(workload: tuple[str, ...]) -> str:

@@ -7,7 +7,8 @@ on; incarnations after the last kill run freely. A kill is one of:
 - ``AtPoint``: a crash point, ``c3:after_effect`` or ``after_decisions`` (rendezvous);
 - ``AfterPoint``: the first crash point after one, ``c3:after_started+`` (how a timed kill is pinned);
 - ``AfterDelay``: ``@0.0342`` seconds after the incarnation's work began: its first crash point or
-  journal/ledger write (no rendezvous needed; ``rendezvous.work_began``);
+  journal/ledger write (no rendezvous needed; ``rendezvous.work_began``); or ``c3:after_started@0.0012``,
+  that long after the incarnation first reached a crash point (how ``--timed`` draws them: ``explore.timed_delay``);
 - ``OnEvent``: an event seen in the evidence files, ``ledger:effect:c3`` or ``journal:started:c5``;
 
 and carries a fault: a plain kill, ``/torn:N`` (``TornTail``): after the
@@ -56,7 +57,8 @@ TEARABLE_POINTS = (protocol.AFTER_STARTED, protocol.AFTER_FINISHED, protocol.AFT
 def planned_kill(text: str, plan: Plan) -> Kill:
     """The kill ``text`` spells (``model.parse_kill``) if its call is one the plan makes; KillSyntaxError if not."""
     kill = parse_kill(text)
-    call = kill.call if isinstance(kill, AtPoint | AfterPoint | OnEvent) else None
+    call = (kill.call if isinstance(kill, AtPoint | AfterPoint | OnEvent)
+            else parse_point_reached(kill.after).call if kill.after is not None else None)
     if call is not None and call not in plan.call_ids:
         raise KillSyntaxError(kill.trigger, f"the plan has no call {call!r}; its calls are {', '.join(plan.call_ids)}")
     return kill

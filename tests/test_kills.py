@@ -40,7 +40,11 @@ NO_CALL_KILLS = [st.builds(kind, st.just(protocol.AFTER_DECISIONS), st.none(), F
 SECONDS = st.integers(0, 10**9).map(lambda tenths_of_ms: tenths_of_ms / 10_000)  # what a kill's text holds
 EVENTS = st.sampled_from(sorted(EVENT_SOURCES)).flatmap(
     lambda source: st.builds(OnEvent, st.just(source), st.sampled_from(EVENT_SOURCES[source]), CALLS, FAULTS))
-KILLS = st.one_of(*CALL_KILLS, *NO_CALL_KILLS, st.builds(AfterDelay, SECONDS, FAULTS), EVENTS)
+# A timed kill counted from a crash point (as reached: ``c3:after_started``, ``after_decisions``), or from the
+# start of work.
+ANCHORS = (st.none() | st.builds("{}:{}".format, CALLS, st.sampled_from(protocol.ALL_POINTS))
+           | st.just(protocol.AFTER_DECISIONS))
+KILLS = st.one_of(*CALL_KILLS, *NO_CALL_KILLS, st.builds(AfterDelay, SECONDS, FAULTS, ANCHORS), EVENTS)
 
 
 @given(KILLS)
@@ -55,6 +59,8 @@ def test_every_kill_round_trips_through_its_text(kill):
     ("after_decisions", AtPoint(protocol.AFTER_DECISIONS)),
     ("c3:after_started+", AfterPoint(protocol.AFTER_STARTED, "c3")),
     ("@0.0342", AfterDelay(0.0342)),
+    ("c3:after_started@0.0012", AfterDelay(0.0012, after="c3:after_started")),
+    ("after_decisions@0.0012/torn:500", AfterDelay(0.0012, TornTail(500), "after_decisions")),
     ("journal:started:c5", OnEvent("journal", protocol.STARTED, "c5")),
     ("ledger:effect:c3/torn:500", OnEvent("ledger", protocol.LEDGER_EFFECT, "c3", TornTail(500))),
     ("c1:after_finished/torn:1", AtPoint(protocol.AFTER_FINISHED, "c1", TornTail(1))),
@@ -69,6 +75,13 @@ def test_each_spelling_is_its_variant(text, kill):
     ("c3:after_effect/torn:half", "use 1..999"),
     ("@-1", "--kill-at '@-1': a timed kill is @SECONDS"),
     ("@nan", "a finite number >= 0"),
+    ("c3:after_started@x", "a finite number >= 0"),
+    ("c3:after_started+@0.1", "a timed kill counts from a crash point or from the start of work"),
+    ("c3:after_started/now@0.1", "a timed kill counts from a crash point or from the start of work"),
+    ("ledger:effect:c3@0.1", "a timed kill counts from a crash point or from the start of work"),
+    ("@0.1@0.2", "a timed kill counts from a crash point or from the start of work"),
+    ("c3:after_lunch@0.1", "unknown point 'after_lunch'"),
+    ("c3:after_started@0.1/now", "/now goes with a crash-point kill"),
     ("ledger:killed:c1", "--kill-on 'ledger:killed:c1': write SOURCE:KIND:CALL"),
     ("journal:started:", "write SOURCE:KIND:CALL"),
     ("c3:after_lunch", "unknown point 'after_lunch'"),

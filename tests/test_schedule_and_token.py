@@ -57,6 +57,7 @@ def test_kill_point_parsing():
 @pytest.mark.parametrize(("text", "message"), [
     ("c3:after_lunch", "unknown point 'after_lunch'; points are before_started"),
     ("c99:after_effect", "the plan has no call 'c99'; its calls are c1, c2"),
+    ("c99:after_effect@0.01", "the plan has no call 'c99'; its calls are c1, c2"),
     ("after_effect", "after_effect happens per call; write CALL:after_effect"),
 ])
 def test_bad_kill_point_is_named(text, message):
