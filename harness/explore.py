@@ -37,6 +37,7 @@ from killpoint.harness.schedule import (
     children,
     derived_seed,
     format_schedule,
+    call_points_of,
     random_schedule,
     torn_variants,
 )
@@ -233,7 +234,8 @@ class RandomMode:
     def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
         def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
             faults = replace(self.faults, timed_window_s=self.faults.timed_window_s or timed_window(golden))
-            yield [Job(index, random_schedule(plan, derived_seed(self.seed, index), faults),
+            points = call_points_of(golden.points)
+            yield [Job(index, random_schedule(plan, derived_seed(self.seed, index), faults, points),
                        derived_seed(self.seed, index), drift) for index in range(self.runs)]
 
         return batches

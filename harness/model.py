@@ -166,6 +166,9 @@ class Scenario:
     # The scenario's [journal] table: the runtime keeps its own durable record (a framework's database, a
     # mapped journal) and is judged from it and the ledger (black-box), not from killpoint's journal.
     journal: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    # The scenario's [agent] table: the workload is an unmodified agent, served a scripted model and the tools by
+    # the harness (harness/agents), judged from what the model received (``journal`` is then agent-seams).
+    agent: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
     @cached_property  # asked for by every run's record and token
     def catalogue_digest(self) -> str:
@@ -380,7 +383,9 @@ class _AtCrashPoint(_Rendered):
         return self.point if self.call is None else f"{self.call}{CALL_SEPARATOR}{self.point}"
 
     def matches(self, point: str, call: str | None) -> bool:
-        return point == self.point and (self.call is None or call == self.call)
+        """A kill of no call matches its point whatever call a runtime attached to it (after_decisions comes once
+        a recovery), except at an agent's seams, where the model request of no call is the final answer's."""
+        return point == self.point and (call == self.call or (self.call is None and point not in protocol.SEAM_POINTS))
 
 
 @dataclass(frozen=True)
@@ -481,7 +486,7 @@ def parse_kill(text: str) -> Kill:
     if point not in protocol.ALL_POINTS:
         raise KillSyntaxError(trigger, f"unknown point {point!r}; points are {', '.join(protocol.ALL_POINTS)} "
                                        f"(or @SECONDS, or ledger:KIND:CALL / journal:KIND:CALL)")
-    if not call and point != protocol.AFTER_DECISIONS:
+    if not call and point not in protocol.CALLLESS_POINTS:
         raise KillSyntaxError(trigger, f"{point} happens per call; write CALL:{point}, e.g. c1:{point}")
     return (AfterPoint if after else AtPoint)(point, call or None, fault, now)
 

@@ -214,14 +214,16 @@ def failure_message(scenario: Scenario, described: str, outcomes: list[RunOutcom
 
 # A call's crash points in the order a call reaches them. A runtime speaking the protocol announces
 # BEFORE_STARTED..AFTER_FINISHED; a framework step (killpoint.frameworks) announces STEP_POINTS instead, around
-# the after_effect both kinds share (the step, or the fake tool, sends it once the effect happened).
+# the after_effect both kinds share (the step, or the fake tool, sends it once the effect happened); an agent
+# judged at its network seams gets SEAM_POINTS, announced for it by the services the harness runs.
 CALL_ORDER = (p.BEFORE_STARTED, p.AFTER_STARTED, p.STEP_ENTERED, p.AFTER_EFFECT, p.STEP_RETURNED, p.STEP_SAVING,
-              p.STEP_RECORDED, p.BEFORE_FINISHED, p.AFTER_FINISHED)
+              p.STEP_RECORDED, p.BEFORE_FINISHED, p.AFTER_FINISHED, *p.SEAM_POINTS)
 # step_saving is not of the step kind's fixed columns: only a framework with a saver of its own (LangGraph's
 # checkpointer) reaches it, so it is shown where the crash-free run reached it, not missed where it did not (DBOS).
-POINT_KINDS = (p.CALL_POINTS, (*(point for point in p.STEP_POINTS if point != p.STEP_SAVING), p.AFTER_EFFECT))
+POINT_KINDS = (p.CALL_POINTS, (*(point for point in p.STEP_POINTS if point != p.STEP_SAVING), p.AFTER_EFFECT),
+               p.SEAM_POINTS)
 # Short headings keep calls x points within 100 columns; the map's first lines are their legend.
-HEADING_PREFIXES = (("before_", "b_"), ("after_", "a_"), ("step_", "s_"))
+HEADING_PREFIXES = (("before_", "b_"), ("after_", "a_"), ("step_", "s_"), ("model_", "m_"), ("tool_", "t_"))
 COVERAGE_HEADINGS = {point: next((short + point.removeprefix(long) for long, short in HEADING_PREFIXES
                                   if point.startswith(long)), point) for point in p.ALL_POINTS}
 
@@ -231,7 +233,8 @@ def call_points(golden: GoldenRun) -> tuple[str, ...]:
 
     A kind counts as announced when the run reached a point of its own (not the shared after_effect); all
     of its points are then shown, so one the runtime never reached is seen missing rather than left out.
-    A protocol runtime gets CALL_POINTS, a framework workload its step points, never the other kind's.
+    A protocol runtime gets CALL_POINTS, a framework workload its step points, an agent judged at its network
+    seams the seam points (``harness/agents/seams.py``), never another kind's.
     """
     reached = {point.rpartition(":")[2] for point in golden.points}
     shown = reached.union(*(kind for kind in POINT_KINDS if reached & (set(kind) - {p.AFTER_EFFECT})))

@@ -34,6 +34,8 @@ from killpoint.fake_tools.world import World, seed_world
 from killpoint.harness import nemesis
 from killpoint.harness._escapees import RunFiles
 from killpoint.harness._safe_files import read_bounded
+from killpoint.harness.agents.scenario_table import script_plan
+from killpoint.harness.agents.services import AgentServices
 from killpoint.harness.backends import Backend, Launched
 from killpoint.harness.evidence import (
     STORE_FINAL,
@@ -229,7 +231,10 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     # whole from a snapshot, or saved by ``sharing`` after the last kill.
     stands_in = bool(schedule) and len(incarnations) == len(schedule)
     window = None
-    files = store_files(scenario)
+    # An agent's services write what the model received: the harness copies it from them, not from the workload.
+    services = (AgentServices.start(script_plan(scenario.plan, scenario.agent), paths["world"], paths["ledger"],
+                                    server.path) if scenario.agent is not None else None)
+    files = store_files(scenario) if services is None else None
     disks: Disks | None = None
     try:
         if on_lazy_fs or has_power_loss(schedule):
@@ -238,6 +243,8 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
             kill: Kill | None = schedule[number] if number < len(schedule) else None
             watched = sharing is not None and sharing.holds_points and stands_in and number == len(schedule)
             waited = StorageWait(disks, scenario.timeout_s) if disks is not None else None
+            if services is not None:
+                services.begin(number)
             started = time.monotonic()
             launched = backend.launch(
                 scenario.workload, cwd=scenario.cwd,
@@ -246,7 +253,8 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                                  # The crash-free run's point times place the timed kills (``work_period``),
                                  # so it waits at every point, as a timed kill's incarnation does; a watched
                                  # one is held at each.
-                                 armed=None if watch_work or watched else armed_points(kill)),
+                                 armed=None if watch_work or watched else armed_points(kill))
+                | (services.environment() if services is not None else {}),
                 stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
             watch = (sharing.snapshots(run_dir, incarnations, control_dir, launched, started, files)
                      if sharing is not None and watched else None)
@@ -273,8 +281,12 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                     exit_code = launched.wait()
                     leftovers, escaped = tuple(launched.sweep()), tuple(escapes.hunt())
                 else:
-                    struck = _strike(launched, served, run_dir, number, files, disks, escapes, kills=sum(
-                        1 for incarnation in incarnations if incarnation.killed_at is not None))
+                    kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
+                    if services is not None:  # nothing held goes on, every effect is in the ledger before the marker
+                        services.strike()
+                    struck = _strike(launched, served, run_dir, number, files, disks, escapes, kills=kills)
+                    if services is not None:
+                        services.save(store_at_kill_path(run_dir, kills))
                     killed_at, leftovers, kill_problems = struck.point, struck.leftovers, struck.problems
                     escaped = struck.escaped
                     server.read_after_kill(served)
@@ -310,7 +322,11 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 break
         if files is not None:
             _copy_final_store(paths, files, run_dir, incarnations)
+        if services is not None:
+            services.save(run_dir / STORE_FINAL)
     finally:
+        if services is not None:
+            services.close()
         server.close()
         shutil.rmtree(control_dir, ignore_errors=True)
         if disks is not None:

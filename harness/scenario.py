@@ -25,6 +25,7 @@ from killpoint.catalogue import (
 )
 from killpoint.errors import ConfigError
 from killpoint.fake_tools.base import REGISTRY, lookup
+from killpoint.harness.agents.scenario_table import AGENT_JOURNAL, agent_problems
 from killpoint.harness.frameworks import journal_problems
 from killpoint.harness.model import DEFAULT_TIMEOUT_S, KillSyntaxError, Plan, PlannedCall, Scenario
 from killpoint.harness.scenario_fields import plan_problems, scenario_problems
@@ -105,6 +106,9 @@ def load_scenario(path: str | Path) -> Scenario:
     journal = data.get("journal")
     if isinstance(journal, dict):  # not a table at all is a problem of the file's own fields
         problems += journal_problems(journal, str(path))
+    agent = data.get("agent")
+    if isinstance(agent, dict):
+        problems += agent_problems(agent, plan, str(path), journal)
     if plan is not None:
         schedule = data.get("schedule")
         problems += kill_at_problems(str(path), schedule if isinstance(schedule, dict) else {}, plan)
@@ -128,7 +132,8 @@ def load_scenario(path: str | Path) -> Scenario:
         default_schedule=data.get("schedule", {}),
         backend=data.get("backend"),
         image=data.get("image"),
-        journal=journal,
+        journal=AGENT_JOURNAL if agent is not None else journal,
+        agent=agent,
         world_on_device=data.get("world_on_device", False),
     )
 

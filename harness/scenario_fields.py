@@ -159,6 +159,8 @@ SCENARIO_FIELDS = (
                                        "fsynced in the world too: their own durability under test)"),
     Field("journal", _table, '[journal] format = "killpoint" (the runtime\'s own durable record: '
                              'docs/journal-mapping.md)'),
+    Field("agent", _table, '[agent] (the workload is an unmodified agent, pointed at the model and tools killpoint '
+                           'serves: docs/agents.md)'),
 )
 
 SCHEDULE_FIELDS = (

@@ -195,19 +195,22 @@ class Draw(Protocol):
         """Per mille of the last record a kill after a journal write keeps, or None for no tear."""
 
 
-def draw_schedule(plan: Plan, draw: Draw, max_kills: int, *, tear_anywhere: bool = False) -> Schedule:
-    """The one random schedule generator: 1..max_kills kills; later ones may hit recovery points.
+def draw_schedule(plan: Plan, draw: Draw, max_kills: int, *, tear_anywhere: bool = False,
+                  points: tuple[str, ...] = protocol.CALL_POINTS) -> Schedule:
+    """The one random schedule generator: 1..max_kills kills at a call's ``points``; later ones may hit
+    recovery points (those of a protocol runtime: a workload of another kind reaches none).
 
     Random mode draws with ``SeededDraw`` (``random_schedule``); ``killpoint hunt``
     with Hypothesis, which can then shrink the schedule.
     """
+    recovery = protocol.RECOVERY_POINTS if points == protocol.CALL_POINTS else ()
     kills: list[Kill] = []
     for incarnation in range(draw.count(1, max_kills)):
         delay = draw.delay()
         if delay is not None:
             kills.append(AfterDelay(delay))
             continue
-        point = draw.choice(protocol.CALL_POINTS + (protocol.RECOVERY_POINTS if incarnation else ()))
+        point = draw.choice(points + (recovery if incarnation else ()))
         call = None if point == protocol.AFTER_DECISIONS else draw.choice(plan.call_ids)
         torn = draw.torn() if tear_anywhere or point in TEARABLE_POINTS else None
         fault: Fault = PlainKill() if torn is None else TornTail(torn)
@@ -237,7 +240,17 @@ class SeededDraw:
         return self.rng.randint(1, 999) if self.rng.random() < self.faults.torn_rate else None
 
 
-def random_schedule(plan: Plan, run_seed: int, faults: RandomFaults = RandomFaults()) -> Schedule:
-    """Draw one schedule from ``run_seed``: the same seed and faults always draw the same schedule."""
+def random_schedule(plan: Plan, run_seed: int, faults: RandomFaults = RandomFaults(),
+                    points: tuple[str, ...] = protocol.CALL_POINTS) -> Schedule:
+    """Draw one schedule from ``run_seed``: the same seed, faults and points always draw the same schedule."""
     return draw_schedule(plan, SeededDraw(random.Random(run_seed), faults), faults.max_kills,
-                         tear_anywhere=faults.tear_anywhere)
+                         tear_anywhere=faults.tear_anywhere, points=points)
+
+
+def call_points_of(golden_points: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The points a call reaches, as a random schedule draws them: a protocol runtime's (``CALL_POINTS``, so a
+    seed draws what it always drew), else those the crash-free run reached (a framework's steps, an agent's
+    seams), in the order it first reached them; a kill at a point of another kind would never land."""
+    reached = tuple(dict.fromkeys(point for call, _, point in map(lambda text: text.rpartition(":"), golden_points)
+                                  if call))
+    return protocol.CALL_POINTS if set(reached) <= set(protocol.CALL_POINTS) else reached

@@ -193,11 +193,12 @@ def build_spec(
     elif mode == TIMED:
         schedule_mode = TimedMode(runs or defaults.TIMED_RUNS, seed, timed_window)
     else:
-        # A container started again after its kill keeps what its own file system holds, which no copy of the run
-        # directory carries: its runs share no prefix.
+        # A container started again after its kill keeps what its own file system holds, and an agent's services
+        # keep what its model received (and the responses a durable agent names by id), which no copy of the run
+        # directory carries: their runs share no prefix.
         schedule_mode = ExhaustiveMode(depth or int(default.get("depth", defaults.DEPTH)), torn=torn_tail,
                                        power_loss=power_loss, share_prefixes=not no_share_prefixes
-                                       and backend_options.get("restart") != "same")
+                                       and backend_options.get("restart") != "same" and scenario.agent is None)
     if not power_loss:  # under --power-loss, a tear is a torn power loss: it tears any store, not killpoint's journal
         _check_tears_apply(scenario, torn_tail, schedule_mode)
     return probed(SessionSpec(

@@ -52,7 +52,18 @@ STEP_RETURNED = "step_returned"
 STEP_SAVING = "step_saving"
 STEP_RECORDED = "step_recorded"
 STEP_POINTS = (STEP_ENTERED, STEP_RETURNED, STEP_SAVING, STEP_RECORDED)
-ALL_POINTS = CALL_POINTS + RECOVERY_POINTS + STEP_POINTS
+# The crash points at an unmodified agent's network seams, announced for it by the services the harness runs
+# (harness/agents/seams.py says what each means), in the order one tool call crosses them.
+MODEL_REQUEST = "model_request"
+MODEL_REPLY = "model_reply"
+TOOL_REQUEST = "tool_request"
+TOOL_EFFECT = "tool_effect"
+TOOL_REPLY = "tool_reply"
+SEAM_POINTS = (MODEL_REQUEST, MODEL_REPLY, TOOL_REQUEST, TOOL_EFFECT, TOOL_REPLY)
+ALL_POINTS = CALL_POINTS + RECOVERY_POINTS + STEP_POINTS + SEAM_POINTS
+# The points that may come with no call: the recovery's decisions, and an agent's model request and reply that
+# choose no planned call (the final answer, or only read-only probes).
+CALLLESS_POINTS = (AFTER_DECISIONS, MODEL_REQUEST, MODEL_REPLY)
 
 # The harness's replies to a crash point: go on, or SIGKILL your own process group now (a non-pausing
 # kill, ``c3:after_effect/now``: no thread of the workload may run on, as none would in a real crash).

@@ -23,6 +23,7 @@ from killpoint.harness.model import AfterDelay, AtPoint, Finding, GoldenRun, Inc
 from killpoint.harness.progress import SessionPrinter
 from killpoint.harness.report import (
     COVERAGE_HEADINGS,
+    HEADING_PREFIXES,
     describe_failure,
     failure_message,
     killpoint_command,
@@ -123,7 +124,8 @@ def test_normal_mode_prints_the_untested_count_in_the_table_and_a_legend_for_the
         "coverage: kills that landed at each crash point, per incarnation. b_ is before_, a_ is after_",
         "  (b_started: before_started); N+M: N kills at the point, M timed or event kills just after it"]
     for point, heading in COVERAGE_HEADINGS.items():
-        assert heading.replace("b_", "before_", 1).replace("a_", "after_", 1).replace("s_", "step_", 1) == point
+        long = dict((short, long) for long, short in HEADING_PREFIXES)
+        assert long[heading[:2]] + heading[2:] == point
     assert coverage_map[3].split() == ["b_started", "a_started", "a_effect", "b_finished", "a_finished", "a_decisions",
                                        "a_verify"]
     assert "coverage, incarnation 1 (after 1 kill):" in coverage_map

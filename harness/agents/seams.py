@@ -22,12 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-MODEL_REQUEST = "model_request"
-MODEL_REPLY = "model_reply"
-TOOL_REQUEST = "tool_request"
-TOOL_EFFECT = "tool_effect"
-TOOL_REPLY = "tool_reply"
-SEAM_POINTS = (MODEL_REQUEST, MODEL_REPLY, TOOL_REQUEST, TOOL_EFFECT, TOOL_REPLY)
+from killpoint.protocol import MODEL_REPLY, MODEL_REQUEST, SEAM_POINTS, TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST
+
+__all__ = ["MODEL_REPLY", "MODEL_REQUEST", "SEAM_POINTS", "TOOL_EFFECT", "TOOL_REPLY", "TOOL_REQUEST", "AgentKilled",
+           "SeamHook", "free_running"]
 
 
 class AgentKilled(Exception):

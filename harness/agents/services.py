@@ -2,16 +2,20 @@
 
 Both services live in the harness, outside the agent's process tree, for the
 whole run: a kill ends the agent, never them, so the ledger they write and the
-exchanges they keep survive it. The harness drives them through four moments:
+exchanges they keep survive it. The harness drives them through five moments:
 ``begin`` before each incarnation starts, ``strike`` once the kill's moment has
 come and before the tree is killed (no held request goes on, no tool call acts
-past it: every effect is in the ledger before the kill marker), ``exchanges``
-for the evidence, and ``close``.
+past it: every effect is in the ledger before the kill marker), ``save`` to
+copy what the model had received into a store folder (at each kill, and at the
+end: the ``agent-seams`` record the checker reads, ``frameworks/_agent_seams``)
+with the exchanges beside it, and ``close``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,9 @@ from killpoint.harness.agents.script import Script
 from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import SeamHook, free_running
 from killpoint.harness.agents.tool_service import ToolService
+from killpoint.harness.frameworks._agent_seams import REPLY, REQUEST, SEAMS_FILE
+
+EXCHANGES_FILE = "agent-exchanges.jsonl"
 
 TOOLS_URL_ENV = "KILLPOINT_TOOLS_URL"
 MODEL_URL_ENV = "KILLPOINT_MODEL_URL"
@@ -27,19 +34,49 @@ API_KEY = "killpoint-scripted-model"  # the SDKs refuse to start without a key; 
 
 
 @dataclass
+class SeamRecord:
+    """The hook the services call: the model's side of each seam recorded first, then ``inner`` (the hold).
+
+    A model request is recorded on receipt, with the calls its conversation
+    shows done (the model has their results even if the agent is killed while
+    the request is held); a reply once it has been sent, with the calls it chose.
+    """
+
+    inner: SeamHook
+    incarnation: int = 0
+    lines: list[dict[str, Any]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
+        if point in (REQUEST, REPLY):
+            line = ({REQUEST: 0, "done": list(exchange.get("done", ())),
+                     "told_unknown": list(exchange.get("told_unknown", ()))} if point == REQUEST
+                    else {REPLY: 0, "calls": list(calls), "answer": bool(exchange.get("answer"))})
+            with self._lock:
+                line[point] = len(self.lines) + 1
+                self.lines.append({**line, "incarnation": self.incarnation})
+        self.inner(point, calls, exchange)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self.lines)
+
+
+@dataclass
 class AgentServices:
     model: ModelEndpoint
     tools: ToolService
     seams: SeamClient | None  # None: a run nothing holds (the services' own tests)
+    record: SeamRecord
 
     @classmethod
     def start(cls, plan: dict[str, Any], world: Path, ledger: Path, control: Path | None) -> AgentServices:
         """Both services of a run, held at their seams on ``control`` (None: a run nothing holds)."""
         seams = SeamClient(str(control)) if control is not None else None
-        hook: SeamHook = seams if seams is not None else free_running
-        tools = ToolService(plan, world, ledger, hook)
-        model = ModelEndpoint(Script.from_plan(plan), hook=hook)
-        services = cls(model, tools, seams)
+        record = SeamRecord(seams if seams is not None else free_running)
+        tools = ToolService(plan, world, ledger, record)
+        model = ModelEndpoint(Script.from_plan(plan), hook=record)
+        services = cls(model, tools, seams, record)
         tools.start()
         try:
             model.start()
@@ -61,6 +98,7 @@ class AgentServices:
     def begin(self, incarnation: int) -> None:
         if self.seams is not None:
             self.seams.begin(incarnation)
+        self.record.incarnation = incarnation
         self.tools.begin(incarnation)
 
     def strike(self) -> None:
@@ -68,6 +106,13 @@ class AgentServices:
         if self.seams is not None:
             self.seams.struck()
         self.tools.freeze()
+
+    def save(self, folder: Path) -> None:
+        """What the model had received so far (``SEAMS_FILE``) and every exchange (``EXCHANGES_FILE``), in ``folder``."""
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / SEAMS_FILE).write_text("".join(json.dumps(line) + "\n" for line in self.record.snapshot()))
+        (folder / EXCHANGES_FILE).write_text("".join(json.dumps(line, default=str) + "\n"
+                                                     for line in self.exchanges()))
 
     def exchanges(self) -> list[dict[str, Any]]:
         """What the agent asked and was answered, model and tools, as the evidence quotes it."""

@@ -16,7 +16,10 @@ then its ``__main__`` module, compiled, not run). Of what that import loaded,
 the workload's own modules (killpoint's scenarios, and the project's own code
 outside its installed libraries) are forgotten again, because they may read the
 protocol environment when imported and the server has none: each child imports
-them anew, under its own. A workload's module that sets ``__killpoint_warm__ =
+them anew, under its own. A module that cannot even be imported without it
+(``os.environ["KILLPOINT_TOOLS_URL"]`` at its top level, an SDK client made
+there that wants its key) is not warmed at all: what its import loaded before
+it failed stays warm, and each child imports the rest. A workload's module that sets ``__killpoint_warm__ =
 True`` says it does not (it only defines) and stays warm, if its package does
 too. Everything else stays warm. A child gets a clean state: its own session
 and process group, no descriptor but 0, 1 and 2 (stdin /dev/null, stdout and
@@ -108,7 +111,11 @@ def program(module: str | None, script: str | None) -> Program:
     """The compiled ``__main__`` of ``module``, else of ``script`` (a request names one of them)."""
     if module is not None:
         loaded_before = set(sys.modules)
-        importlib.import_module(module)  # its imports, warm in every fork
+        try:
+            importlib.import_module(module)  # its imports, warm in every fork
+        except Exception:  # noqa: BLE001 - it wants its environment at import: each child imports it, cold
+            if importlib.util.find_spec(module) is None:  # no such module: the child says so, as python would
+                raise
         spec = importlib.util.find_spec(module)
         if spec is not None and spec.submodule_search_locations is not None:  # a package runs its __main__
             module = f"{module}.__main__"

@@ -15,6 +15,8 @@ from importlib import metadata
 from pathlib import PurePosixPath
 from typing import Any
 
+from killpoint.harness.frameworks._agent_seams import FORMAT as AGENT_SEAMS
+from killpoint.harness.frameworks._agent_seams import AgentSeams
 from killpoint.harness.frameworks._dbos import DbosSqlite
 from killpoint.harness.frameworks._json_store import JsonDocument, JsonLinesJournal
 from killpoint.harness.frameworks._killpoint import KillpointJournal
@@ -24,7 +26,7 @@ from killpoint.harness.frameworks._sqlite_query import SqliteQuery
 from killpoint.harness.frameworks._table import DEFAULT_PATHS, journal_problems
 from killpoint.harness.model import DurableState, StepRecord, StoreReader
 
-__all__ = ["DurableState", "StepRecord", "StoreReader", "framework_versions", "journal_problems", "reader_for"]
+__all__ = ["AGENT_SEAMS", "DurableState", "StepRecord", "StoreReader", "framework_versions", "journal_problems", "reader_for"]
 
 # The distributions whose versions a report prints for each framework format.
 FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
@@ -36,6 +38,8 @@ FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
 def reader_for(table: dict[str, Any]) -> StoreReader:
     """The reader of a ``[journal]`` table that ``journal_problems`` passed."""
     form = table["format"]
+    if form == AGENT_SEAMS:  # an [agent] scenario's (never a user's [journal]: journal_problems refuses the name)
+        return AgentSeams()
     # One spelling per file ("./journal.jsonl" is "journal.jsonl"): the harness matches a store's files by name.
     path = str(PurePosixPath(table["path"] if "path" in table else DEFAULT_PATHS[form]))
     if form == "killpoint":

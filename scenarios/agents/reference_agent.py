@@ -5,10 +5,13 @@ user writes an agent: the model is asked what to do (``OPENAI_BASE_URL``, here
 killpoint's scripted model), tools are HTTP calls (``KILLPOINT_TOOLS_URL``, here
 killpoint's tool service, described by its OpenAPI document), and the
 conversation is the agent's durable state: every message is appended to
-``agent-journal.jsonl`` in ``$KILLPOINT_RUN_DIR`` and fsynced before the agent
-acts on it. A restart rebuilds the conversation from the journal; a tool call
-the journal holds no result for was interrupted, and the agent, by the tool's
-class in ``$KILLPOINT_CATALOGUE``:
+``agent-journal.jsonl`` in ``$KILLPOINT_RUN_DIR`` and fsynced (the folder too,
+when the journal is created) before the agent acts on it; a model reply that
+calls tools is journaled with each tool's class as the catalogue said when the
+model chose it. A restart rebuilds the conversation from the journal; a tool
+call the journal holds no result for was interrupted, and the agent, by the
+class journaled with it (the catalogue may have changed since: a class is the
+call's, fixed when it started):
 
 - READ_ONLY or IDEMPOTENT_WRITE: calls it again (RETRY);
 - NON_IDEMPOTENT or UNKNOWN (and any tool the catalogue does not list): tells
@@ -26,6 +29,7 @@ import os
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,22 +44,33 @@ MAX_TURNS = 100
 
 
 class Journal:
-    """The conversation, one message per line, each fsynced before the agent acts on it."""
+    """The conversation, one ``{"message", "classes"}`` line per message, each fsynced before the agent acts on it."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.messages: list[Any] = []
+        self.classes: dict[str, str] = {}  # tool_call_id -> the class of its tool when the model chose it
+        if path.exists():
+            *whole, _torn = path.read_bytes().split(b"\n")
+            for line in filter(None, whole):
+                record = json.loads(line)
+                self.messages.append(record["message"])
+                self.classes.update(record.get("classes", {}))
 
-    def messages(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        *whole, _torn = self.path.read_bytes().split(b"\n")
-        return [json.loads(line) for line in whole if line]
-
-    def append(self, message: dict[str, Any]) -> None:
+    def append(self, message: dict[str, Any], classes: dict[str, str] | None = None) -> None:
+        created = not self.path.exists()
         with open(self.path, "ab") as journal:
-            journal.write(json.dumps(message).encode() + b"\n")
+            journal.write(json.dumps({"message": message, "classes": classes or {}}).encode() + b"\n")
             journal.flush()
             os.fsync(journal.fileno())
+        if created:  # the new name is durable only once its folder is
+            folder = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)
+            finally:
+                os.close(folder)
+        self.messages.append(message)
+        self.classes.update(classes or {})
 
 
 def tool_definitions(tools_url: str) -> Any:
@@ -89,7 +104,20 @@ def unanswered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [call for call in (last or {}).get("tool_calls") or [] if call["id"] not in answered]
 
 
-def main() -> int:
+def recover(journal: Journal, tools_url: str) -> list[dict[str, Any]]:
+    """The results of the interrupted calls, each by its journaled class: a retry's, or the note that it is unknown."""
+    results = []
+    for interrupted in unanswered(journal.messages):
+        content = (call_tool(tools_url, interrupted["function"]["name"], interrupted["function"]["arguments"])
+                   if journal.classes.get(interrupted["id"]) in RETRIED_CLASSES else INTERRUPTED)
+        results.append({"role": "tool", "tool_call_id": interrupted["id"], "content": content})
+    return results
+
+
+Recovery = Callable[[Journal, str], list[dict[str, Any]]]
+
+
+def main(recovery: Recovery = recover) -> int:
     run_dir = Path(os.environ["KILLPOINT_RUN_DIR"])
     tools_url = os.environ["KILLPOINT_TOOLS_URL"]
     catalogue = json.loads(Path(os.environ["KILLPOINT_CATALOGUE"]).read_text())
@@ -97,27 +125,21 @@ def main() -> int:
     journal = Journal(run_dir / JOURNAL_NAME)
     tools = tool_definitions(tools_url)
     client = OpenAI(max_retries=0)
-    messages: Any = journal.messages()
-    if not messages:
-        messages = [{"role": "user", "content": f"Carry out {task}."}]
-        journal.append(messages[0])
-    for interrupted in unanswered(messages):  # recovery: each interrupted call by its tool's class
-        name = interrupted["function"]["name"]
-        content = (call_tool(tools_url, name, interrupted["function"]["arguments"])
-                   if tool_class(catalogue, name) in RETRIED_CLASSES else INTERRUPTED)
-        messages.append({"role": "tool", "tool_call_id": interrupted["id"], "content": content})
-        journal.append(messages[-1])
+    if not journal.messages:
+        journal.append({"role": "user", "content": f"Carry out {task}."})
+    for result in recovery(journal, tools_url):
+        journal.append(result)
     for _ in range(MAX_TURNS):
-        reply = client.chat.completions.create(model=MODEL, messages=messages, tools=tools).choices[0].message
-        messages.append(reply.model_dump(exclude_none=True))
-        journal.append(messages[-1])
-        if not reply.tool_calls:
+        reply = client.chat.completions.create(model=MODEL, messages=journal.messages, tools=tools).choices[0].message
+        message = reply.model_dump(exclude_none=True)
+        calls = message.get("tool_calls") or []
+        journal.append(message, {call["id"]: tool_class(catalogue, call["function"]["name"]) for call in calls})
+        if not calls:
             print(reply.content)
             return 0
-        for call in messages[-1]["tool_calls"]:
+        for call in calls:
             content = call_tool(tools_url, call["function"]["name"], call["function"]["arguments"])
-            messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
-            journal.append(messages[-1])
+            journal.append({"role": "tool", "tool_call_id": call["id"], "content": content})
     print(f"no final answer after {MAX_TURNS} turns", file=sys.stderr)
     return 1
 

@@ -1,0 +1,43 @@
+"""A LangGraph prebuilt ReAct agent as its users write one, pointed at killpoint by its URLs alone.
+
+``create_react_agent`` with ``ChatOpenAI`` (langchain-openai, Chat Completions;
+the model is wherever ``OPENAI_BASE_URL`` points), a ``SqliteSaver`` checkpointer
+in ``$KILLPOINT_RUN_DIR`` (LangGraph's durable execution), and three tools that
+call HTTP APIs (``order_tools``), here killpoint's tool service. A
+restart resumes the thread as LangGraph's docs show: ``invoke(None, config)``
+when the checkpoint has a next step, else the task from the start.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.prebuilt import create_react_agent
+
+from killpoint.scenarios.agents.order_tools import ORDER_TOOLS
+
+
+def main() -> int:
+    connection = sqlite3.connect(Path(os.environ["KILLPOINT_RUN_DIR"]) / "checkpoints.sqlite", check_same_thread=False)
+    agent = create_react_agent(ChatOpenAI(model="gpt-4.1", max_retries=0), [tool(function) for function in ORDER_TOOLS],
+                               checkpointer=SqliteSaver(connection))
+    config: RunnableConfig = {"configurable": {"thread_id": "order"}}
+    state = agent.get_state(config)
+    task = None if state.next else {"messages": [("user", "Order 2 boxes of tea.")]}
+    if state.values and not state.next:  # the thread already ended: its answer stands
+        print(state.values["messages"][-1].content)
+        return 0
+    result = agent.invoke(task, config)
+    print(result["messages"][-1].content)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Agents judged at their network seams, by the real harness: real SIGKILLs of real agent processes.
+
+The reference agent (a plain ``openai`` chat loop that obeys the rules) is the
+correct runtime: it must pass every kill in every mode, a false alarm being the
+worst defect. Each of its mutants breaks one rule and must be caught with that
+rule named. The real frameworks' agents (the OpenAI Agents SDK, LangGraph's
+prebuilt agent), unmodified but for their URLs, are judged as they are: where a
+kill lands after an append's effect in a turn the framework re-runs, the append
+is named; where it lands where the framework does not repeat the effect, nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.integration
+
+AGENTS = ROOT / "scenarios" / "agents"
+REFERENCE = AGENTS / "reference_agent.toml"
+
+
+def findings(out: str, rule: str) -> list[str]:
+    """The report's finding lines of ``rule`` (``  [rule] c3 ...``)."""
+    return [line.strip() for line in out.splitlines() if line.strip().startswith(f"[{rule}]")]
+
+
+@pytest.mark.parametrize("mode", [
+    ("--exhaustive",),
+    ("--exhaustive", "--no-pause"),
+    ("--exhaustive", "--drift", "append=IDEMPOTENT_WRITE"),
+    ("--exhaustive", "--drift", "write_file=NON_IDEMPOTENT"),
+], ids=["pausing", "no-pause", "drift-to-retry", "drift-to-verify"])
+def test_the_reference_agent_passes_every_kill(killpoint, mode):
+    """Three calls, two of them parallel in one turn: 5 seams each, and the final answer's request and reply."""
+    result = killpoint("run", REFERENCE, *mode, "-j", "2")
+    assert result.exit_code == 0, result.out + result.err
+    assert "17 runs: 17 passed, 0 failed" in result.out, result.out
+    assert "17 of 17 crash points of the crash-free run killed" in result.out, result.out
+
+
+def test_the_reference_agent_passes_every_pair_of_kills(killpoint):
+    result = killpoint("run", AGENTS / "one_append.toml", "--exhaustive", "--depth", "2", "-j", "2")
+    assert result.exit_code == 0, result.out + result.err
+    assert " 0 failed" in result.out and "untested" not in result.out, result.out
+
+
+@pytest.mark.parametrize(("mutant", "rule", "kill"), [
+    ("blind-retry", "verify-before-replay", "c3:tool_effect"),
+    ("forgets", "succeeded-not-replayed", "c3:tool_effect"),
+    # Killed while the final answer's request is held: the model had c2's and c3's results, the agent re-runs them.
+    ("retries-done", "succeeded-not-replayed", "model_request"),
+])
+def test_each_mutant_is_caught_with_its_rule_named(killpoint, mutant, rule, kill):
+    result = killpoint("run", AGENTS / f"agent-{mutant}.toml", "--kill-at", kill)
+    assert result.exit_code == 1, result.out + result.err
+    assert findings(result.out, rule), result.out
+
+
+@pytest.mark.parametrize("framework", ["openai_agents_sdk", "langgraph_prebuilt"])
+def test_a_framework_agent_that_reruns_a_turn_after_an_append_is_named(killpoint, framework):
+    """Killed after the append's effect (c3, in a turn beside c2): neither framework saved the turn's calls,
+    so the restart runs the append again, with no read-only check."""
+    result = killpoint("run", AGENTS / f"{framework}.toml", "--kill-at", "c3:tool_effect")
+    assert result.exit_code == 1, result.out + result.err
+    named = findings(result.out, "verify-before-replay")
+    assert named and all(line.startswith("[verify-before-replay] c3 ") for line in named), result.out
+
+
+@pytest.mark.parametrize("framework", ["openai_agents_sdk", "langgraph_prebuilt"])
+@pytest.mark.parametrize("kill", ["c1:tool_reply", "c1:model_reply", "c2:model_request", "model_request"])
+def test_a_framework_agent_killed_where_it_repeats_no_effect_passes(killpoint, framework, kill):
+    """A read re-run (RETRY), a turn the model had chosen but no tool had seen, the final answer's request."""
+    result = killpoint("run", AGENTS / f"{framework}.toml", "--kill-at", kill)
+    assert result.exit_code == 0, result.out + result.err
