@@ -1,8 +1,9 @@
 """False-positive soak: correct runtimes under every mode of exploration. It must report 0 findings.
 
-    .venv/bin/python bench/soak.py --runs 10000 --jobs 2 [--seed 0] [--hunt-share 0.3] [--backend NAME]
+    .venv/bin/python bench/soak.py --runs 10000 --jobs 2 [--seed 0] [--hunt-share 0.3] [--agent-share 0.1]
+                                   [--backend NAME]
 
-Two parts share the runs:
+Three parts share the runs:
 
 - scenario schedules: the reference runtime over every scenarios/*.toml, random
   schedules of up to two kills with torn tails and timed kills mixed in; each
@@ -12,7 +13,11 @@ Two parts share the runs:
   repeat a call, catalogue drift, torn tails, a second kill during recovery),
   run against the reference runtime and against the standalone one, which shares
   no code with killpoint. A failing example's scenario file is written beside
-  its evidence, and its token replays it.
+  its evidence, and its token replays it;
+- agents (``--agent-share`` of the runs): the reference agent judged at its
+  network seams (scenarios/agents), random schedules with timed kills mixed in
+  over its scenarios, and hunt plans drawn from their calls (a plan calls each
+  at most once: the tool service tells calls by their arguments).
 
 Every workload runs on its default backend (the fork server for ``{python}``
 workloads) unless --backend says otherwise. The evidence is deleted after a
@@ -46,6 +51,8 @@ from killpoint.harness.spec import build_spec, resolve_backend, run_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
+# The correct agent's scenarios (the mutants' and the frameworks' are not correct runtimes).
+AGENT_SCENARIOS = [ROOT / "scenarios" / "agents" / name for name in ("reference_agent.toml", "one_append.toml")]
 # The correct runtimes hunt plans run against: (workload, weight in the hunt share). None keeps the
 # scenarios' own workload, the reference runtime. The standalone one starts `python -m killpoint.fake_tools` for
 # every tool call, which makes its runs about fifteen times slower, so it gets a smaller share.
@@ -53,6 +60,7 @@ RUNTIMES: dict[str, tuple[str | None, int]] = {
     "reference": (None, 4),
     "standalone": (f"{{python}} {ROOT / 'scenarios' / 'standalone' / 'runtime.py'}", 1),
 }
+AGENTS: dict[str, tuple[str | None, int]] = {"reference agent": (None, 1)}
 
 
 def split(total: int, weights: list[int]) -> list[int]:
@@ -78,15 +86,16 @@ class Tally:
         return len(self.tokens)
 
 
-def scenario_schedules(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str | None) -> list[Tally]:
-    """``runs`` random schedules spread evenly over the scenario files, the reference runtime."""
+def scenario_schedules(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str | None,
+                       scenarios: list[Path] = SCENARIOS, torn_tail: bool = True) -> list[Tally]:
+    """``runs`` random schedules spread evenly over the scenario files, each with its own (correct) workload."""
     tallies = []
-    for number, (path, share) in enumerate(zip(SCENARIOS, split(runs, [1] * len(SCENARIOS)))):
+    for number, (path, share) in enumerate(zip(scenarios, split(runs, [1] * len(scenarios)))):
         if not share:
             continue
         started = time.monotonic()
         # As `killpoint run SCENARIO --random SHARE --torn-tail --timed --seed SEED+N` would.
-        spec = build_spec(load_scenario(path), random=share, torn_tail=True, timed=True, seed=seed + number,
+        spec = build_spec(load_scenario(path), random=share, torn_tail=torn_tail, timed=True, seed=seed + number,
                           backend=backend, jobs=jobs, runs_dir=runs_dir / path.stem)
         _, outcomes = run_spec(spec)
         tallies.append(Tally(path.stem, len(outcomes),
@@ -118,15 +127,17 @@ def _judge_in_worker(example: Example, *, seed: int) -> tuple[str, ...] | None:
     return (_worker_judge.keep(example, outcome, outcome.run_dir / FOUND_NAME, description)[1],)
 
 
-def hunt_plans(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str | None) -> list[Tally]:
-    """``runs`` hunt examples drawn from every scenario's calls, split between the runtimes (same draws for each)."""
+def hunt_plans(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str | None,
+               scenarios: list[Path] = SCENARIOS, runtimes: dict[str, tuple[str | None, int]] = RUNTIMES,
+               ) -> list[Tally]:
+    """``runs`` hunt examples drawn from the scenarios' calls, split between the runtimes (same draws for each)."""
     tallies = []
-    shares = split(runs, [weight for _, weight in RUNTIMES.values()])
-    for (name, (workload, _)), share in zip(RUNTIMES.items(), shares):
+    shares = split(runs, [weight for _, weight in runtimes.values()])
+    for (name, (workload, _)), share in zip(runtimes.items(), shares):
         if not share:
             continue
         started = time.monotonic()
-        pool = call_pool(SCENARIOS, workload)
+        pool = call_pool(scenarios, workload)
         work = runs_dir / f"hunt-{name}"
         work.mkdir(parents=True)
         chosen = resolve_backend(pool.base, backend)
@@ -144,13 +155,18 @@ def hunt_plans(runs: int, jobs: int, seed: int, runs_dir: Path, backend: str | N
     return tallies
 
 
-def soak(runs: int, jobs: int, seed: int, runs_dir: Path, *, hunt_share: float = 0.3,
+def soak(runs: int, jobs: int, seed: int, runs_dir: Path, *, hunt_share: float = 0.3, agent_share: float = 0.1,
          backend: str | None = None) -> tuple[list[Tally], float]:
     """Every part's tally, and the wall seconds of the whole soak."""
     started = time.monotonic()
-    hunted = round(runs * hunt_share)
-    tallies = scenario_schedules(runs - hunted, jobs, seed, runs_dir, backend)
+    hunted, agents = round(runs * hunt_share), round(runs * agent_share)
+    tallies = scenario_schedules(runs - hunted - agents, jobs, seed, runs_dir, backend)
     tallies += hunt_plans(hunted, jobs, seed, runs_dir, backend)
+    # A torn tail cuts killpoint's journal, which an agent judged at its seams does not keep.
+    agent_hunted = agents // 2
+    tallies += scenario_schedules(agents - agent_hunted, jobs, seed, runs_dir, backend, AGENT_SCENARIOS,
+                                  torn_tail=False)
+    tallies += hunt_plans(agent_hunted, jobs, seed, runs_dir, backend, AGENT_SCENARIOS, AGENTS)
     return tallies, time.monotonic() - started
 
 
@@ -165,11 +181,13 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hunt-share", type=float, default=0.3, help="share of the runs given to hunt plans (default 0.3)")
+    parser.add_argument("--agent-share", type=float, default=0.1,
+                        help="share of the runs given to the reference agent (default 0.1)")
     parser.add_argument("--backend", choices=BACKENDS, help="default: each workload's own (forkserver for {python})")
     args = parser.parse_args()
     runs_dir = Path(tempfile.mkdtemp(prefix="killpoint-soak-"))
     tallies, seconds = soak(args.runs, args.jobs, args.seed, runs_dir, hunt_share=args.hunt_share,
-                            backend=args.backend)
+                            agent_share=args.agent_share, backend=args.backend)
     runs, findings = sum(tally.runs for tally in tallies), sum(tally.findings for tally in tallies)
     print(f"soak: {runs} runs, {findings} failing, {seconds:.0f}s wall ({runs / seconds:.1f} runs/s)")
     if findings:

@@ -76,7 +76,14 @@ class CallPool:
     base: Scenario
 
     def scenario_for(self, plan: Plan) -> Scenario:
-        return replace(self.base, name="hunt", plan=plan)
+        """The base scenario running ``plan``; an agent's model makes a drawn plan's calls one a turn."""
+        agent = None if self.base.agent is None else {k: v for k, v in self.base.agent.items() if k != "turns"}
+        return replace(self.base, name="hunt", plan=plan, agent=agent)
+
+    @property
+    def points(self) -> tuple[str, ...]:
+        """The points a drawn kill lands at: an agent's seams, else a protocol runtime's call points."""
+        return protocol.SEAM_POINTS if self.base.agent is not None else protocol.CALL_POINTS
 
 
 def call_pool(scenario_files: Iterable[Path], workload: str | None = None) -> CallPool:
@@ -129,19 +136,22 @@ MAX_KILLS = 2  # one kill, or a second during recovery
 
 
 def examples(templates: tuple[PlannedCall, ...], catalogue_classes: tuple[str, ...], *,
-             max_calls: int, every_kill: EveryKill = EveryKill()) -> st.SearchStrategy[Example]:
-    """Plans of up to ``max_calls`` calls (the same template may repeat), one or two kills, maybe drift.
+             max_calls: int, every_kill: EveryKill = EveryKill(),
+             points: tuple[str, ...] = protocol.CALL_POINTS) -> st.SearchStrategy[Example]:
+    """Plans of up to ``max_calls`` calls, one or two kills at ``points``, maybe drift.
 
-    ``every_kill`` makes the kills ``/now`` or ``/power``: the shrunk example, its scenario's token and its
-    report say so.
+    The same template may repeat, but for an agent (``points`` its seams): its tool service tells a planned
+    call by its tool and arguments alone. ``every_kill`` makes the kills ``/now`` or ``/power``: the shrunk
+    example, its scenario's token and its report say so.
     """
+    repeats = points != protocol.SEAM_POINTS
 
     @st.composite
     def draw(data: st.DrawFn) -> Example:
-        chosen = data(st.lists(st.sampled_from(templates), min_size=1, max_size=max_calls))
+        chosen = data(st.lists(st.sampled_from(templates), min_size=1, max_size=max_calls, unique=not repeats))
         plan = Plan("hunt", tuple(PlannedCall(f"c{index + 1}", call.tool, call.args) for index, call in enumerate(chosen)))
         schedule = every_kill.apply(draw_schedule(plan, HypothesisDraw(data), MAX_KILLS,
-                                                  tear_anywhere=every_kill.power_loss))
+                                                  tear_anywhere=every_kill.power_loss, points=points))
         drift = None
         if data(st.booleans()):
             tool = data(st.sampled_from(sorted({call.tool for call in plan.calls})))
@@ -158,7 +168,8 @@ def _search(pool: CallPool, attempt: Callable[[Example], None], *, seed: int, ma
     return hypothesis_seed(seed)(settings(
         max_examples=max_examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
         phases=phases, print_blob=False,
-    )(given(examples(pool.templates, classes, max_calls=max_calls, every_kill=every_kill))(attempt)))
+    )(given(examples(pool.templates, classes, max_calls=max_calls, every_kill=every_kill,
+                     points=pool.points))(attempt)))
 
 
 def draw_examples(pool: CallPool, count: int, *, seed: int, max_calls: int = defaults.HUNT_MAX_CALLS,
@@ -273,7 +284,9 @@ def write_scenario(path: Path, scenario: Scenario, description: str) -> Path:
         "world": {"files": scenario.world_files, "state": scenario.world_state},
         "plan": json.loads(json.dumps(scenario.plan.to_json())),
     }
-    if scenario.journal is not None:  # judged black-box from the runtime's own store, as the hunted scenario was
+    if scenario.agent is not None:  # an agent judged at its seams, as the hunted scenario was
+        document["agent"] = scenario.agent
+    elif scenario.journal is not None:  # judged black-box from the runtime's own store, as the hunted scenario was
         document["journal"] = scenario.journal
     if scenario.world_on_device:  # a power loss drops from the world as it did in the hunt
         document["world_on_device"] = True

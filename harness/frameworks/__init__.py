@@ -32,6 +32,8 @@ __all__ = ["AGENT_SEAMS", "DurableState", "StepRecord", "StoreReader", "framewor
 FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "langgraph-sqlite": ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite"),
     "dbos-sqlite": ("dbos",),
+    # An agent judged at its seams: the SDKs and frameworks an agent is built on (which one, the report cannot say).
+    AGENT_SEAMS: ("openai", "anthropic", "openai-agents", "langchain-openai", "langgraph-prebuilt"),
 }
 
 

@@ -76,3 +76,23 @@ def test_a_framework_agent_killed_where_it_repeats_no_effect_passes(killpoint, f
     """A read re-run (RETRY), a turn the model had chosen but no tool had seen, the final answer's request."""
     result = killpoint("run", AGENTS / f"{framework}.toml", "--kill-at", kill)
     assert result.exit_code == 0, result.out + result.err
+
+
+def test_a_hunt_over_the_reference_agent_finds_nothing(killpoint, tmp_path):
+    """Drawn plans (each call once a plan), one or two kills at the seams, drift: a correct agent passes them all."""
+    result = killpoint("hunt", REFERENCE, "--examples", "12", "--seed", "1", "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.out + result.err
+    assert "no failure in 12 examples" in result.out, result.out
+
+
+def test_a_hunt_finds_and_shrinks_the_blind_retry_and_its_scenario_reproduces(killpoint, tmp_path):
+    out = tmp_path / "out"
+    result = killpoint("hunt", REFERENCE, "--workload", "{python} -m killpoint.scenarios.agents.mutants blind-retry",
+                       "--examples", "60", "--seed", "0", "--out", out)
+    assert result.exit_code == 1, result.out + result.err
+    assert "[verify-before-replay]" in result.out, result.out
+    found = out / "hunt-found.toml"
+    assert "[agent]" in found.read_text()
+    token = next(line.split()[-1] for line in result.out.splitlines() if line.startswith("reproduce:"))
+    replayed = killpoint("repro", token)
+    assert replayed.exit_code == 1 and "reproduced" in replayed.out, replayed.out + replayed.err

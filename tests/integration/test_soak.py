@@ -3,24 +3,26 @@
 The reference runtime over every scenario with random schedules (torn tails and timed
 kills mixed in), and the plans ``killpoint hunt`` draws (repeated calls, drift, torn
 tails, a second kill during recovery) against the reference and the standalone runtime,
-each on its default backend.
+each on its default backend; and the reference agent at its network seams, random
+schedules and hunt plans alike.
 """
 
 from __future__ import annotations
 
 import tempfile
 
-from bench.soak import SCENARIOS, soak
+from bench.soak import AGENT_SCENARIOS, SCENARIOS, soak
 from killpoint.harness.hunt import call_pool, draw_examples
 from killpoint.harness.model import TornTail
 from tests.helpers import DEMO
 
 
 def test_correct_runtimes_soak_has_no_findings(tmp_path):
-    tallies, _ = soak(500, 2, 7, tmp_path, hunt_share=0.3)
+    tallies, _ = soak(500, 2, 7, tmp_path, hunt_share=0.3, agent_share=0.1)
     runs = {tally.name: tally.runs for tally in tallies}
-    assert sum(runs[path.stem] for path in SCENARIOS) == 350, runs
+    assert sum(runs[path.stem] for path in SCENARIOS) == 300, runs
     assert runs["hunt plans, reference"] >= 100 and runs["hunt plans, standalone"] >= 20, runs
+    assert sum(runs[path.stem] for path in AGENT_SCENARIOS) == 25 and runs["hunt plans, reference agent"] >= 20, runs
     tokens = [token for tally in tallies for token in tally.tokens]
     assert not tokens, "\n".join(f"killpoint repro {token}" for token in tokens[:5])
 
