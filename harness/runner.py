@@ -50,7 +50,17 @@ from killpoint.harness.frameworks import reader_for
 from killpoint.harness.lazyfs import LazyMount
 from killpoint.harness.leftovers import abandoned_folders
 from killpoint.harness.power_loss import MAX_STORAGE_TIMEOUTS, Disks, StorageWait
-from killpoint.harness.model import AfterDelay, AtPoint, Drift, GoldenRun, Incarnation, Kill, OnEvent, Scenario
+from killpoint.harness.model import (
+    AfterDelay,
+    AtPoint,
+    Drift,
+    GoldenRun,
+    Incarnation,
+    Kill,
+    OnEvent,
+    PowerLoss,
+    Scenario,
+)
 from killpoint.harness.rendezvous import RendezvousServer, Served, work_began
 from killpoint.harness.run_record import write_json_atomically
 from killpoint.harness.schedule import Schedule, has_power_loss
@@ -287,6 +297,10 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                     struck = _strike(launched, served, run_dir, number, files, disks, escapes, kills=kills)
                     if services is not None:
                         services.save(store_at_kill_path(run_dir, kills))
+                        if kill is not None and isinstance(kill.fault, PowerLoss):
+                            # What the model received is the services', off the disk that lost power: the next
+                            # incarnation finds it as it was.
+                            services.save(store_found_path(run_dir, kills))
                     killed_at, leftovers, kill_problems = struck.point, struck.leftovers, struck.problems
                     escaped = struck.escaped
                     server.read_after_kill(served)

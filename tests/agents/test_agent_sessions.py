@@ -33,7 +33,9 @@ def findings(out: str, rule: str) -> list[str]:
     ("--exhaustive", "--no-pause"),
     ("--exhaustive", "--drift", "append=IDEMPOTENT_WRITE"),
     ("--exhaustive", "--drift", "write_file=NON_IDEMPOTENT"),
-], ids=["pausing", "no-pause", "drift-to-retry", "drift-to-verify"])
+    # Its journal on a disk that loses what was never fsynced: the agent fsyncs each line, and the folder once.
+    ("--exhaustive", "--power-loss"),
+], ids=["pausing", "no-pause", "drift-to-retry", "drift-to-verify", "power-loss"])
 def test_the_reference_agent_passes_every_kill(killpoint, mode):
     """Three calls, two of them parallel in one turn: 5 seams each, and the final answer's request and reply."""
     result = killpoint("run", REFERENCE, *mode, "-j", "2")
