@@ -9,6 +9,7 @@ called, and what the runtime announces (its crash points) never exempts it.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -534,11 +535,45 @@ def incarnations_failed(facts: Facts) -> list[Finding]:
 
 def world_differs(facts: Facts) -> list[Finding]:
     """The world a completed task leaves differs from the crash-free run's (no finding for an incomplete task:
-    liveness names that)."""
-    if not facts.completed() or facts.evidence.world == facts.golden.world:
+    liveness names that).
+
+    An agent whose model asks for several calls in one turn runs them in
+    whatever order it likes (side by side, in threads), so the world's
+    bookkeeping (the lists in ``state/``, e.g. the file history) may list their
+    effects in another order than the crash-free run did: for such a plan the
+    lists compare as multisets. The files compare exactly, and an effect made
+    twice or never is still a difference.
+    """
+    golden, recovered = facts.golden.world, facts.evidence.world
+    if not facts.completed() or recovered == golden:
+        return []
+    if _has_parallel_turn(facts) and _unordered(golden) == _unordered(recovered):
         return []
     return [Finding("world-equals-golden", "the recovered world differs from the crash-free run's world",
-                    evidence=tuple(diff_snapshots(facts.golden.world, facts.evidence.world)))]
+                    evidence=tuple(diff_snapshots(golden, recovered)))]
+
+
+def _has_parallel_turn(facts: Facts) -> bool:
+    turns = (facts.scenario.agent or {}).get("turns") or ()
+    return any(isinstance(turn, list) and len(turn) > 1 for turn in turns)
+
+
+def _unordered(world: dict[str, str]) -> dict[str, object]:
+    """``world`` with every list in a ``state/`` JSON file sorted: what its bookkeeping holds, whatever the order."""
+    def sort_lists(value: object) -> object:
+        if isinstance(value, list):
+            return sorted((sort_lists(item) for item in value), key=lambda item: json.dumps(item, sort_keys=True))
+        if isinstance(value, dict):
+            return {key: sort_lists(item) for key, item in value.items()}
+        return value
+
+    unordered: dict[str, object] = {}
+    for path, text in world.items():
+        try:
+            unordered[path] = sort_lists(json.loads(text)) if path.startswith("state/") else text
+        except (ValueError, RecursionError):  # not JSON (a digest, an entry the walk did not read): as it is
+            unordered[path] = text
+    return unordered
 
 
 def retries_made_unsafe_by_drift(facts: Facts) -> list[str]:
