@@ -82,8 +82,12 @@ class CallPool:
 
     @property
     def points(self) -> tuple[str, ...]:
-        """The points a drawn kill lands at: an agent's seams, else a protocol runtime's call points."""
-        return protocol.SEAM_POINTS if self.base.agent is not None else protocol.CALL_POINTS
+        """The points a drawn kill lands at: an agent's held seams, else a protocol runtime's call points.
+
+        At ``model_reply`` and ``tool_reply`` the agent already has the reply and runs on until the SIGKILL
+        lands, so what it did by then varies from run to run: a shrunk example there would not replay.
+        """
+        return protocol.HELD_SEAM_POINTS if self.base.agent is not None else protocol.CALL_POINTS
 
 
 def call_pool(scenario_files: Iterable[Path], workload: str | None = None) -> CallPool:
@@ -137,14 +141,16 @@ MAX_KILLS = 2  # one kill, or a second during recovery
 
 def examples(templates: tuple[PlannedCall, ...], catalogue_classes: tuple[str, ...], *,
              max_calls: int, every_kill: EveryKill = EveryKill(),
-             points: tuple[str, ...] = protocol.CALL_POINTS) -> st.SearchStrategy[Example]:
+             points: tuple[str, ...] = protocol.CALL_POINTS,
+             class_of: Callable[[str], str] | None = None) -> st.SearchStrategy[Example]:
     """Plans of up to ``max_calls`` calls, one or two kills at ``points``, maybe drift.
 
     The same template may repeat, but for an agent (``points`` its seams): its tool service tells a planned
     call by its tool and arguments alone. ``every_kill`` makes the kills ``/now`` or ``/power``: the shrunk
-    example, its scenario's token and its report say so.
+    example, its scenario's token and its report say so. A drift to the class a tool already has (by
+    ``class_of``) is no drift: the example has none, so its token replays (``--drift`` refuses a no-op).
     """
-    repeats = points != protocol.SEAM_POINTS
+    repeats = points != protocol.HELD_SEAM_POINTS
 
     @st.composite
     def draw(data: st.DrawFn) -> Example:
@@ -155,7 +161,8 @@ def examples(templates: tuple[PlannedCall, ...], catalogue_classes: tuple[str, .
         drift = None
         if data(st.booleans()):
             tool = data(st.sampled_from(sorted({call.tool for call in plan.calls})))
-            drift = Drift(tool, data(st.sampled_from(catalogue_classes)))
+            new_class = data(st.sampled_from(catalogue_classes))
+            drift = None if class_of is not None and class_of(tool) == new_class else Drift(tool, new_class)
         return Example(plan, schedule, drift)
 
     return draw()
@@ -169,7 +176,7 @@ def _search(pool: CallPool, attempt: Callable[[Example], None], *, seed: int, ma
         max_examples=max_examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
         phases=phases, print_blob=False,
     )(given(examples(pool.templates, classes, max_calls=max_calls, every_kill=every_kill,
-                     points=pool.points))(attempt)))
+                     points=pool.points, class_of=pool.base.catalogue.class_of))(attempt)))
 
 
 def draw_examples(pool: CallPool, count: int, *, seed: int, max_calls: int = defaults.HUNT_MAX_CALLS,

@@ -60,6 +60,9 @@ TOOL_REQUEST = "tool_request"
 TOOL_EFFECT = "tool_effect"
 TOOL_REPLY = "tool_reply"
 SEAM_POINTS = (MODEL_REQUEST, MODEL_REPLY, TOOL_REQUEST, TOOL_EFFECT, TOOL_REPLY)
+# The seams where the agent waits on a request the harness holds: a kill there lands at the same place every time.
+# At the other two the reply is already the agent's, and it runs on until the SIGKILL lands.
+HELD_SEAM_POINTS = (MODEL_REQUEST, TOOL_REQUEST, TOOL_EFFECT)
 ALL_POINTS = CALL_POINTS + RECOVERY_POINTS + STEP_POINTS + SEAM_POINTS
 # The points that may come with no call: the recovery's decisions, and an agent's model request and reply that
 # choose no planned call (the final answer, or only read-only probes).

@@ -90,7 +90,9 @@ def test_the_reference_agent_verifies_an_interrupted_non_idempotent_call_and_nev
     appended = (world / "files" / "log.txt").read_text() if (world / "files" / "log.txt").exists() else ""
     assert appended == "ordered\n", ledger  # exactly once, whether the kill came before the effect or after
     probes = [line["incarnation"] for line in ledger if line.get("probe") and line["call"] == "c2"]
-    assert probes == [1], ledger  # told the model, which checked read-only before anything else
+    # Told the model, which checked read-only before anything else. At tool_reply the agent is not held (the reply
+    # is already sent): it may journal the result before the kill lands, and then has nothing to verify.
+    assert probes == [1] or (seam == TOOL_REPLY and probes == []), ledger
     assert reached_tool(ledger, "c1") == [0] and reached_tool(ledger, "c3") == [1]
     assert reached_tool(ledger, "c2") == ([1] if seam == TOOL_REQUEST else [0])
 

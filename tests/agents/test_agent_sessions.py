@@ -73,9 +73,10 @@ def test_a_framework_agent_that_reruns_a_turn_after_an_append_is_named(killpoint
 
 
 @pytest.mark.parametrize("framework", ["openai_agents_sdk", "langgraph_prebuilt"])
-@pytest.mark.parametrize("kill", ["c1:tool_reply", "c1:model_reply", "c2:model_request", "model_request"])
+@pytest.mark.parametrize("kill", ["c1:tool_request", "c1:tool_effect", "c2:model_request", "model_request"])
 def test_a_framework_agent_killed_where_it_repeats_no_effect_passes(killpoint, framework, kill):
-    """A read re-run (RETRY), a turn the model had chosen but no tool had seen, the final answer's request."""
+    """A read re-run (RETRY), a turn the model is about to choose, the final answer's request: held seams, where
+    the kill lands at the same place every time (at a reply's the agent runs on until it lands)."""
     result = killpoint("run", AGENTS / f"{framework}.toml", "--kill-at", kill)
     assert result.exit_code == 0, result.out + result.err
 
