@@ -49,9 +49,11 @@ class SeamRecord:
 
     def __call__(self, point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
         if point in (REQUEST, REPLY):
+            # The API rides in the line a finding quotes; the bodies are in the exchanges saved beside it.
             line = ({REQUEST: 0, "done": list(exchange.get("done", ())),
-                     "told_unknown": list(exchange.get("told_unknown", ()))} if point == REQUEST
-                    else {REPLY: 0, "calls": list(calls), "answer": bool(exchange.get("answer"))})
+                     "told_unknown": list(exchange.get("told_unknown", ())), "api": exchange.get("api")}
+                    if point == REQUEST else
+                    {REPLY: 0, "calls": list(calls), "answer": bool(exchange.get("answer")), "api": exchange.get("api")})
             with self._lock:
                 line[point] = len(self.lines) + 1
                 self.lines.append({**line, "incarnation": self.incarnation})

@@ -5,7 +5,7 @@ the model is wherever ``OPENAI_BASE_URL`` points), a ``SqliteSaver`` checkpointe
 in ``$KILLPOINT_RUN_DIR`` (LangGraph's durable execution), and three tools that
 call HTTP APIs (``order_tools``), here killpoint's tool service. A
 restart resumes the thread as LangGraph's docs show: ``invoke(None, config)``
-when the checkpoint has a next step, else the task from the start.
+when the thread has a checkpoint, else the task from the start.
 """
 
 from __future__ import annotations
@@ -29,11 +29,9 @@ def main() -> int:
     agent = create_react_agent(ChatOpenAI(model="gpt-4.1", max_retries=0), [tool(function) for function in ORDER_TOOLS],
                                checkpointer=SqliteSaver(connection))
     config: RunnableConfig = {"configurable": {"thread_id": "order"}}
-    state = agent.get_state(config)
-    task = None if state.next else {"messages": [("user", "Order 2 boxes of tea.")]}
-    if state.values and not state.next:  # the thread already ended: its answer stands
-        print(state.values["messages"][-1].content)
-        return 0
+    # A thread with a checkpoint is resumed, as LangGraph's docs show: invoke(None) runs what it left pending
+    # (and returns a finished thread's state as it is); only a new thread gets the task.
+    task = None if agent.get_state(config).values else {"messages": [("user", "Order 2 boxes of tea.")]}
     result = agent.invoke(task, config)
     print(result["messages"][-1].content)
     return 0
