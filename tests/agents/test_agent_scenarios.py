@@ -52,6 +52,7 @@ def test_a_users_journal_cannot_name_the_agents_store(killpoint, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["reference_agent", "one_append", "openai_agents_sdk", "langgraph_prebuilt",
+                                  "pydantic_ai_agent",
                                   "agent-blind-retry", "agent-forgets", "agent-retries-done"])
 def test_the_shipped_agent_scenarios_load(name):
     assert load_scenario(ROOT / "scenarios" / "agents" / f"{name}.toml").agent is not None

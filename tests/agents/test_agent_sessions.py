@@ -72,6 +72,15 @@ def test_a_framework_agent_that_reruns_a_turn_after_an_append_is_named(killpoint
     assert named and all(line.startswith("[verify-before-replay] c3 ") for line in named), result.out
 
 
+def test_an_agent_with_no_durable_state_runs_again_what_the_model_had_the_result_of(killpoint):
+    """Pydantic AI with nothing durable wired in: killed while the request carrying c1's result is held, it starts
+    the task again and reads the note a second time."""
+    result = killpoint("run", AGENTS / "pydantic_ai_agent.toml", "--kill-at", "c2:model_request")
+    assert result.exit_code == 1, result.out + result.err
+    named = findings(result.out, "succeeded-not-replayed")
+    assert named and named[0].startswith("[succeeded-not-replayed] c1 "), result.out
+
+
 @pytest.mark.parametrize("framework", ["openai_agents_sdk", "langgraph_prebuilt"])
 @pytest.mark.parametrize("kill", ["c1:tool_request", "c1:tool_effect", "c2:model_request", "model_request"])
 def test_a_framework_agent_killed_where_it_repeats_no_effect_passes(killpoint, framework, kill):
