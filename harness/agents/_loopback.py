@@ -1,7 +1,16 @@
-"""A threaded HTTP server on 127.0.0.1 that the harness runs for one run's agent: started, served, closed."""
+"""A threaded HTTP server on 127.0.0.1 that the harness runs for one run's agent: started, served, closed.
+
+Any process on the host can reach a loopback port, another session's agent
+included (runs go side by side under ``-j``), and what reaches the tool service
+writes the run's ledger. So every server answers only under a path prefix no
+one else is told: a random secret in its ``url``, which the harness hands its
+own agent alone (the SDKs take a base URL with a path); any other path is a
+404 that reaches nothing.
+"""
 
 from __future__ import annotations
 
+import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -17,14 +26,16 @@ class LoopbackServer:
     the server ends with the harness, never keeps it alive.
     """
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler], name: str) -> None:
+    def __init__(self, handler: type[QuietHandler], name: str) -> None:
+        handler.secret = secrets.token_urlsafe(16)
+        self.secret = handler.secret
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_S,), name=name, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_port}"
+        return f"http://127.0.0.1:{self._server.server_port}/{self.secret}"
 
     def start(self) -> Self:
         self._thread.start()
@@ -48,6 +59,19 @@ class QuietHandler(BaseHTTPRequestHandler):
     the agent goes away mid-connection (killed, or its client reset): there is no one left to answer."""
 
     protocol_version = "HTTP/1.1"
+    secret = ""  # the path prefix of every request this server answers (``LoopbackServer`` draws it)
+
+    def parse_request(self) -> bool:
+        """The request, its path without the secret prefix; a 404 for a path without it (nothing else runs)."""
+        if not super().parse_request():
+            return False
+        prefix = f"/{self.secret}"
+        if not (self.path == prefix or self.path.startswith(prefix + "/")):
+            self.close_connection = True
+            self.send_error(404, "no such path")
+            return False
+        self.path = self.path[len(prefix):] or "/"
+        return True
 
     def log_message(self, format: str, *args: object) -> None:
         pass

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from killpoint._json import strict_json
@@ -91,7 +90,7 @@ class ModelEndpoint(LoopbackServer):
         return answer
 
 
-def _handler_for(endpoint: ModelEndpoint, io_timeout: float) -> type[BaseHTTPRequestHandler]:
+def _handler_for(endpoint: ModelEndpoint, io_timeout: float) -> type[QuietHandler]:
     class Handler(QuietHandler):
         timeout = io_timeout
 

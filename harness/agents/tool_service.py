@@ -33,7 +33,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +216,7 @@ def _content_length(header: str | None) -> int | None:
     return int(header) if header.strip().isdigit() else None
 
 
-def _handler_for(service: ToolService) -> type[BaseHTTPRequestHandler]:
+def _handler_for(service: ToolService) -> type[QuietHandler]:
     class Handler(QuietHandler):
         timeout = IO_TIMEOUT_S
 

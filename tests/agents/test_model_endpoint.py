@@ -8,6 +8,7 @@ import json
 import socket
 import threading
 import time
+import urllib.parse
 from typing import Any
 
 import anthropic
@@ -19,11 +20,17 @@ from killpoint.harness.agents.script import Script
 from tests.agents.scripted import PLAN, chat_tools, result_of
 
 
+def port_of(endpoint: ModelEndpoint) -> int:
+    port = urllib.parse.urlsplit(endpoint.url).port
+    assert port is not None
+    return port
+
+
 def post(endpoint: ModelEndpoint, path: str, body: bytes | dict[str, Any],
          headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-    connection = http.client.HTTPConnection("127.0.0.1", int(endpoint.url.rsplit(":", 1)[1]), timeout=10)
+    connection = http.client.HTTPConnection("127.0.0.1", port_of(endpoint), timeout=10)
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    connection.request("POST", path, data, {"Content-Type": "application/json", **(headers or {})})
+    connection.request("POST", f"/{endpoint.secret}{path}", data, {"Content-Type": "application/json", **(headers or {})})
     response = connection.getresponse()
     return response.status, json.loads(response.read())
 
@@ -61,8 +68,8 @@ def test_malformed_anthropic_requests_get_its_error_shape(endpoint: ModelEndpoin
 
 
 def test_a_body_past_the_bound_is_refused_before_it_is_read(endpoint: ModelEndpoint) -> None:
-    with socket.create_connection(("127.0.0.1", int(endpoint.url.rsplit(":", 1)[1])), timeout=10) as client:
-        client.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_BODY_BYTES + 1}"
+    with socket.create_connection(("127.0.0.1", port_of(endpoint)), timeout=10) as client:
+        client.sendall(f"POST /{endpoint.secret}/v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_BODY_BYTES + 1}"
                        f"\r\n\r\n".encode())
         answer = b"".join(iter(lambda: client.recv(4096), b"")).decode()
     assert answer.startswith("HTTP/1.1 413 ") and '"type": "request_too_large"' in answer
@@ -70,8 +77,9 @@ def test_a_body_past_the_bound_is_refused_before_it_is_read(endpoint: ModelEndpo
 
 def test_a_client_that_stops_sending_is_dropped_at_the_timeout() -> None:
     with ModelEndpoint(Script.from_plan(PLAN), io_timeout=0.3) as endpoint:
-        with socket.create_connection(("127.0.0.1", int(endpoint.url.rsplit(":", 1)[1])), timeout=10) as client:
-            client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        with socket.create_connection(("127.0.0.1", port_of(endpoint)), timeout=10) as client:
+            client.sendall(b"POST /%s/v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+                           % endpoint.secret.encode())
             started = time.monotonic()
             assert client.recv(4096) == b""
         assert time.monotonic() - started < 5
@@ -152,10 +160,10 @@ def test_an_agent_killed_at_the_request_gets_nothing_and_sees_the_connection_dro
         chat: Any = openai.OpenAI(base_url=f"{endpoint.url}/v1", api_key="x", max_retries=0).chat.completions
         with pytest.raises(openai.APIConnectionError):
             chat.create(model="m", messages=[{"role": "user", "content": "go"}], tools=chat_tools(), stream=stream)
-        with socket.create_connection(("127.0.0.1", int(endpoint.url.rsplit(":", 1)[1])), timeout=10) as client:
+        with socket.create_connection(("127.0.0.1", port_of(endpoint)), timeout=10) as client:
             body = json.dumps(CHAT).encode()
-            client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
-                           % (len(body), body))
+            client.sendall(b"POST /%s/v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                           % (endpoint.secret.encode(), len(body), body))
             assert client.recv(4096) == b""
     assert endpoint.exchanges[-1]["outcome"] == "agent killed at model_request: nothing written"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,20 @@ def test_two_planned_calls_a_request_could_not_tell_apart_are_refused():
                       {"call_id": "b", "tool": "append", "args": {"text": "y", "path": "x"}}]}
     with pytest.raises(ValueError, match="calls a and b both call append with the same arguments"):
         PlanIndex.of(plan)
+
+
+def test_a_request_without_the_runs_secret_reaches_nothing(world, tmp_path):
+    """Another process on the host (another run's agent) finds the port but not the path: a 404, no effect."""
+    def status_of(url: str) -> int:
+        request = urllib.request.Request(url, data=json.dumps(PLAN["calls"][1]["args"]).encode())
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        return refused.value.code
+
+    with ToolService(PLAN, world, tmp_path / "ledger.jsonl") as tools:
+        tools.begin(0)
+        port = urllib.parse.urlsplit(tools.url).port
+        statuses = [status_of(f"http://127.0.0.1:{port}/tools/append"),
+                    status_of(f"http://127.0.0.1:{port}/x{tools.secret}/tools/append")]
+    assert statuses == [404, 404]
+    assert not (world / "files" / "log.txt").exists() and ledger_lines(tmp_path / "ledger.jsonl") == []
