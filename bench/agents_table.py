@@ -3,7 +3,8 @@
     .venv/bin/python bench/agents_table.py [--trials 3] [--write docs/agents.md]
 
 For every crash point of the exhaustive sweep of each agent scenario (the
-reference agent, the OpenAI Agents SDK's, LangGraph's prebuilt agent), the
+reference agent, the OpenAI Agents SDK's, LangGraph's prebuilt agent, a
+Pydantic AI agent), the
 table says how often the run failed over the trials, which planned calls took
 effect more often than in the crash-free run (how many times, in how many
 trials), the rules broken, and the command that runs that kill again.
@@ -27,7 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = {"reference agent (plain openai client, its own journal)": "reference_agent",
           "OpenAI Agents SDK (Runner, SQLiteSession, Responses API)": "openai_agents_sdk",
-          "LangGraph prebuilt ReAct agent (ChatOpenAI, SqliteSaver)": "langgraph_prebuilt"}
+          "LangGraph prebuilt ReAct agent (ChatOpenAI, SqliteSaver)": "langgraph_prebuilt",
+          "Pydantic AI agent (Chat Completions, no durable state wired in)": "pydantic_ai_agent"}
 MODES = {"pausing": (), "--no-pause": ("--no-pause",)}
 START, END = "<!-- agents-table:start -->", "<!-- agents-table:end -->"
 
