@@ -14,9 +14,10 @@ import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 POLL_S = 0.05  # how soon close() is noticed by the serving loop
+MAX_EXCHANGES = 10_000
 
 
 class LoopbackServer:
@@ -27,6 +28,8 @@ class LoopbackServer:
     """
 
     def __init__(self, handler: type[QuietHandler], name: str) -> None:
+        self.exchanges: list[dict[str, Any]] = []
+        self._exchanges_lock = threading.Lock()
         handler.secret = secrets.token_urlsafe(16)
         self.secret = handler.secret
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -36,6 +39,13 @@ class LoopbackServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_port}/{self.secret}"
+
+    def record(self, exchange: dict[str, Any]) -> None:
+        """Keep ``exchange`` (filled in as its request goes on) as evidence; past ``MAX_EXCHANGES`` the oldest go:
+        the ones around the kill are the evidence, and an agent looping on a request cannot grow the harness."""
+        with self._exchanges_lock:
+            self.exchanges.append(exchange)
+            del self.exchanges[:-MAX_EXCHANGES]
 
     def start(self) -> Self:
         self._thread.start()

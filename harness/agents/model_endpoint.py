@@ -13,7 +13,6 @@ Every exchange is kept (bounded) for the evidence to quote.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +29,6 @@ __all__ = ["AgentKilled", "ModelEndpoint"]
 
 MAX_BODY_BYTES = 1 << 24  # 16 MiB: a long conversation fits; more is refused (413), never read into memory
 IO_TIMEOUT_S = 30.0  # a client that stops sending or reading mid-request is dropped, never waited on forever
-MAX_EXCHANGES = 10_000  # the oldest are dropped past this: the ones around the kill are the evidence
 EXCERPT_CHARS = 2_000
 DEFAULT_MODEL = "killpoint-scripted"
 
@@ -42,9 +40,7 @@ class ModelEndpoint(LoopbackServer):
     def __init__(self, script: Script, hook: SeamHook | None = None, *, io_timeout: float = IO_TIMEOUT_S) -> None:
         self.script = script
         self.hook = hook or free_running
-        self.exchanges: list[dict[str, Any]] = []
         self.apis: dict[str, Api] = {api.path: api for api in (ChatCompletions(), Responses(), Messages())}
-        self._lock = threading.Lock()
         self._last_model = DEFAULT_MODEL
         super().__init__(_handler_for(self, io_timeout), "killpoint-model-endpoint")
 
@@ -55,11 +51,6 @@ class ModelEndpoint(LoopbackServer):
             entry = {"type": "model", "id": model, "display_name": model, "created_at": "2025-01-01T00:00:00Z"}
             return {"data": [entry], "has_more": False, "first_id": model, "last_id": model}
         return {"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "killpoint"}]}
-
-    def record(self, exchange: dict[str, Any]) -> None:
-        with self._lock:
-            self.exchanges.append(exchange)
-            del self.exchanges[:-MAX_EXCHANGES]
 
     def respond(self, api: Api, raw: bytes, exchange: dict[str, Any]) -> Answer:
         """The answer to one request body, calling the ``model_request`` seam before it is given; raises

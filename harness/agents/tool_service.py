@@ -48,7 +48,6 @@ MAX_BODY_BYTES = 1 << 24  # 16 MiB: a tool call's arguments; more is refused (41
 IO_TIMEOUT_S = 30.0  # a client that stops sending or reading mid-request is dropped, never waited on forever
 FREEZE_DEADLINE_S = 60.0
 EXCERPT_CHARS = 500
-MAX_EXCHANGES = 10_000  # kept as evidence; an agent looping on a tool cannot grow the harness without bound
 # The model endpoint's stable tool-call ids: call_kp_<call_id>, then _<attempt> or _verify (harness/agents/script).
 _TOOL_CALL_ID = re.compile(r"call_kp_(?P<call>.+?)(?:_(?:\d+|verify))?")
 
@@ -105,7 +104,6 @@ class ToolService(LoopbackServer):
         self.world = World(world, durable=world_durable)
         self.ledger_path = ledger
         self.hook = hook
-        self.exchanges: list[dict[str, Any]] = []
         self._incarnation = 0
         self._ledger: Ledger | None = None
         self._frozen = False
@@ -155,8 +153,7 @@ class ToolService(LoopbackServer):
         """One tool request: attribute it, hold it at its seams, act, answer (``reply(status, body)``)."""
         incarnation = self._incarnation
         exchange: dict[str, Any] = {"tool": tool, "args": excerpt(canonical(args), EXCERPT_CHARS), "incarnation": incarnation}
-        if len(self.exchanges) < MAX_EXCHANGES:
-            self.exchanges.append(exchange)
+        self.record(exchange)
         if tool == VERIFY_TOOL:
             self._probe(args, exchange, incarnation, reply)
             return
