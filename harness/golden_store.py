@@ -32,7 +32,9 @@ def check_golden_store(scenario: Scenario, golden_dir: Path, ledger: Path) -> No
     where = scenario.origin.get("scenario", "the scenario")
     if state is None:  # every run's store rules would be unknown for the same reason: say it once, up front
         raise ConfigError(f"{where}: [journal]: the crash-free run's store cannot be read, so no run could be judged",
-                          (str(why), "check the mapping (journal.status must list every value the runtime writes)",
+                          (str(why), ("if the reason is the query or a value the mapping lacks, fix the mapping (journal.query; "
+                           "journal.status must list every value the runtime writes); if it is what the runtime left "
+                           "in its store, that is the runtime's to fix"),
                            f"the crash-free run's evidence: {golden_dir}"))
     ran = list(dict.fromkeys(line.record["call"] for line in read_lines(ledger).lines
                              if protocol.LEDGER_INVOKED in line.record and isinstance(line.record.get("call"), str)))

@@ -19,6 +19,9 @@ import psutil
 import pytest
 
 from killpoint.harness.frameworks import _sqlite_copy, reader_for
+from tests.helpers import ROOT
+from tests.integration.test_docker_backend import docker_engine  # noqa: F401
+from tests.integration.test_hostile_world import run_harness
 from tests.integration.test_store_readers_framework_databases import CHECKPOINTS_TABLE, WRITES_TABLE
 from tests.test_store_readers import PLAN
 
@@ -240,3 +243,27 @@ def test_a_fresh_harness_reads_langgraph_checkpoints_though_its_reader_may_impor
     connection.close()
     assert answer(read_elsewhere(tmp_path, {"format": "langgraph-sqlite"}, scratch)) == {
         "records": ["c1"], "problems": [], "notes": []}
+
+
+SHORT = ROOT / "scenarios" / "sqlite_journal" / "short.toml"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("backend", ["subprocess", "forkserver", "docker"])
+def test_a_whole_session_whose_runtime_plants_a_super_journal_leaves_the_host_file_and_is_unknown(
+        request, tmp_path, scratch, backend):
+    """The audit's attack as a user meets it: `killpoint run` as root, the store read after a real kill."""
+    if backend == "docker":
+        request.getfixturevalue("docker_engine")
+    victim = scratch / "etc" / "passwd"
+    victim.write_text("root:x:0:0\n")
+    report = tmp_path / "report.json"
+    harness = run_harness(tmp_path / "harness.log", "run", SHORT, "--backend", backend, "--kill-at", "c2:after_effect",
+                          "--workload", f"{{python}} -m killpoint.scenarios.hostile.plants_super_journal {victim}",
+                          "--runs-dir", tmp_path / "runs", "--json", report)
+    assert harness.exit_code is not None, f"the harness hung:\n{harness.output[-3000:]}"
+    assert victim.read_text() == "root:x:0:0\n"
+    assert harness.exit_code == 3 and "Traceback" not in harness.output, harness.output[-3000:]
+    (run,) = json.loads(report.read_text())["runs"]
+    assert run["outcome"] == "unknown"
+    assert f"agent.db-journal ends with a super-journal record naming {str(victim).encode()!r}" in json.dumps(run)

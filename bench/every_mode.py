@@ -1,0 +1,144 @@
+"""False alarms across every mode: correct runtimes in the sessions the soak's random draws do not reach.
+
+    .venv/bin/python bench/every_mode.py [--jobs 2] [--only SUBSTRING]
+
+``bench/soak.py`` draws random schedules (torn tails and timed kills mixed in) and hunt plans (catalogue
+drift, repeated calls, a second kill during recovery). This bench runs, as ``killpoint run`` would, the
+sessions a user starts by flag: exhaustive sweeps to depth 2 with and without torn tails, ``--no-pause``,
+``--power-loss``, ``--drift``, ``--backend docker``, a runtime judged black-box from its SQLite store, the
+standalone and Node.js runtimes that share no code with killpoint, the guarded framework workflows and the
+reference agent at its network seams. Every one is a correct runtime, so every failing run is a harness false
+alarm; an *unknown* run is counted apart (the harness said it could not tell, which is no false alarm, but
+worth a look). A session that needs what this machine lacks (FUSE, a Docker engine, node) is listed with the
+reason and not counted. Prints one line per session and the totals; exits 1 on any false alarm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from killpoint.errors import ConfigError
+from killpoint.harness.backends import _engine
+from killpoint.harness.lazyfs import LazyFsUnavailable, probe
+from killpoint.harness.scenario import load_scenario, with_workload
+from killpoint.harness.spec import build_spec, run_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+STANDALONE = f"{{python}} {SCENARIOS / 'standalone' / 'runtime.py'}"
+
+
+@dataclass(frozen=True)
+class Session:
+    """One ``killpoint run`` of a correct runtime: its scenario file and the flags, as build_spec's keywords."""
+
+    label: str
+    scenario: str
+    options: dict[str, Any] = field(default_factory=dict)
+    needs: str = ""  # "fuse", "docker" or "node": what the machine must have
+
+    def command(self) -> str:
+        """The ``killpoint run`` command line this session stands for."""
+        flags = []
+        for name, value in self.options.items():
+            flag = "--" + name.replace("_", "-")
+            flags.append(flag if value is True else f"{flag} {value}")
+        return " ".join(["killpoint run", self.scenario, *flags])
+
+
+SESSIONS = (
+    Session("depth 2", "scenarios/demo.toml", {"exhaustive": True, "depth": 2}),
+    Session("depth 2, torn tails", "scenarios/demo.toml", {"exhaustive": True, "depth": 2, "torn_tail": True}),
+    Session("depth 2, 25 calls", "scenarios/restock.toml", {"exhaustive": True, "depth": 2}),
+    Session("no pause, depth 2", "scenarios/checkout.toml", {"exhaustive": True, "depth": 2, "no_pause": True}),
+    Session("timed kills", "scenarios/refund.toml", {"timed": True, "runs": 40, "seed": 1}),
+    Session("drift to NON_IDEMPOTENT", "scenarios/demo.toml",
+            {"exhaustive": True, "drift": "write_file=NON_IDEMPOTENT"}),
+    Session("drift to IDEMPOTENT_WRITE", "scenarios/demo.toml", {"exhaustive": True, "drift": "ui_tap=IDEMPOTENT_WRITE"}),
+    Session("power loss, depth 2", "scenarios/demo.toml", {"exhaustive": True, "depth": 2, "power_loss": True},
+            needs="fuse"),
+    Session("SQLite store, depth 2", "scenarios/sqlite_journal/short.toml", {"exhaustive": True, "depth": 2}),
+    Session("SQLite store, power loss", "scenarios/sqlite_journal/short.toml", {"exhaustive": True, "power_loss": True},
+            needs="fuse"),
+    Session("standalone runtime", "scenarios/demo.toml", {"exhaustive": True, "workload": STANDALONE}),
+    Session("Node.js runtime, depth 2", "scenarios/foreign/short.toml", {"exhaustive": True, "depth": 2}, needs="node"),
+    Session("docker, depth 2", "scenarios/demo.toml", {"exhaustive": True, "depth": 2, "backend": "docker"},
+            needs="docker"),
+    Session("LangGraph graph, guarded", "scenarios/frameworks/langgraph_graph_guarded.toml", {"exhaustive": True}),
+    Session("LangGraph functional, guarded", "scenarios/frameworks/langgraph_functional_guarded.toml",
+            {"exhaustive": True}),
+    Session("DBOS, guarded and durable", "scenarios/frameworks/dbos_workflow_guarded_durable.toml", {"exhaustive": True}),
+    Session("reference agent", "scenarios/agents/reference_agent.toml", {"exhaustive": True}),
+    Session("reference agent, depth 2", "scenarios/agents/one_append.toml", {"exhaustive": True, "depth": 2}),
+    Session("reference agent, no pause", "scenarios/agents/reference_agent.toml", {"exhaustive": True, "no_pause": True}),
+)
+
+
+def missing(need: str) -> str | None:
+    """Why this machine cannot run a session that needs ``need``, or None."""
+    if need == "node":
+        return None if shutil.which("node") else "no node on PATH"
+    try:
+        if need == "fuse":
+            probe()
+        elif need == "docker":
+            _engine.connect().close()
+    except (LazyFsUnavailable, ConfigError) as error:
+        return str(error)
+    return None
+
+
+def run(session: Session, jobs: int, runs_dir: Path) -> Counter[str]:
+    """The session's runs counted by outcome: passed, failed (false alarms), unknown."""
+    options = dict(session.options)
+    workload = options.pop("workload", None)
+    scenario = load_scenario(ROOT / session.scenario)
+    if workload is not None:
+        scenario = with_workload(scenario, workload)
+    spec = build_spec(scenario, jobs=jobs, runs_dir=runs_dir, **options)
+    _, outcomes = run_spec(spec)
+    tally: Counter[str] = Counter()
+    for outcome in outcomes:
+        tally[{True: "passed", False: "failed", None: "unknown"}[outcome.verdict.valid]] += 1
+        if outcome.verdict.valid is False:
+            print(f"  FALSE ALARM: killpoint repro {outcome.token}", flush=True)
+    return tally
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--only", default="", help="run only the sessions whose label contains this text")
+    args = parser.parse_args()
+    runs_dir = Path(tempfile.mkdtemp(prefix="killpoint-every-mode-"))
+    totals: Counter[str] = Counter()
+    started = time.monotonic()
+    for number, session in enumerate(session for session in SESSIONS if args.only in session.label):
+        why = missing(session.needs)
+        if why is not None:
+            print(f"{session.label:<32} not run: {why}", flush=True)
+            continue
+        begun = time.monotonic()
+        tally = run(session, args.jobs, runs_dir / str(number))
+        totals += tally
+        print(f"{session.label:<32} {sum(tally.values()):>5} runs  {tally['failed']} false alarms  "
+              f"{tally['unknown']} unknown  {time.monotonic() - begun:6.1f}s   {session.command()}", flush=True)
+    print(f"every mode: {sum(totals.values())} runs of correct runtimes, {totals['failed']} false alarms, "
+          f"{totals['unknown']} unknown, {time.monotonic() - started:.0f}s wall")
+    if totals["failed"] or totals["unknown"]:
+        print(f"evidence kept in {runs_dir}")
+    else:
+        shutil.rmtree(runs_dir)
+    return 1 if totals["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
