@@ -8,6 +8,7 @@ bookkeeping every tool shares, so the catalogue's tools hold only their logic.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ class ToolFailed(Exception):
 
 
 # What a tool may raise to refuse a call: ``invoke`` turns each into a FAILED call with its message.
+MAX_LATENCY_S = 3600
 REFUSALS = (ToolFailed, SandboxError, OSError, UnicodeError)
 
 
@@ -109,21 +111,24 @@ def invoke(
     ledger: Ledger,
     rendezvous: Rendezvous | None = None,
     op: str | None = None,
+    pause: Callable[[float], None] = time.sleep,
 ) -> ToolResult:
     """Run one tool call: invocation record, validation, act, then the ``after_effect`` point.
 
     A bad argument or a refused path is a FAILED call with the reason, never a
     crash. Every call, failed or not, passes ``after_effect`` (for a failed call:
-    the tool is done and has not returned).
+    the tool is done and has not returned). ``pause`` waits out the tool's latency
+    (``_take_time``): a server of the tools bounds it.
     """
     ledger.invoked(name, call)
-    result = _act(name, call, args, world, ledger)
+    result = _act(name, call, args, world, ledger, pause)
     if rendezvous is not None:
         rendezvous.point(protocol.AFTER_EFFECT, call=call, op=op)
     return result
 
 
-def _act(name: str, call: str, args: dict[str, Any], world: World, ledger: Ledger) -> ToolResult:
+def _act(name: str, call: str, args: dict[str, Any], world: World, ledger: Ledger,
+         pause: Callable[[float], None]) -> ToolResult:
     tool = lookup(name)
     if tool is None:
         return ToolResult(ok=False, error=f"no fake tool named {name!r}")
@@ -131,13 +136,13 @@ def _act(name: str, call: str, args: dict[str, Any], world: World, ledger: Ledge
     if errors:
         return ToolResult(ok=False, error=f"{name}: " + "; ".join(errors))
     try:
-        _take_time(world, name)  # reads state/latency.json, which may be refused like any world file
+        _take_time(world, name, pause)  # reads state/latency.json, which may be refused like any world file
         return ToolResult(ok=True, output=tool.act(ToolContext(world, ledger, name, call), args))
     except REFUSALS as refusal:
         return ToolResult(ok=False, error=f"{name}: {world.describe(refusal)}")
 
 
-def _take_time(world: World, name: str) -> None:
+def _take_time(world: World, name: str, pause: Callable[[float], None]) -> None:
     """Wait as long as the world says this tool takes (state area ``latency``, seconds per tool).
 
     Real tools take time: a network call, an app launch. A scenario that sets
@@ -148,7 +153,10 @@ def _take_time(world: World, name: str) -> None:
     latency = world.load("latency", {})
     seconds = latency.get(name, 0) if isinstance(latency, dict) else 0
     if isinstance(seconds, int | float) and seconds > 0:
-        time.sleep(seconds)
+        if not math.isfinite(seconds) or seconds > MAX_LATENCY_S:
+            raise ToolFailed(f"state/latency.json gives {name} {seconds} seconds, not a latency a tool has "
+                             f"(at most {MAX_LATENCY_S} s)")
+        pause(seconds)
 
 
 def verify(name: str, call: str, args: dict[str, Any], *, world: World, ledger: Ledger) -> bool:

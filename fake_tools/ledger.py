@@ -16,8 +16,9 @@ from killpoint.client import AppendOnlyFile
 class Ledger:
     """Records a process's tool invocations, effects and probes, stamped with its pid."""
 
-    def __init__(self, path: str | os.PathLike[str], incarnation: int) -> None:
-        self._file = AppendOnlyFile(Path(path), durable=False)
+    def __init__(self, path: str | os.PathLike[str], incarnation: int, *, fd: int | None = None) -> None:
+        """``fd``: the ledger already opened for appending (``AppendOnlyFile``'s)."""
+        self._file = AppendOnlyFile(Path(path), durable=False, fd=fd)
         self.incarnation = incarnation
         self.pid = os.getpid()
 

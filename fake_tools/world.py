@@ -232,6 +232,28 @@ class World:
         self.durable = durable
         self.files_root = self.root / "files"
         self.state_root = self.root / "state"
+        self._held: int | None = None
+
+    @classmethod
+    def held(cls, root: str | os.PathLike[str], *, durable: bool = False) -> World:
+        """The world in the folder at ``root`` now, opened without following a link and kept open until ``close``.
+
+        For a world served by a process an agent cannot reach (the harness's tool service): the agent can
+        write the folder *holding* the world, and rename the world away and plant a symlink at its name.
+        ``O_NOFOLLOW`` guards each name below the world's top; this guards the top itself, for every path is
+        taken from the descriptor (``/proc/self/fd/N``), never from the name again. A symlink or anything but
+        a folder at ``root`` raises OSError (ELOOP, ENOTDIR).
+        """
+        fd = os.open(root, _FOLDER)
+        world = cls(f"/proc/self/fd/{fd}", durable=durable)
+        world._held = fd
+        return world
+
+    def close(self) -> None:
+        """Let go of the folder ``held`` opened (nothing to do for a world reached by its name)."""
+        if self._held is not None:
+            os.close(self._held)
+            self._held = None
 
     def __repr__(self) -> str:
         return f"World({str(self.root)!r})"

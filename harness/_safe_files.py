@@ -31,9 +31,9 @@ class UntrustedFile(OSError):
 
 
 def open_regular(path: Path, flags: int = os.O_RDONLY) -> int:
-    """An fd on ``path`` itself (never a symlink's target), which must be a regular file."""
+    """An fd on ``path`` itself (never a symlink's target), which must be a regular file (made, with O_CREAT)."""
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise UntrustedFile(f"{path.name} is a symlink; it was not followed") from None
@@ -267,6 +267,18 @@ def fresh_file(path: Path) -> int:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+
+
+def fresh_folder(path: Path) -> None:
+    """A real folder at ``path``, whatever the workload left there: a symlink, FIFO or file planted at that name
+    is removed (never followed) and the folder made; a folder already there is kept."""
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            return
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    os.mkdir(path, 0o755)
 
 
 def write_fresh(path: Path, data: bytes) -> None:

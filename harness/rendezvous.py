@@ -29,12 +29,13 @@ import os
 import select
 import selectors
 import socket
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from killpoint.protocol import NO_WAIT_FIELD, REPLY_KILL, REPLY_OK, SENT_FIELD
+from killpoint.protocol import NO_WAIT_FIELD, REPLY_KILL, REPLY_OK, SEAM_POINTS, SENT_FIELD
 from killpoint.harness.model import RENDEZVOUS_KILLS, AfterDelay, AfterPoint, AtPoint, Kill
 from killpoint.harness.schedule import point_reached
 from killpoint.harness.watch import EventWatcher
@@ -255,6 +256,12 @@ class RendezvousServer:
             served.protocol_problems.append(f"control message is not a crash point: {raw[:120]!r}")
             _reply(connection)
             return False
+        if point in SEAM_POINTS and (sender := _sender(connection)) != os.getpid():
+            served.protocol_problems.append(
+                f"{point_reached(point, call)} was announced by process {sender}, not by the harness's agent "
+                f"services, which alone announce seams: not a crash point, nothing killed")
+            _reply(connection)
+            return False
         reached_at = _reached_at(sent, served.launching, arrived)
         served.record(point_reached(point, call), reached_at)
         if served.armed or (isinstance(kill, AtPoint) and kill.matches(point, call)):
@@ -286,6 +293,13 @@ class RendezvousServer:
         self.drop_connections()
         self.listener.close()
         self.path.unlink(missing_ok=True)
+
+
+def _sender(connection: socket.socket) -> int:
+    """The pid of the process at the other end of ``connection`` (the kernel's word, SO_PEERCRED)."""
+    pid, _, _ = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                          struct.calcsize("3i")))
+    return int(pid)
 
 
 def work_began(served: Served, watcher: EventWatcher | None) -> float | None:

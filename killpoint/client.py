@@ -49,10 +49,12 @@ class AppendOnlyFile:
     fsynced into it would be lost with its name at a power loss.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, durable: bool) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, durable: bool, fd: int | None = None) -> None:
+        """``fd``: a descriptor the caller opened on ``path`` itself, with O_APPEND (the harness, which opens
+        what a workload could have replaced without following it); by default ``path`` is opened here."""
         self.path = Path(path)
         self.durable = durable
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644) if fd is None else fd
         if durable:
             fsync_directory(self.path.parent)
 

@@ -5,19 +5,113 @@ included (runs go side by side under ``-j``), and what reaches the tool service
 writes the run's ledger. So every server answers only under a path prefix no
 one else is told: a random secret in its ``url``, which the harness hands its
 own agent alone (the SDKs take a base URL with a path); any other path is a
-404 that reaches nothing.
+404 that reaches nothing. The secret is drawn again before every incarnation
+(``new_secret``): an orphan a killed incarnation left cannot act in the next one's name.
+
+What connects is untrusted too, so a server's own resources are bounded: at
+most ``MAX_CONNECTIONS`` connections are served at once (a thread each), the
+oldest that has sent no request under the secret giving way to a new one, so
+neither a flood of idle connections nor one of trickled requests grows the
+harness or shuts its agent out; and a request must arrive whole within
+``REQUEST_READ_FACTOR`` socket timeouts of its first byte.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
 import secrets
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
 POLL_S = 0.05  # how soon close() is noticed by the serving loop
 MAX_EXCHANGES = 10_000
+IDLE_TIMEOUT_S = 30.0  # each socket read and write of a handler that sets no ``timeout`` of its own
+MAX_CONNECTIONS = 64  # an agent's parallel requests are a handful; its SDK's pool opens connections on demand
+REQUEST_READ_FACTOR = 2  # a request's head and body: within this many socket timeouts of its first byte
+_DIGITS = re.compile(r"[0-9]{1,12}")
+
+
+def content_length(header: str | None) -> int | None:
+    """The whole number a Content-Length header gives; None when absent or anything else (``"²".isdigit()``
+    holds, yet ``int("²")`` raises: headers are read as Latin-1, so only ASCII digits are taken)."""
+    return int(header) if header is not None and _DIGITS.fullmatch(header.strip()) else None
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most ``MAX_CONNECTIONS`` of them (see the module's docstring)."""
+
+    daemon_threads = True
+    request_queue_size = 128  # a burst of connects waits in the backlog, not a second for a SYN retry
+
+    def __init__(self, handler: type[QuietHandler]) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
+        self._lock = threading.Lock()
+        self._served: dict[socket.socket, bool] = {}  # in the order accepted: whether it sent under the secret
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            if len(self._served) >= MAX_CONNECTIONS:
+                stranger = next((connection for connection, known in self._served.items() if not known), None)
+                if stranger is None:  # every one is the agent's own: the new one waits for none of them
+                    self.shutdown_request(request)
+                    return
+                del self._served[stranger]
+                with contextlib.suppress(OSError):  # its thread's read ends at once, and the thread with it
+                    stranger.shutdown(socket.SHUT_RDWR)
+            self._served[request] = False
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._served.pop(request, None)
+
+    def vouch(self, connection: socket.socket) -> None:
+        """``connection`` sent a request under the secret: it is the agent's, never made to give way."""
+        with self._lock:
+            if connection in self._served:
+                self._served[connection] = True
+
+
+class _ReadByDeadline(io.RawIOBase):
+    """A connection's reading end whose every read, once a request's first byte came, ends by a deadline.
+
+    A socket timeout bounds each read alone: a request trickled a byte per
+    timeout would hold its thread for ever. ``next_request`` starts the wait
+    for the next request (as long as an idle connection may wait); its first
+    byte starts the deadline; every read after it waits only what is left.
+    """
+
+    def __init__(self, connection: socket.socket, timeout: float) -> None:
+        self.connection, self.timeout = connection, timeout
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def next_request(self) -> None:
+        self.deadline = None
+
+    def readinto(self, buffer: Any) -> int:
+        left = self.timeout if self.deadline is None else self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request did not arrive whole by its deadline")
+        self.connection.settimeout(min(left, self.timeout))
+        try:
+            received = self.connection.recv_into(buffer)
+        finally:
+            self.connection.settimeout(self.timeout)  # what the replies are written with
+        if received and self.deadline is None:
+            self.deadline = time.monotonic() + REQUEST_READ_FACTOR * self.timeout
+        return received
 
 
 class LoopbackServer:
@@ -30,15 +124,18 @@ class LoopbackServer:
     def __init__(self, handler: type[QuietHandler], name: str) -> None:
         self.exchanges: list[dict[str, Any]] = []
         self._exchanges_lock = threading.Lock()
-        handler.secret = secrets.token_urlsafe(16)
-        self.secret = handler.secret
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
+        self._handler = handler
+        self.new_secret()
+        self._server = _BoundedServer(handler)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_S,), name=name, daemon=True)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_port}/{self.secret}"
+
+    def new_secret(self) -> None:
+        """Answer only under a newly drawn secret from now on (``url`` changes with it)."""
+        self._handler.secret = self.secret = secrets.token_urlsafe(16)
 
     def record(self, exchange: dict[str, Any]) -> None:
         """Keep ``exchange`` (filled in as its request goes on) as evidence; past ``MAX_EXCHANGES`` the oldest go:
@@ -70,9 +167,23 @@ class QuietHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     secret = ""  # the path prefix of every request this server answers (``LoopbackServer`` draws it)
+    server: _BoundedServer
+
+    def setup(self) -> None:
+        """Reads go through ``_ReadByDeadline``; ``timeout`` (a subclass's) bounds each socket read and write."""
+        super().setup()
+        self._reading = _ReadByDeadline(self.connection, self.timeout or IDLE_TIMEOUT_S)
+        self.rfile = io.BufferedReader(self._reading)
+
+    def handle_one_request(self) -> None:
+        self._reading.next_request()
+        super().handle_one_request()
 
     def parse_request(self) -> bool:
-        """The request, its path without the secret prefix; a 404 for a path without it (nothing else runs)."""
+        """The request, its path without the secret prefix; a 404 for a path without it (nothing else runs).
+
+        A request with a body but no Content-Length (``Transfer-Encoding: chunked``) is refused (411) and its
+        connection closed, before the body could be read as the next request."""
         if not super().parse_request():
             return False
         prefix = f"/{self.secret}"
@@ -80,7 +191,12 @@ class QuietHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.send_error(404, "no such path")
             return False
+        self.server.vouch(self.connection)
         self.path = self.path[len(prefix):] or "/"
+        if "Transfer-Encoding" in self.headers:
+            self.close_connection = True
+            self.send_error(411, "a request body needs a Content-Length (no Transfer-Encoding)")
+            return False
         return True
 
     def log_message(self, format: str, *args: object) -> None:

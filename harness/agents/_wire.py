@@ -17,6 +17,9 @@ from killpoint.harness.agents.script import Conversation, Reply
 
 # How many characters one streamed delta carries: small enough that every reply is split, as real ones are.
 DELTA_CHARS = 16
+# The most one request body may hold (16 MiB: a long conversation fits; more is refused, 413, never read into
+# memory), and so the most a conversation the Responses API rebuilds from ``previous_response_id`` may hold.
+MAX_BODY_BYTES = 1 << 24
 
 
 class WireError(Exception):
@@ -108,6 +111,51 @@ def require(body: Mapping[str, object], name: str, kind: type, error: WireError)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         raise error
     return value
+
+
+def json_kind(value: object) -> str:
+    """A JSON value's type as the OpenAI APIs name it in an error ("an integer", "an array", ...)."""
+    if value is None:
+        return "null"
+    kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a decimal"), (str, "a string"), (list, "an array"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "an object")
+
+
+def invalid_type(field: str, expected: str, value: object) -> WireError:
+    """The OpenAI APIs' 400 for a field of the wrong JSON type."""
+    return WireError(400, f"Invalid type for '{field}': expected {expected}, but got {json_kind(value)} instead.",
+                     param=field, code="invalid_type")
+
+
+def openai_string(holder: Mapping[str, object], key: str, where: str, default: str | None = None) -> str:
+    """``holder[key]`` when it is a string (``default`` when absent and there is one), else the OpenAI APIs' 400
+    naming ``where.key``: an id, a name or a role of another JSON type must not reach the code that hashes,
+    compares and quotes them as strings."""
+    field = f"{where}.{key}"
+    if key not in holder:
+        if default is not None:
+            return default
+        raise WireError(400, f"Missing required parameter: '{field}'.", param=field,
+                        code="missing_required_parameter")
+    value = holder[key]
+    if not isinstance(value, str):
+        raise invalid_type(field, "a string", value)
+    return value
+
+
+def openai_content(holder: Mapping[str, object], key: str, where: str) -> None:
+    """Refuse, as the OpenAI APIs do, content that is neither absent, null, a string nor an array of objects (a
+    part's ``text`` a string): ``content_text`` would otherwise read it as no text at all."""
+    content = holder.get(key)
+    if content is None or isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise invalid_type(f"{where}.{key}", "one of a string or array of objects", content)
+    for number, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise invalid_type(f"{where}.{key}[{number}]", "an object", part)
+        if "text" in part and not isinstance(part["text"], str):
+            raise invalid_type(f"{where}.{key}[{number}].text", "a string", part["text"])
 
 
 def tool_names(tools: object, name_of: str | None = None) -> frozenset[str]:

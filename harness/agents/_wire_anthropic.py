@@ -12,8 +12,10 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from killpoint.harness.agents._wire import (Answer, Request, WireError, content_text, digest, pieces, require, sse,
                                             tool_names, usage_counts)
-from killpoint.harness.agents.script import Event, Reply, Text, ToolCall, ToolResult
+from killpoint.harness.agents.script import Event, Reply, Text, ToolCall, ToolResult, quoted
 
+# The string fields of each content block the conversation reads (checked, so none is read as another type).
+_STRING_FIELDS = {"text": ("text",), "tool_use": ("id", "name"), "tool_result": ("tool_use_id",)}
 # The error type each status has in Anthropic's error JSON.
 _ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 411: "invalid_request_error",
                 413: "request_too_large"}
@@ -31,7 +33,10 @@ class Messages:
         for index, message in enumerate(messages):
             if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
                 raise WireError(400, f"messages.{index}.role: Input should be 'user' or 'assistant'")
+            _check_types(message, f"messages.{index}")
         _check_results(messages)
+        if not isinstance(body.get("system", ""), (str, list)):
+            raise WireError(400, "system: Input should be a valid list")
         system = content_text(body.get("system"))
         conversation = ((Text("system", system),) if system else ()) + tuple(
             event for message in messages for event in _events(message))
@@ -52,6 +57,33 @@ class Messages:
         kind = _ERROR_TYPES.get(error.status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": error.message},
                 "request_id": f"req_kp{digest(error.message)}"}
+
+
+def _check_types(message: Mapping[str, object], where: str) -> None:
+    """Refuse, naming the field as the real API does, content of the wrong JSON type: content neither a string
+    nor a list of blocks, a block that is not an object, a block's id, name, text or input of another type."""
+    if "content" not in message:
+        raise WireError(400, f"{where}.content: Field required")
+    content = message["content"]
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise WireError(400, f"{where}.content: Input should be a valid list")
+    for number, block in enumerate(content):
+        at = f"{where}.content.{number}"
+        if not isinstance(block, dict):
+            raise WireError(400, f"{at}: Input should be a valid dictionary or object to extract fields from")
+        kind = block.get("type")
+        if not isinstance(kind, str):
+            raise WireError(400, f"{at}: Unable to extract tag using discriminator 'type'")
+        for key in _STRING_FIELDS.get(kind, ()):
+            if not isinstance(block.get(key), str):
+                raise WireError(400, f"{at}.{kind}.{key}: " + (
+                    "Input should be a valid string" if key in block else "Field required"))
+        if kind == "tool_use" and not isinstance(block.get("input", {}), dict):
+            raise WireError(400, f"{at}.tool_use.input: Input should be a valid dictionary")
+        if kind == "tool_result" and not isinstance(block.get("content", ""), (str, list)):
+            raise WireError(400, f"{at}.tool_result.content: Input should be a valid list")
 
 
 def _events(message: Mapping[str, object]) -> Iterator[Event]:
@@ -78,21 +110,23 @@ def _blocks_of(message: Mapping[str, object], kind: str, key: str) -> list[str]:
 
 def _check_results(messages: Sequence[Mapping[str, object]]) -> None:
     """Refuse what the real API refuses: tool_use blocks whose results are not in the very next message, and
-    tool_result blocks answering no tool_use of the message before."""
+    tool_result blocks answering no tool_use of the message before. The neighbour's ids are a set (a list makes
+    n results against n uses n² compares), and the ids refused (the agent's) are quoted bounded."""
     for index, message in enumerate(messages):
         results = _blocks_of(message, "tool_result", "tool_use_id")
-        before = _blocks_of(messages[index - 1], "tool_use", "id") if index else []
+        before = set(_blocks_of(messages[index - 1], "tool_use", "id")) if index else set()
         unexpected = [ident for ident in results if ident not in before]
         if unexpected:
             raise WireError(400, f"messages.{index}.content: unexpected `tool_use_id` found in `tool_result` blocks: "
-                                 f"{', '.join(unexpected)}. Each `tool_result` block must have a corresponding "
+                                 f"{quoted(unexpected)}. Each `tool_result` block must have a corresponding "
                                  f"`tool_use` block in the previous message.")
         uses = _blocks_of(message, "tool_use", "id")
-        after = _blocks_of(messages[index + 1], "tool_result", "tool_use_id") if index + 1 < len(messages) else []
+        after = set(_blocks_of(messages[index + 1], "tool_result", "tool_use_id")) if index + 1 < len(messages) \
+            else set()
         missing = [ident for ident in uses if ident not in after]
         if missing:
             raise WireError(400, f"messages.{index + 1}: `tool_use` ids were found without `tool_result` blocks "
-                                 f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
+                                 f"immediately after: {quoted(missing)}. Each `tool_use` block must have a "
                                  f"corresponding `tool_result` block in the next message.")
 
 

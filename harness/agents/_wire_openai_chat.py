@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Sequence
 
-from killpoint.harness.agents._wire import (Answer, Request, WireError, content_text, digest, openai_error_body,
-                                            pieces, require, sse, tool_names, usage_counts)
-from killpoint.harness.agents.script import Event, Reply, Text, ToolCall, ToolResult
+from killpoint.harness.agents._wire import (Answer, Request, WireError, content_text, digest, invalid_type,
+                                            openai_content, openai_error_body, openai_string, pieces, require, sse,
+                                            tool_names, usage_counts)
+from killpoint.harness.agents.script import Event, Reply, Text, ToolCall, ToolResult, quoted
 
 
 class ChatCompletions:
@@ -28,6 +29,7 @@ class ChatCompletions:
             if not isinstance(message, dict) or not isinstance(message.get("role"), str):
                 raise WireError(400, f"Invalid type for 'messages[{index}]': expected an object with a 'role'.",
                                 param=f"messages[{index}]", code="invalid_type")
+            _check_types(message, f"messages[{index}]")
         _check_results(messages)
         conversation = tuple(event for message in messages for event in _events(message))
         return Request(model, body.get("stream") is True, conversation, tool_names(body.get("tools"), "function"),
@@ -67,10 +69,35 @@ class ChatCompletions:
         return openai_error_body(error)
 
 
+def _check_types(message: Mapping[str, object], where: str) -> None:
+    """Refuse, naming the field as the real API does, what it refuses as the wrong JSON type: content, a tool
+    message's ``tool_call_id``, an assistant's ``tool_calls`` and their ids, names and arguments. An id that is
+    not a string would otherwise reach the set of awaited ids (a list there is a TypeError, not an answer)."""
+    openai_content(message, "content", where)
+    if message["role"] == "tool":
+        openai_string(message, "tool_call_id", where)
+    calls = message.get("tool_calls")
+    if message["role"] != "assistant" or calls is None:
+        return
+    if not isinstance(calls, list):
+        raise invalid_type(f"{where}.tool_calls", "an array of objects", calls)
+    for number, call in enumerate(calls):
+        at = f"{where}.tool_calls[{number}]"
+        if not isinstance(call, dict):
+            raise invalid_type(at, "an object", call)
+        openai_string(call, "id", at)
+        function = call.get("function")
+        if function is not None:
+            if not isinstance(function, dict):
+                raise invalid_type(f"{at}.function", "an object", function)
+            openai_string(function, "name", f"{at}.function")
+            openai_string(function, "arguments", f"{at}.function", default="")
+
+
 def _events(message: Mapping[str, object]) -> Iterator[Event]:
     role = str(message["role"])
     if role == "tool":
-        yield ToolResult(str(message.get("tool_call_id")), content_text(message.get("content")))
+        yield ToolResult(str(message["tool_call_id"]), content_text(message.get("content")))
         return
     text = content_text(message.get("content"))
     if text:
@@ -104,10 +131,11 @@ def _check_results(messages: Sequence[Mapping[str, object]]) -> None:
 
 
 def _missing_results(last: int, awaited: set[str], messages: Sequence[Mapping[str, object]]) -> None:
+    """The real API's 400 for tool calls left unanswered; their ids (the agent's) quoted bounded."""
     caller = max(index for index in range(last + 1) if messages[index]["role"] == "assistant")
     raise WireError(400, "An assistant message with 'tool_calls' must be followed by tool messages responding to "
                          "each 'tool_call_id'. The following tool_call_ids did not have response messages: "
-                         + ", ".join(sorted(awaited)), param=f"messages.[{caller}].role")
+                         + quoted(sorted(awaited)), param=f"messages.[{caller}].role")
 
 
 def _tool_call(ident: str, name: str, arguments: str) -> dict[str, object]:

@@ -13,12 +13,20 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 
-from killpoint.harness.agents._wire import (Answer, Request, WireError, content_text, digest, openai_error_body,
-                                            pieces, require, sse, tool_names, usage_counts)
-from killpoint.harness.agents.script import ChosenCall, Conversation, Event, Reply, Text, ToolCall, ToolResult
+from killpoint.harness.agents._loopback import excerpt
+from killpoint.harness.agents._wire import (MAX_BODY_BYTES, Answer, Request, WireError, content_text, digest,
+                                            invalid_type, openai_content, openai_error_body, openai_string, pieces,
+                                            require, sse, tool_names, usage_counts)
+from killpoint.harness.agents.script import (QUOTED_CHARS, ChosenCall, Conversation, Event, Reply, Text, ToolCall,
+                                             ToolResult)
 
-# Responses kept for previous_response_id; the oldest is forgotten past this (an agent that far back gets a 400).
+# Responses kept for previous_response_id; the oldest is forgotten past this many, or past this weight all told
+# (an agent that far back gets a 400). Chained conversations share their events, so the weight overcounts.
 KEPT_RESPONSES = 4096
+KEPT_WEIGHT = 4 * MAX_BODY_BYTES
+# What an event weighs besides its strings: about the least JSON an input item takes, so a conversation's weight
+# is at most the bytes of one request carrying it whole.
+EVENT_WEIGHT = 24
 
 
 class Responses:
@@ -27,6 +35,8 @@ class Responses:
 
     def __init__(self) -> None:
         self._kept: OrderedDict[str, Conversation] = OrderedDict()
+        self._weights: dict[str, int] = {}  # the weight (``_weight``) of each kept conversation
+        self._kept_weight = 0  # their sum, which KEPT_WEIGHT bounds
         self._lock = threading.Lock()
 
     def parse(self, body: Mapping[str, object]) -> Request:
@@ -38,8 +48,14 @@ class Responses:
                             code="missing_required_parameter")
         assert isinstance(model, str)
         items = [{"role": "user", "content": raw_input}] if isinstance(raw_input, str) else raw_input
-        conversation = self._earlier(body.get("previous_response_id")) + tuple(
-            event for item in items if isinstance(item, dict) for event in _events(item))
+        earlier, earlier_weight = self._earlier(body.get("previous_response_id"))
+        new = tuple(event for index, item in enumerate(items) for event in _events(item, f"input[{index}]"))
+        if earlier_weight + _weight(new) > MAX_BODY_BYTES:
+            # Each body is bounded, but chained by previous_response_id the conversation the harness holds, scans
+            # and hashes would grow without bound: past what one body could carry, it is refused.
+            raise WireError(400, "Your input exceeds the context window of this model. Please adjust your input and "
+                                 "try again.", param="input", code="context_length_exceeded")
+        conversation = earlier + new
         _check_outputs(conversation)
         instructions = body.get("instructions")
         if isinstance(instructions, str) and instructions:
@@ -61,41 +77,67 @@ class Responses:
     def error_body(self, error: WireError) -> dict[str, object]:
         return openai_error_body(error)
 
-    def _earlier(self, previous: object) -> Conversation:
+    def _earlier(self, previous: object) -> tuple[Conversation, int]:
+        """The conversation ``previous_response_id`` continues, and its weight; the id (the agent's) quoted
+        bounded in the error."""
         if previous is None:
-            return ()
+            return (), 0
+        if not isinstance(previous, str):
+            raise invalid_type("previous_response_id", "a string", previous)
         with self._lock:
-            kept = self._kept.get(previous) if isinstance(previous, str) else None
+            kept = self._kept.get(previous)
+            weight = self._weights.get(previous, 0)
         if kept is None:
-            raise WireError(400, f"Previous response with id '{previous}' not found.", param="previous_response_id",
-                            code="previous_response_not_found")
-        return kept
+            raise WireError(400, f"Previous response with id '{excerpt(previous, QUOTED_CHARS)}' not found.",
+                            param="previous_response_id", code="previous_response_not_found")
+        return kept, weight
 
     def _keep(self, ident: str, request: Request, reply: Reply) -> None:
         """Remember the conversation this response ends (without the instructions, which the real API does not
-        carry over), so a later request may continue it by id."""
+        carry over), so a later request may continue it by id; the oldest go past the count or the weight."""
         said: tuple[Event, ...] = tuple(ToolCall(call.tool_call_id, call.tool, call.arguments) for call in reply.calls)
         if reply.text is not None:
             said += (Text("assistant", reply.text),)
         instructions = request.body.get("instructions")
         shown = request.conversation[1:] if isinstance(instructions, str) and instructions else request.conversation
+        weight = _weight(shown) + _weight(said)
         with self._lock:
-            self._kept[ident] = shown + said
+            self._kept_weight += weight - self._weights.get(ident, 0)
+            self._kept[ident], self._weights[ident] = shown + said, weight
             self._kept.move_to_end(ident)
-            while len(self._kept) > KEPT_RESPONSES:
-                self._kept.popitem(last=False)
+            while len(self._kept) > 1 and (len(self._kept) > KEPT_RESPONSES or self._kept_weight > KEPT_WEIGHT):
+                oldest, _ = self._kept.popitem(last=False)
+                self._kept_weight -= self._weights.pop(oldest)
 
 
-def _events(item: Mapping[str, object]) -> Iterator[Event]:
+def _weight(events: Sequence[Event]) -> int:
+    """About the bytes of JSON ``events`` take in a request: their strings and ``EVENT_WEIGHT`` each."""
+    return sum(EVENT_WEIGHT + (len(event.id) + len(event.name) + len(event.arguments) if isinstance(event, ToolCall)
+                               else len(event.id) + len(event.text) if isinstance(event, ToolResult)
+                               else len(event.role) + len(event.text)) for event in events)
+
+
+def _events(item: object, where: str) -> Iterator[Event]:
+    """The events of one input item; an item, id, name, role or content of the wrong JSON type is the real API's
+    400 naming the field (never read as something else, or quoted whole)."""
+    if not isinstance(item, dict):
+        raise invalid_type(where, "an object", item)
     kind = item.get("type", "message")
+    if not isinstance(kind, str):
+        raise invalid_type(f"{where}.type", "a string", kind)
     if kind == "function_call":
-        yield ToolCall(str(item.get("call_id")), str(item.get("name")), str(item.get("arguments", "")))
+        yield ToolCall(openai_string(item, "call_id", where), openai_string(item, "name", where),
+                       openai_string(item, "arguments", where, default=""))
     elif kind == "function_call_output":
-        yield ToolResult(str(item.get("call_id")), content_text(item.get("output")))
-    elif kind == "message" and isinstance(item.get("role"), str):
+        call_id = openai_string(item, "call_id", where)
+        openai_content(item, "output", where)
+        yield ToolResult(call_id, content_text(item.get("output")))
+    elif kind == "message":
+        role = openai_string(item, "role", where)
+        openai_content(item, "content", where)
         text = content_text(item.get("content"))
         if text:
-            yield Text(str(item["role"]), text)
+            yield Text(role, text)
 
 
 def _check_outputs(conversation: Sequence[Event]) -> None:
@@ -106,12 +148,13 @@ def _check_outputs(conversation: Sequence[Event]) -> None:
             called.add(event.id)
         elif isinstance(event, ToolResult):
             if event.id not in called:
-                raise WireError(400, f"No tool call found for function call output with call_id {event.id}.",
-                                param="input")
+                raise WireError(400, f"No tool call found for function call output with call_id "
+                                     f"{excerpt(event.id, QUOTED_CHARS)}.", param="input")
             called.discard(event.id)
     if called:
         first = next(event.id for event in conversation if isinstance(event, ToolCall) and event.id in called)
-        raise WireError(400, f"No tool output found for function call {first}.", param="input")
+        raise WireError(400, f"No tool output found for function call {excerpt(first, QUOTED_CHARS)}.",
+                        param="input")
 
 
 def _function_call(call: ChosenCall, status: str = "completed", arguments: str | None = None) -> dict[str, object]:

@@ -13,12 +13,14 @@ Every exchange is kept (bounded) for the evidence to quote.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from killpoint._json import strict_json
-from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, excerpt
-from killpoint.harness.agents._wire import Answer, Api, WireError, digest
+from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, content_length, excerpt
+from killpoint.harness.agents._wire import MAX_BODY_BYTES, Answer, Api, WireError, digest
 from killpoint.harness.agents._wire_anthropic import Messages
 from killpoint.harness.agents._wire_openai_chat import ChatCompletions
 from killpoint.harness.agents._wire_openai_responses import Responses
@@ -27,7 +29,6 @@ from killpoint.harness.agents.seams import MODEL_REPLY, MODEL_REQUEST, AgentKill
 
 __all__ = ["AgentKilled", "ModelEndpoint"]
 
-MAX_BODY_BYTES = 1 << 24  # 16 MiB: a long conversation fits; more is refused (413), never read into memory
 IO_TIMEOUT_S = 30.0  # a client that stops sending or reading mid-request is dropped, never waited on forever
 EXCERPT_CHARS = 2_000
 DEFAULT_MODEL = "killpoint-scripted"
@@ -42,7 +43,32 @@ class ModelEndpoint(LoopbackServer):
         self.hook = hook or free_running
         self.apis: dict[str, Api] = {api.path: api for api in (ChatCompletions(), Responses(), Messages())}
         self._last_model = DEFAULT_MODEL
+        self._replying = 0  # replies being written whose ``model_reply`` seam has not been called yet
+        self._replies = threading.Condition()
         super().__init__(_handler_for(self, io_timeout), "killpoint-model-endpoint")
+
+    @contextmanager
+    def replying(self) -> Iterator[None]:
+        """Around a reply's writing and its ``model_reply`` seam, which ``settle`` waits for."""
+        with self._replies:
+            self._replying += 1
+        try:
+            yield
+        finally:
+            with self._replies:
+                self._replying -= 1
+                self._replies.notify_all()
+
+    def settle(self, timeout: float) -> bool:
+        """Wait until every reply being written has passed its ``model_reply`` seam; whether all did in time.
+
+        An agent that has its final answer may exit at once, before the handler
+        thread that wrote it has recorded the reply: the record saved then would
+        say the task never finished. The seam's hook must not be waiting on the
+        harness (the incarnation is struck, or ended: ``SeamClient.struck``).
+        """
+        with self._replies:
+            return self._replies.wait_for(lambda: self._replying == 0, timeout=timeout)
 
     def models(self, anthropic: bool) -> dict[str, object]:
         """GET /v1/models: the one model, named as the agent last asked for it, in the list shape of its API."""
@@ -111,33 +137,33 @@ def _handler_for(endpoint: ModelEndpoint, io_timeout: float) -> type[QuietHandle
                 self.close_connection = True
                 return
             except WireError as error:
-                exchange.update(status=error.status, error=error.message)
+                exchange.update(status=error.status, error=excerpt(error.message, EXCERPT_CHARS))
                 self._send_error(api, error)
                 return
             except AgentKilled:
                 exchange["outcome"] = f"agent killed at {MODEL_REQUEST}: nothing written"
                 self.close_connection = True
                 return
-            try:
-                self._send_answer(answer)
-            except OSError as error:  # the agent went away mid-reply (killed, or gave up): the reply was not sent
-                exchange.update(status=200, outcome=f"reply not delivered: {error}")
-                self.close_connection = True
-                return
-            exchange.update(status=200, outcome="answered")
-            try:
-                endpoint.hook(MODEL_REPLY, tuple(exchange["calls"]), exchange)
-            except AgentKilled:
-                exchange["outcome"] = f"answered; agent killed at {MODEL_REPLY}"
-                self.close_connection = True
+            with endpoint.replying():
+                try:
+                    self._send_answer(answer)
+                except OSError as error:  # the agent went away mid-reply (killed, or gave up): not sent
+                    exchange.update(status=200, outcome=f"reply not delivered: {error}")
+                    self.close_connection = True
+                    return
+                exchange.update(status=200, outcome="answered")
+                try:
+                    endpoint.hook(MODEL_REPLY, tuple(exchange["calls"]), exchange)
+                except AgentKilled:
+                    exchange["outcome"] = f"answered; agent killed at {MODEL_REPLY}"
+                    self.close_connection = True
 
         def _body(self) -> bytes:
             """The request body, refused (413) past the bound before any of it is read."""
-            header = self.headers.get("Content-Length")
-            if header is None or not header.strip().isdigit():
+            length = content_length(self.headers.get("Content-Length"))
+            if length is None:
                 self.close_connection = True
                 raise WireError(411, "A request needs a Content-Length header (a whole number of bytes).")
-            length = int(header)
             if length > MAX_BODY_BYTES:
                 self.close_connection = True
                 raise WireError(413, f"Request exceeds the maximum allowed size of {MAX_BODY_BYTES} bytes.",

@@ -15,6 +15,8 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from killpoint.harness.agents._loopback import excerpt
+
 PROBE_TOOL = "verify_effect"
 # Words that, in a text naming a call, tell the model the call's outcome is unknown (case-insensitive).
 UNKNOWN_MARKERS = ("unknown", "interrupted", "may already have run")
@@ -27,6 +29,18 @@ _AMBIGUOUS_CALL_ID = re.compile(r".*_(\d+|verify)")
 # OpenAI's rule for function names (Anthropic's is the same but for the length).
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _EFFECT_FOUND = re.compile(r'"effect_found"\s*:\s*(true|false)')
+# An error message quoting what the agent sent quotes at most this many values of this many characters each: the
+# message is kept in the exchange (up to 10,000 of them), and a request may hold 16 MiB of names or ids.
+QUOTED_VALUES = 10
+QUOTED_CHARS = 200
+
+
+def quoted(values: Iterable[str]) -> str:
+    """``values`` as an error message lists them: comma-separated, each cut to an excerpt, the first
+    ``QUOTED_VALUES`` only and how many more."""
+    listed = list(values)
+    shown = ", ".join(excerpt(value, QUOTED_CHARS) for value in listed[:QUOTED_VALUES])
+    return shown + (f" and {len(listed) - QUOTED_VALUES} more" if len(listed) > QUOTED_VALUES else "")
 
 
 class ScriptError(ValueError):
@@ -111,12 +125,13 @@ class Reply:
         return tuple(call.call_id for call in self.calls if not call.probe)
 
     def require_offered(self, offered: Collection[str]) -> None:
-        """Refuse a reply that calls a tool the request does not offer."""
+        """Refuse a reply that calls a tool the request does not offer (the offered names, the agent's, quoted
+    bounded)."""
         missing = sorted({call.tool for call in self.calls} - set(offered))
         if missing:
             raise ToolNotOffered(
                 f"the scripted model must call {', '.join(missing)} but the request offers "
-                f"{', '.join(sorted(offered)) or 'no tools'}; give the agent every tool of the plan"
+                f"{quoted(sorted(offered)) or 'no tools'}; give the agent every tool of the plan"
                 + (f" and the read-only probe {PROBE_TOOL}" if PROBE_TOOL in missing else ""))
 
 
@@ -173,7 +188,7 @@ def _effect_found(probe_id: str, text: str) -> bool:
     """Read the probe's verdict: JSON ``{"effect_found": bool}``, or that pair inside text an agent wrapped."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # the agent's text: nested past the parser's depth is no verdict either
         value = None
     if isinstance(value, dict) and isinstance(value.get("effect_found"), bool):
         return bool(value["effect_found"])

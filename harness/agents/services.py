@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from killpoint.harness._safe_files import fresh_folder, write_fresh
 from killpoint.harness.agents.model_endpoint import ModelEndpoint
 from killpoint.harness.agents.script import Script
 from killpoint.harness.agents.seam_client import SeamClient
@@ -30,6 +31,7 @@ EXCHANGES_FILE = "agent-exchanges.jsonl"
 
 TOOLS_URL_ENV = "KILLPOINT_TOOLS_URL"
 MODEL_URL_ENV = "KILLPOINT_MODEL_URL"
+SETTLE_DEADLINE_S = 60.0  # a reply's writing ends at its socket timeout (30 s) if its reader lives on unreading
 API_KEY = "killpoint-scripted-model"  # the SDKs refuse to start without a key; the scripted model reads none
 
 
@@ -98,6 +100,9 @@ class AgentServices:
         }
 
     def begin(self, incarnation: int) -> None:
+        """Incarnation ``incarnation`` is about to start: both services answer under new secrets (``environment``
+        hands it theirs), so what an earlier incarnation left running reaches nothing."""
+        self.model.new_secret()
         if self.seams is not None:
             self.seams.begin(incarnation)
         self.record.incarnation = incarnation
@@ -110,11 +115,19 @@ class AgentServices:
         self.tools.freeze()
 
     def save(self, folder: Path) -> None:
-        """What the model had received so far (``SEAMS_FILE``) and every exchange (``EXCHANGES_FILE``), in ``folder``."""
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / SEAMS_FILE).write_text("".join(json.dumps(line) + "\n" for line in self.record.snapshot()))
-        (folder / EXCHANGES_FILE).write_text("".join(json.dumps(line, default=str) + "\n"
-                                                     for line in self.exchanges()))
+        """What the model had received so far (``SEAMS_FILE``) and every exchange (``EXCHANGES_FILE``), in ``folder``.
+
+        Called once the incarnation is dead (killed, or exited): no seam waits on the harness from then on,
+        and every reply already written is recorded before the record is copied (``ModelEndpoint.settle``).
+        """
+        if self.seams is not None:
+            self.seams.struck()
+        if not self.model.settle(SETTLE_DEADLINE_S):
+            raise TimeoutError(f"a model reply was still being recorded {SETTLE_DEADLINE_S:g}s after its agent ended")
+        fresh_folder(folder)  # in the run's folder, where the agent may have planted a link at its name
+        write_fresh(folder / SEAMS_FILE, "".join(json.dumps(line) + "\n" for line in self.record.snapshot()).encode())
+        write_fresh(folder / EXCHANGES_FILE, "".join(json.dumps(line, default=str) + "\n"
+                                                     for line in self.exchanges()).encode())
 
     def exchanges(self) -> list[dict[str, Any]]:
         """What the agent asked and was answered, model and tools, as the evidence quotes it."""

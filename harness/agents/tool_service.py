@@ -28,8 +28,10 @@ and a request held at a crash point when its agent was killed acts on nothing.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,10 +39,11 @@ from pathlib import Path
 from typing import Any
 
 from killpoint._json import strict_json
-from killpoint.fake_tools.base import invoke, lookup, verify
+from killpoint.fake_tools.base import ToolResult, invoke, lookup, verify
 from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.world import World
-from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, excerpt
+from killpoint.harness._safe_files import open_regular
+from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, content_length, excerpt
 from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled, SeamHook, free_running
 
 VERIFY_TOOL = "verify_effect"
@@ -48,8 +51,19 @@ MAX_BODY_BYTES = 1 << 24  # 16 MiB: a tool call's arguments; more is refused (41
 IO_TIMEOUT_S = 30.0  # a client that stops sending or reading mid-request is dropped, never waited on forever
 FREEZE_DEADLINE_S = 60.0
 EXCERPT_CHARS = 500
+NAME_CHARS = 200
 # The model endpoint's stable tool-call ids: call_kp_<call_id>, then _<attempt> or _verify (harness/agents/script).
 _TOOL_CALL_ID = re.compile(r"call_kp_(?P<call>.+?)(?:_(?:\d+|verify))?")
+
+
+class RunFolderRefused(Exception):
+    """The run's ledger or world was replaced by something the service will not open: no call acts."""
+
+
+def _bounded_pause(seconds: float) -> None:
+    """A tool's latency (``state/latency.json``, which the agent can write), at most half the freeze's deadline:
+    a call acting when the harness strikes ends before ``freeze`` gives up on it."""
+    time.sleep(min(seconds, FREEZE_DEADLINE_S / 2))
 
 
 def canonical(args: Any) -> str:
@@ -101,11 +115,13 @@ class ToolService(LoopbackServer):
     def __init__(self, plan: dict[str, Any], world: Path, ledger: Path, hook: SeamHook = free_running, *,
                  world_durable: bool = False) -> None:
         self.index = PlanIndex.of(plan)
-        self.world = World(world, durable=world_durable)
+        self.world_path, self.world_durable = world, world_durable
+        self._world: World | None = None  # held from ``begin`` (World.held)
         self.ledger_path = ledger
         self.hook = hook
         self._incarnation = 0
         self._ledger: Ledger | None = None
+        self._refused: str | None = None  # why the ledger or the world was not opened (begin)
         self._frozen = False
         self._acting = 0
         self._state = threading.Condition()
@@ -114,16 +130,36 @@ class ToolService(LoopbackServer):
     def close(self) -> None:
         super().close()
         with self._state:
-            if self._ledger is not None:
-                self._ledger.close()
-                self._ledger = None
+            self._let_go()
+
+    def _let_go(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None
+        if self._world is not None:
+            self._world.close()
+            self._world = None
 
     def begin(self, incarnation: int) -> None:
-        """Incarnation ``incarnation`` is about to start: its calls act, stamped with its number."""
+        """Incarnation ``incarnation`` is about to start: its calls act, stamped with its number.
+
+        The ledger and the world are in the run's folder, which the agent can write: what it planted at their
+        names (a symlink to a host file or folder, a FIFO that would block the open) is never opened, and no
+        call acts; the evidence readers refuse it too, so the run's rules come out unknown. Both are opened
+        here, once the last incarnation is dead and the world's device (a power loss's) is mounted, and acted
+        on through those descriptors until the next ``begin``, whatever is renamed meanwhile.
+        """
+        self.new_secret()  # what the last incarnation left running reaches nothing from now on
         with self._state:
-            if self._ledger is not None:
-                self._ledger.close()
-            self._ledger = Ledger(self.ledger_path, incarnation)
+            self._let_go()
+            self._refused = None
+            try:
+                self._world = World.held(self.world_path, durable=self.world_durable)
+                fd = open_regular(self.ledger_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            except OSError as error:
+                self._refused = f"the run's world or ledger cannot be used: {error}"
+            else:
+                self._ledger = Ledger(self.ledger_path, incarnation, fd=fd)
             self._incarnation = incarnation
             self._frozen = False
 
@@ -135,15 +171,18 @@ class ToolService(LoopbackServer):
                 raise TimeoutError(f"a tool call still acted {FREEZE_DEADLINE_S:g}s after the service froze")
 
     @contextmanager
-    def _acting_for(self, incarnation: int) -> Iterator[Ledger]:
-        """The ledger to act with, while incarnation ``incarnation`` still runs; AgentKilled once it does not."""
+    def _acting_for(self, incarnation: int) -> Iterator[tuple[World, Ledger]]:
+        """The world and ledger to act with, while incarnation ``incarnation`` still runs; AgentKilled once it
+        does not."""
         with self._state:
-            if self._frozen or self._incarnation != incarnation or self._ledger is None:
+            if self._refused is not None:
+                raise RunFolderRefused(self._refused)
+            if self._frozen or self._incarnation != incarnation or self._ledger is None or self._world is None:
                 raise AgentKilled(f"incarnation {incarnation} is no longer running")
             self._acting += 1
-            ledger = self._ledger
+            acting = self._world, self._ledger
         try:
-            yield ledger
+            yield acting
         finally:
             with self._state:
                 self._acting -= 1
@@ -152,7 +191,8 @@ class ToolService(LoopbackServer):
     def handle(self, tool: str, args: Any, reply: Any) -> None:
         """One tool request: attribute it, hold it at its seams, act, answer (``reply(status, body)``)."""
         incarnation = self._incarnation
-        exchange: dict[str, Any] = {"tool": tool, "args": excerpt(canonical(args), EXCERPT_CHARS), "incarnation": incarnation}
+        exchange: dict[str, Any] = {"tool": excerpt(tool, NAME_CHARS), "args": excerpt(canonical(args), EXCERPT_CHARS),
+                                    "incarnation": incarnation}
         self.record(exchange)
         if tool == VERIFY_TOOL:
             self._probe(args, exchange, incarnation, reply)
@@ -160,13 +200,17 @@ class ToolService(LoopbackServer):
         call = self.index.call_of(tool, args)
         if call is None or not isinstance(args, dict):
             exchange["status"] = 404
-            reply(404, {"ok": False, "error": f"no planned call of {tool} with these arguments; the plan calls "
+            reply(404, {"ok": False, "error": f"no planned call of {exchange['tool']} with these arguments; the plan calls "
                                               f"{', '.join(self.index.tools())}"})
             return
         exchange["call"] = call
         self.hook(TOOL_REQUEST, (call,), exchange)
-        with self._acting_for(incarnation) as ledger:
-            result = invoke(tool, call, args, world=self.world, ledger=ledger)
+        with self._acting_for(incarnation) as (world, ledger):
+            try:
+                result = invoke(tool, call, args, world=world, ledger=ledger, pause=_bounded_pause)
+            except Exception as error:  # on a state area the agent wrote (the world is its own): a failed call
+                result = ToolResult(ok=False, error=excerpt(f"{tool} failed on the world's state: {error!r}",
+                                                            EXCERPT_CHARS))
         exchange.update(ok=result.ok, error=result.error)
         self.hook(TOOL_EFFECT, (call,), exchange)
         reply(200, {"ok": result.ok, "output": result.output, "error": result.error})
@@ -182,8 +226,14 @@ class ToolService(LoopbackServer):
             return
         exchange["call"] = call
         tool, call_args = self.index.args_of[call]
-        with self._acting_for(incarnation) as ledger:
-            found = verify(tool, call, call_args, world=self.world, ledger=ledger)
+        with self._acting_for(incarnation) as (world, ledger):
+            try:
+                found = verify(tool, call, call_args, world=world, ledger=ledger)
+            except Exception as error:  # on a state area the agent wrote: it cannot be told, so nothing is said
+                exchange["status"] = 500
+                reply(500, {"ok": False, "error": excerpt(f"verify_effect failed on the world's state: {error!r}",
+                                                          EXCERPT_CHARS)})
+                return
         exchange["effect_found"] = found
         reply(200, {"ok": True, "output": {"effect_found": found}, "error": None})
         exchange["status"] = 200
@@ -206,13 +256,6 @@ class ToolService(LoopbackServer):
         return {"openapi": "3.1.0", "info": {"title": "killpoint fake tools", "version": "1"}, "paths": paths}
 
 
-def _content_length(header: str | None) -> int | None:
-    """The request body's length, 0 when none is given; None when the header is not a whole number."""
-    if header is None:
-        return 0
-    return int(header) if header.strip().isdigit() else None
-
-
 def _handler_for(service: ToolService) -> type[QuietHandler]:
     class Handler(QuietHandler):
         timeout = IO_TIMEOUT_S
@@ -228,10 +271,11 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
             if not self.path.startswith("/tools/") or "/" in name:
                 self._send(404, {"ok": False, "error": f"no such path {self.path[:200]!r}; POST /tools/NAME"})
                 return
-            length = _content_length(self.headers.get("Content-Length"))
+            length = content_length(self.headers.get("Content-Length"))
             if length is None or length > MAX_BODY_BYTES:
-                self._send(413, {"ok": False, "error": f"a tool request has a Content-Length of at most "
-                                                      f"{MAX_BODY_BYTES} bytes"})
+                self._send(411 if length is None else 413, {
+                    "ok": False, "error": f"a tool request has a Content-Length, a whole number of at most "
+                                          f"{MAX_BODY_BYTES} bytes"})
                 self.close_connection = True
                 return
             try:
@@ -241,6 +285,8 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
                 return
             try:
                 service.handle(name, args, self._send)
+            except RunFolderRefused as refused:
+                self._send(503, {"ok": False, "error": f"nothing acts: {refused}"})
             except AgentKilled:
                 self.close_connection = True  # the agent is dead: nothing is written to it, nothing acts
 
