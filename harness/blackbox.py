@@ -123,11 +123,23 @@ def call_states(facts: Facts, kills: list[LedgerAroundKill], kill: LedgerAroundK
     return states
 
 
-def judged_class(facts: Facts, state: CallAtKill) -> tuple[str, bool]:
-    """(class, interactive) of the call's tool by the catalogue handed to the incarnation that ran it."""
-    incarnation = next(each for each in facts.evidence.incarnations if each.number == state.writer)
-    catalogue = facts.evidence.catalogues[handed_catalogue_file(incarnation)]
-    return catalogue.class_of(state.tool), catalogue.is_interactive(state.tool)
+def judged_classes(facts: Facts, state: CallAtKill) -> list[tuple[str, bool, int]]:
+    """(class, interactive, incarnation) of the call's tool by each catalogue its start may have been judged by,
+    the one handed to the incarnation that ran it first.
+
+    A decision follows the class the runtime snapshotted when it wrote the call's start, and a runtime may
+    write it in an earlier incarnation than the one that ran the tool (an agent journals the model's choice,
+    is killed before the tool call, and its next incarnation calls the tool). The store cannot date that
+    start, so every catalogue handed up to the running incarnation is one the runtime may rightly have
+    followed; they differ only under ``--drift``.
+    """
+    found: dict[tuple[str, bool], int] = {}
+    for incarnation in sorted(facts.evidence.incarnations, key=lambda each: each.number != state.writer):
+        if incarnation.number <= state.writer:
+            catalogue = facts.evidence.catalogues[handed_catalogue_file(incarnation)]
+            found.setdefault((catalogue.class_of(state.tool), catalogue.is_interactive(state.tool)),
+                             incarnation.number)
+    return [(tool_class, interactive, number) for (tool_class, interactive), number in found.items()]
 
 
 # -- the rules -------------------------------------------------------------------------------------
@@ -164,9 +176,10 @@ def verify_before_replay(facts: Facts) -> list[Finding]:
         for call, state in kill.found.items():
             if state.found != p.OUTCOME_UNKNOWN:
                 continue
-            tool_class, interactive = judged_class(facts, state)
-            if expected_action(state.found, tool_class, interactive) != p.VERIFY:
-                continue
+            classes = judged_classes(facts, state)
+            if any(expected_action(state.found, judged, interactive) != p.VERIFY for judged, interactive, _ in classes):
+                continue  # a class it may rightly have followed lets it retry
+            tool_class = classes[0][0]
             first = next((line for line in kill.around.segment_after if line.get("call") == call
                           and (p.LEDGER_PROBE in line.record or p.LEDGER_INVOKED in line.record)), None)
             if first is not None and p.LEDGER_INVOKED in first.record:
@@ -319,10 +332,11 @@ def retries_made_unsafe_by_drift(facts: Facts) -> list[str]:
         for call, state in kill.found.items():
             if state.found != p.OUTCOME_UNKNOWN or not any(line.get("call") == call for line in effects_before):
                 continue
-            tool_class, interactive = judged_class(facts, state)
-            expected = expected_action(state.found, tool_class, interactive)
-            if excuse := drift_excuse(facts, kill.around.point, call, state.tool, state.writer, tool_class, expected):
-                excuses.append(excuse)
+            for tool_class, interactive, writer in judged_classes(facts, state):
+                expected = expected_action(state.found, tool_class, interactive)
+                if excuse := drift_excuse(facts, kill.around.point, call, state.tool, writer, tool_class, expected):
+                    excuses.append(excuse)
+                    break
     return excuses
 
 

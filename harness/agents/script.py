@@ -184,8 +184,10 @@ def _has_marker(text: str) -> bool:
     return any(marker in lowered for marker in UNKNOWN_MARKERS)
 
 
-def _effect_found(probe_id: str, text: str) -> bool:
-    """Read the probe's verdict: JSON ``{"effect_found": bool}``, or that pair inside text an agent wrapped."""
+def _effect_found(probe_id: str, text: str) -> bool | None:
+    """Read the probe's verdict: JSON ``{"effect_found": bool}``, or that pair inside text an agent wrapped;
+    None when the agent says the probe's own outcome is unknown (it was interrupted too: a probe is a tool the
+    catalogue may not list, so a correct agent VERIFYs it), which a model answers by probing again."""
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):  # the agent's text: nested past the parser's depth is no verdict either
@@ -193,6 +195,8 @@ def _effect_found(probe_id: str, text: str) -> bool:
     if isinstance(value, dict) and isinstance(value.get("effect_found"), bool):
         return bool(value["effect_found"])
     match = _EFFECT_FOUND.search(text)
+    if match is None and _has_marker(text):
+        return None
     if match is None:
         raise ScriptError(f"the result of probe {probe_id} does not say whether the effect was found "
                           f'(expected JSON {{"effect_found": true|false}}): {text[:200]!r}')
@@ -270,13 +274,21 @@ def _state(call: PlannedCall, seen: _Seen) -> tuple[ChosenCall, bool] | None:
     if not seen.told_unknown(call, attempt_id):
         return ChosenCall(attempt_id, call.tool, call.args, call.call_id, probe=False), False
     probe_id = attempt_id + PROBE_SUFFIX
-    verdict = seen.results.get(probe_id)
+    while (verdict := seen.results.get(probe_id)) is not None and (found := _effect_found(probe_id, verdict)) is None:
+        probe_id = _next_probe(attempt_id, probe_id)  # ends: every turn of the loop reads another result
     if verdict is None:
         return ChosenCall(probe_id, PROBE_TOOL, {"tool_call_id": attempt_id}, call.call_id, probe=True), True
-    if _effect_found(probe_id, verdict):
+    if found:
         return None
     redo = call.attempt_id(latest + 1)
     return ChosenCall(redo, call.tool, call.args, call.call_id, probe=False), True
+
+
+def _next_probe(attempt_id: str, probe_id: str) -> str:
+    """The id of the probe after ``probe_id`` of one attempt: ``<attempt>_verify``, then ``_verify_2``, ``_verify_3``..."""
+    first = attempt_id + PROBE_SUFFIX
+    number = 1 if probe_id == first else int(probe_id.rsplit("_", 1)[1])
+    return f"{first}_{number + 1}"
 
 
 def _check_calls(calls: Sequence[PlannedCall]) -> None:

@@ -50,6 +50,16 @@ def test_the_reference_agent_passes_every_pair_of_kills(killpoint):
     assert " 0 failed" in result.out and "untested" not in result.out, result.out
 
 
+@pytest.mark.parametrize("drift", ["write_file=UNKNOWN", "write_file=NON_IDEMPOTENT"])
+def test_a_call_chosen_before_a_drift_and_run_after_it_keeps_the_class_it_was_chosen_with(killpoint, drift):
+    """The agent journals c2 with its class when the model chooses it; killed before the tool ran, its next
+    incarnation (handed the drifted catalogue) retries c2 by that class, as the rules say. The seams record
+    cannot date the start, so either class is the agent's to follow (a soak's hunt once called it a bug)."""
+    result = killpoint("run", REFERENCE, "--kill-at", "c2:tool_request", "--kill-at", "c2:tool_effect",
+                       "--drift", drift)
+    assert result.exit_code == 0 and "1 runs: 1 passed" in result.out, result.out + result.err
+
+
 @pytest.mark.parametrize(("mutant", "rule", "kill"), [
     ("blind-retry", "verify-before-replay", "c3:tool_effect"),
     ("forgets", "succeeded-not-replayed", "c3:tool_effect"),

@@ -109,6 +109,21 @@ def test_a_note_names_a_call_only_as_a_whole_word() -> None:
     assert script.next_reply((Text("user", "call_kp_c1_verify interrupted"),)).told_unknown == ()
 
 
+def test_a_probe_the_agent_says_was_interrupted_is_asked_for_again() -> None:
+    """verify_effect is no tool of the catalogue, so a correct agent killed during a probe tells the model the
+    probe's outcome is unknown: the model probes again, under the next id, until a probe answers."""
+    told = (Text("user", "call_kp_c1 interrupted"), ToolCall("call_kp_c1_verify", "verify_effect", "{}"),
+            ToolResult("call_kp_c1_verify", "interrupted: this call may already have run; its outcome is unknown"))
+    again = SCRIPT.next_reply(told)
+    assert [(call.tool_call_id, call.tool) for call in again.calls] == [("call_kp_c1_verify_2", "verify_effect")]
+    twice = told + (ToolCall("call_kp_c1_verify_2", "verify_effect", "{}"),
+                    ToolResult("call_kp_c1_verify_2", "outcome unknown"))
+    assert [call.tool_call_id for call in SCRIPT.next_reply(twice).calls] == ["call_kp_c1_verify_3"]
+    answered = twice + (ToolCall("call_kp_c1_verify_3", "verify_effect", "{}"),
+                        ToolResult("call_kp_c1_verify_3", json.dumps({"effect_found": True})))
+    assert [call.tool_call_id for call in SCRIPT.next_reply(answered).calls] == ["call_kp_c2", "call_kp_c3"]
+
+
 def test_a_probe_result_that_says_nothing_is_an_error() -> None:
     unclear = (Text("user", "call_kp_c1 interrupted"), ToolCall("call_kp_c1_verify", "verify_effect", "{}"),
                ToolResult("call_kp_c1_verify", "maybe"))
