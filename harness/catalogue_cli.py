@@ -28,6 +28,7 @@ from killpoint.catalogue import (
     Catalogue,
     load_catalogue,
     read_text,
+    tool_name_problem,
 )
 from killpoint.errors import ConfigError
 from killpoint.fake_tools.base import REGISTRY
@@ -178,8 +179,11 @@ def classify_mcp_tools(path: Path, text: str) -> dict[str, tuple[str, str]]:
             problems.append(f'{where}: must be an object with a "name", got {json.dumps(tool)[:60]}')
             continue
         name, annotations = tool.get("name"), tool.get("annotations")
-        if not isinstance(name, str) or not name.strip() or not name.isprintable():
+        if not isinstance(name, str) or not name.strip():
             problems.append(f'{where}: no "name" (a non-empty, printable string); every MCP tool has one')
+            continue
+        if (wrong := tool_name_problem(name)) is not None:
+            problems.append(f'{where}: "name": {wrong}')
             continue
         where += f" ({name})"
         if name in seen:

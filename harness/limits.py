@@ -31,7 +31,7 @@ class Limit:
     """The values one choice may take: a whole number in ``low..high``, or a finite one (``whole=False``),
     above ``low`` when ``above`` (seconds: 0 is no time), else from it; ``noun`` says what it counts."""
 
-    low: int
+    low: float
     high: int
     whole: bool = True
     above: bool = False
@@ -40,7 +40,7 @@ class Limit:
     def allows(self, value: Any) -> bool:
         if isinstance(value, bool) or not isinstance(value, int if self.whole else int | float):
             return False
-        if not math.isfinite(value) or value > self.high:
+        if isinstance(value, float) and not math.isfinite(value) or value > self.high:  # an int of any size compares
             return False
         return value > self.low if self.above else value >= self.low
 
@@ -54,6 +54,9 @@ class Limit:
 # long before 1e300 s.
 MAX_SECONDS = 86_400
 SECONDS = Limit(0, MAX_SECONDS, whole=False, above=True, noun="a number of seconds")
+# What an incarnation, a certify call or a certification may be given: under 10 ms no process even starts, and a
+# timeout of 1e-300 s reads as a workload that hung.
+WAIT = Limit(0.01, MAX_SECONDS, whole=False, noun="a number of seconds")
 LIMITS = {
     "depth": Limit(1, 6),  # kills per exhaustive schedule: about P^depth schedules for P crash points
     "runs": Limit(1, 1_000_000),  # random or timed schedules of one session
@@ -62,7 +65,7 @@ LIMITS = {
     # machine, not the count, is the bound, and the memory of as many interpreters runs out first.
     "jobs": Limit(1, 128),
     "shards": Limit(1, 10_000),  # --shard K/N: N matrix jobs
-    "timeout": SECONDS,
+    "timeout": WAIT,
     "timed_window": SECONDS,
     "min_coverage": Limit(0, 100, whole=False, noun="a percentage"),  # of the crash-free run's crash points
     "max_incarnations": Limit(1, 100),  # incarnations allowed after a schedule's last kill
@@ -71,8 +74,8 @@ LIMITS = {
     "examples": Limit(1, 1_000_000),  # hunt's examples
     "max_calls": Limit(1, 100),  # the longest plan hunt draws
     "trials": Limit(1, 100_000),  # certify's draws per tool
-    "call_timeout": SECONDS,
-    "budget": SECONDS,
+    "call_timeout": WAIT,
+    "budget": WAIT,
 }
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from killpoint import _toml
 from killpoint._input_files import DOCUMENT_LIMIT_BYTES, read_input
 from killpoint._json import strict_json
 from killpoint.catalogue import (
@@ -88,13 +89,11 @@ def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
     raw = read_input(path, "the scenario", limit=DOCUMENT_LIMIT_BYTES, fix="check the path: a scenario is a TOML file")
     try:
-        data = tomllib.loads(raw.decode())
+        data = _toml.loads(raw.decode())
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text file (not UTF-8); a scenario is a TOML file") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: nested too deeply to read; a scenario is a few flat tables") from None
     base = path.parent
     problems = scenario_problems(str(path), data)
     plan, unreadable, calls_at = _plan_of(path, data)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from killpoint import protocol
+from killpoint import _toml, protocol
 from killpoint._input_files import DOCUMENT_LIMIT_BYTES, read_input
 from killpoint._json import strict_json
 from killpoint.errors import ConfigError
@@ -134,7 +134,7 @@ def _from_toml(path: Path, text: str) -> tuple[dict[str, Any], list[str]]:
     """Parse and check; a key given twice (which TOML cannot parse) is reported, left out, and checked alone."""
     lines = _KeyLines.of(text)
     try:
-        data = _parsed_toml(text)
+        data = _toml.loads(text)
     except tomllib.TOMLDecodeError as error:
         if not lines.repeats:
             return {}, [f"{path}: not valid TOML: {error}"]
@@ -149,7 +149,7 @@ def _from_toml(path: Path, text: str) -> tuple[dict[str, Any], list[str]]:
     for repeat in lines.repeats:
         text_lines[repeat.number - 1] = ""
     try:
-        data = _parsed_toml("\n".join(text_lines))
+        data = _toml.loads("\n".join(text_lines))
     except tomllib.TOMLDecodeError as error:
         return {}, [f"{path}: not valid TOML: {error}", *problems]
     return data, problems + _structure_problems(data, _Places(path, lines.key, lines.tool))
@@ -158,19 +158,11 @@ def _from_toml(path: Path, text: str) -> tuple[dict[str, Any], list[str]]:
 def _alone_problems(path: Path, repeat: _Repeat) -> list[str]:
     """The problems of a repeated line on its own, every one at that line."""
     try:
-        data = _parsed_toml(f"{repeat.header}\n{repeat.line}")
+        data = _toml.loads(f"{repeat.header}\n{repeat.line}")
     except tomllib.TOMLDecodeError as error:
         return [f"{path}:{repeat.number}: not valid TOML: {_TOML_POSITION.sub('', str(error))}"]
     at_repeat: Callable[[str], int] = lambda name: repeat.number
     return _structure_problems(data, _Places(path, at_repeat, at_repeat))
-
-
-def _parsed_toml(text: str) -> dict[str, Any]:
-    """``tomllib.loads``, where nesting past the parser's depth is bad TOML like any other."""
-    try:
-        return tomllib.loads(text)
-    except RecursionError:
-        raise tomllib.TOMLDecodeError("nested too deeply") from None
 
 
 @dataclass(frozen=True)
@@ -294,6 +286,8 @@ def _structure_problems(data: dict[str, Any], places: _Places,
         return problems + [f"{places.key('tools')} tools: must be {tools_shape}"]
     for name, entry in tools.items():
         where = places.tool(name)
+        if (wrong := tool_name_problem(name)) is not None:
+            problems.append(f"{where} {wrong}")
         if not isinstance(entry, dict):
             problems.append(f'{where} write it as {name} = {{ class = "READ_ONLY" }}')
             continue
@@ -305,6 +299,25 @@ def _structure_problems(data: dict[str, Any], places: _Places,
         problems += [f"{where} unknown key {key!r}; a tool has {', '.join(_TOOL_KEYS)}"
                      for key in sorted(set(entry) - set(_TOOL_KEYS))]
     return problems
+
+
+MAX_TOOL_NAME = 128  # MCP's bound; a certificate is a file named after its tool
+
+
+def tool_name_problem(name: Any) -> str | None:
+    """What is wrong with ``name`` as a tool's name, or None: a name is printed in every report and may name a
+    file, so it is 1 to MAX_TOOL_NAME printable characters of real Unicode text."""
+    if not isinstance(name, str) or not name.strip():
+        return "a tool name must be a non-empty string"
+    if len(name) > MAX_TOOL_NAME:
+        return f"the tool name is {len(name)} characters long; a tool name has at most {MAX_TOOL_NAME}"
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return f"the tool name {name[:60]!r} is not Unicode text (it holds a lone surrogate)"
+    if not name.isprintable():
+        return f"the tool name {name[:60]!r} holds a control or other unprintable character"
+    return None
 
 
 def _is_class(value: Any) -> bool:

@@ -97,7 +97,7 @@ def test_a_value_no_one_can_mean_is_a_usage_error_naming_its_flag(killpoint, not
     ((*DEMO_RUN, "-j", "100000"), "give a whole number from 1 to 128"),
     ((*DEMO_RUN, "--random", "1000000000000"), "give a whole number from 1 to 1000000"),
     ((*DEMO_RUN, "--random", "3", "--seed", "-1"), f"give a whole number from 0 to {2**63 - 1}"),
-    ((*DEMO_RUN, "--timeout", "inf"), "give a number of seconds above 0 and at most 86400"),
+    ((*DEMO_RUN, "--timeout", "inf"), "give a number of seconds from 0.01 to 86400"),
     ((*DEMO_RUN, "--shard", "1/99999999"), "write K/N with 1 <= K <= N <= 10000"),
     ((*DEMO_RUN, "--workload", ""), "argument --workload: empty; give a value, or leave the flag out"),
     (("image", "build", "--tag", "UPPER CASE!!"), "is not a Docker image reference: write [REGISTRY/]NAME[:TAG]"),

@@ -29,7 +29,7 @@ def scenario(tmp_path, top: str = "", tail: str = "", plan: str = PLAN):
     ('max_incarnations = "lots"\n', "", ("max_incarnations: 'lots' is not a whole number", "write max_incarnations = 3")),
     ("max_incarnations = -5\n", "", ("max_incarnations: -5 is outside 1..100",)),
     ('schedule = "exhaustive"\n', "", ("schedule: 'exhaustive' is not a table", '[schedule] mode = "exhaustive"')),
-    ("timeout = nan\n", "", ("timeout: nan is not a number of seconds above 0 and at most 86400",)),
+    ("timeout = nan\n", "", ("timeout: nan is not a number of seconds from 0.01 to 86400",)),
     ("catalogue = 5\n", "", ("catalogue: 5 is not a string",)),
     ('world_on_device = "yes"\n', "", ("world_on_device: 'yes' is not true or false", "world_on_device = true")),
     ('name = "/../../x"\n', "", ("name: '/../../x' is not a plain name (it names the evidence folder)",)),
@@ -142,7 +142,7 @@ def test_a_world_file_the_world_cannot_hold(killpoint, tmp_path, tail, fragment)
 def test_a_timeout_past_what_a_clock_can_wait(killpoint, tmp_path):
     """timeout = 1e300 passed the table and raised OverflowError out of main at the first wait."""
     result = killpoint("run", scenario(tmp_path, "timeout = 1e300\n"), "--kill-at", "c1:after_effect")
-    assert_usage_error(result, "timeout: 1e+300 is not a number of seconds above 0 and at most 86400")
+    assert_usage_error(result, "timeout: 1e+300 is not a number of seconds from 0.01 to 86400")
 
 
 @pytest.mark.parametrize(("top", "fragment"), [

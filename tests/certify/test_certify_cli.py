@@ -46,7 +46,7 @@ def read(out: Path, tool: str) -> dict:
     (["--mcp", "srv {world}", "--mcp-env", "NOEQUALS"], "--mcp-env 'NOEQUALS': write NAME=VALUE"),
     (["--mcp", "srv {world}", "--command", "true"], "--mcp, --python and --command are exclusive"),
     (["--mcp", "srv {world}", "--world", "no/such/folder"], "--world no/such/folder: no such folder"),
-    (["--mcp", "srv {world}", "--call-timeout", "0"], "--call-timeout 0.0: give a number of seconds above 0 and at most 86400"),
+    (["--mcp", "srv {world}", "--call-timeout", "0"], "--call-timeout 0.0: give a number of seconds from 0.01 to 86400"),
     (["--mcp", "srv {world}", "--claim", "READ_ONLY"], "--claim with --mcp needs the tool (--tool NAME)"),
     (["--mcp", "srv {world}", "--schema", "s.json"], "--schema describes a tool run by --python or --command"),
     (["a", "--tool", "b", "--mcp", "srv"], "TOOL 'a' and --tool 'b': name the tool once"),
