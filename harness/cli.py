@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import signal
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -162,7 +164,6 @@ def build_parser() -> argparse.ArgumentParser:
     merge_modes.add_argument("-q", "--quiet", action="store_true", help="print only failing runs and the summary line")
     merge_modes.add_argument("--machine", action="store_true",
                              help="print one JSON line per run, then a summary line")
-    merge.set_defaults(runs_dir=None)  # check_outputs' --runs-dir: merge writes no evidence
 
     prune = commands.add_parser("prune", help="remove old sessions' evidence from a runs directory")
     prune.add_argument("--runs-dir", type=limits.path, default=Path("killpoint-runs"),
@@ -194,6 +195,7 @@ def _container_flags(group: argparse._ActionsContainer) -> None:
 
 
 def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
+    _escape_what_cannot_be_encoded(out, sys.stdout, sys.stderr)
     args = build_parser().parse_args(argv)
     try:
         with stop_signals():  # SIGTERM ends a command as Ctrl-C does
@@ -216,6 +218,15 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout) -> int:
         print("killpoint: the harness failed (the traceback above is a bug in killpoint), so there is no verdict",
               file=sys.stderr)
         return EXIT_INFRASTRUCTURE
+
+
+def _escape_what_cannot_be_encoded(*streams: TextIO) -> None:
+    """Print a character the output cannot encode as a backslash escape, never fail on it: killpoint prints text
+    it did not write (a token or a message read from a run directory, where a lone surrogate is valid JSON; a
+    workload's stderr), and a UnicodeEncodeError would end the command halfway, with a traceback and no verdict."""
+    for stream in streams:
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _command(args: argparse.Namespace, out: TextIO) -> int:
@@ -264,30 +275,52 @@ def scenario_of(args: argparse.Namespace) -> Scenario:
     return scenario
 
 
-def check_outputs(args: argparse.Namespace) -> None:
-    """Every place the session will write is usable, before the session runs (not after it, with a traceback)."""
-    problems = []
-    runs_dir = args.runs_dir
-    if runs_dir is not None:
-        existing = next((folder for folder in (runs_dir, *runs_dir.parents) if folder.exists()), None)
-        if existing is not None and not existing.is_dir():
-            problems.append(f"--runs-dir {runs_dir}: {existing} is a file, not a folder; give a folder for the evidence")
-        elif existing is not None and not os.access(existing, os.W_OK):
-            problems.append(f"--runs-dir {runs_dir}: {existing} is not writable; give a folder you can write")
-    for flag, path in (("--json", args.json), ("--html", args.html)):
-        if path is None:
-            continue
-        if path.is_dir():
-            problems.append(f"{flag} {path}: is a folder; give the file to write, e.g. {path / ('report.' + flag[2:])}")
-        elif not path.parent.is_dir():
-            problems.append(f"{flag} {path}: the folder {path.parent} does not exist; create it or write elsewhere")
-        elif not os.access(path.parent, os.W_OK):
-            problems.append(f"{flag} {path}: the folder {path.parent} is not writable")
+def check_outputs(*, folders: Sequence[tuple[str, Path | None]] = (),
+                  files: Sequence[tuple[str, Path | None, str]] = (), makes_folders: bool = False) -> None:
+    """Every place a command will write is usable, before it runs (not after it, with a traceback).
+
+    ``folders``: (flag, folder) made if missing, its nearest existing part a writable folder. ``files``: (flag,
+    file, a name to suggest if a folder is given), in a writable folder that exists, or that the command makes
+    (``makes_folders``). A path of None is a flag left out.
+    """
+    problems = [problem for flag, path in folders if path is not None
+                if (problem := _folder_problem(f"{flag} {path}", path)) is not None]
+    problems += [problem for flag, path, example in files if path is not None
+                 if (problem := _file_problem(flag, path, example, makes_folders=makes_folders)) is not None]
     if problems:
         raise ConfigError(f"{len(problems)} output(s) cannot be written; nothing was run", tuple(problems))
 
+
+def _folder_problem(given: str, folder: Path) -> str | None:
+    """Why ``folder`` (of the flag and value ``given``) cannot be made or written in: the nearest of it and its
+    parents that is there (a symlink leading nowhere counts: mkdir fails on it) is no folder, or not writable."""
+    existing = next((path for path in (folder, *folder.parents) if os.path.lexists(path)), None)
+    if existing is not None and not existing.is_dir():
+        return f"{given}: {existing} is a file, not a folder; give a path through folders (made if missing)"
+    if existing is not None and not os.access(existing, os.W_OK):
+        return f"{given}: {existing} is not writable; give a folder you can write"
+    return None
+
+
+def _file_problem(flag: str, path: Path, example: str, *, makes_folders: bool) -> str | None:
+    if path.is_dir():
+        return f"{flag} {path}: is a folder; give the file to write, e.g. {path / example}"
+    if makes_folders:
+        return _folder_problem(f"{flag} {path}", path.parent)
+    if not path.parent.is_dir():
+        return f"{flag} {path}: the folder {path.parent} does not exist; create it or write elsewhere"
+    if not os.access(path.parent, os.W_OK):
+        return f"{flag} {path}: the folder {path.parent} is not writable"
+    return None
+
+
+def report_files(args: argparse.Namespace) -> list[tuple[str, Path | None, str]]:
+    """The reports ``run`` and ``merge`` write, as ``check_outputs`` takes them."""
+    return [("--json", args.json, "report.json"), ("--html", args.html, "report.html")]
+
+
 def command_run(args: argparse.Namespace, out: TextIO) -> int:
-    check_outputs(args)
+    check_outputs(folders=[("--runs-dir", args.runs_dir)], files=report_files(args))
     spec = spec_from_args(args, scenario_of(args))
     printer = SessionPrinter(out, mode="machine" if args.machine else "quiet" if args.quiet else "normal")
     scenario = spec.scenario
@@ -315,6 +348,7 @@ def command_run(args: argparse.Namespace, out: TextIO) -> int:
 def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
     limits.check_numbers((("--examples", "examples", args.examples), ("--max-calls", "max_calls", args.max_calls),
                           ("--seed", "seed", args.seed)))
+    check_outputs(folders=[("--out", args.out)])
     # Imported here, not at the top: it imports Hypothesis, 0.2 s of every session's start.
     from killpoint.harness.hunt import hunt
 
@@ -343,6 +377,7 @@ def command_hunt(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def command_repro(args: argparse.Namespace, out: TextIO) -> int:
+    check_outputs(folders=[("--runs-dir", args.runs_dir)])
     token = ReproToken.decode(args.token)
     scenario, notice = scenario_for_token(token, run_embedded_command=args.run_embedded_command)
     if notice:
@@ -377,7 +412,7 @@ def command_merge(args: argparse.Namespace, out: TextIO) -> int:
     from killpoint.harness.merge import merge_reports, write_merged_json
 
     limits.check_numbers((("--min-coverage", "min_coverage", args.min_coverage),))
-    check_outputs(args)
+    check_outputs(files=report_files(args))
     merged = merge_reports(args.reports)
     scenario, golden, outcomes, summary = merged.scenario, merged.golden, list(merged.outcomes), merged.summary
     printer = SessionPrinter(out, mode="machine" if args.machine else "quiet" if args.quiet else "normal",

@@ -11,7 +11,9 @@ Each example runs as one job of a session does (``session.run_job``), so its
 run directory holds the same evidence and verdict.json as ``killpoint run``'s.
 The runs' evidence goes to a temporary directory: deleted when the hunt
 passes, kept (``HuntResult.evidence`` names the failing run in it) when it
-fails, so a hunt leaves nothing in the user's tree but the shrunk scenario.
+fails, so a hunt leaves nothing in the user's tree but the shrunk scenario. A
+hunt none of whose examples could run even without a crash is a workload error
+(exit 2), its crash-free runs kept as the evidence it names, never a pass.
 """
 
 from __future__ import annotations
@@ -201,6 +203,7 @@ class ExampleJudge:
         self.pool, self.backend, self.work = pool, backend, work
         self.goldens: dict[str, GoldenRun | None] = {}
         self.runs = 0
+        self.cannot_run: WorkloadError | None = None  # why the last plan the workload could not run failed
 
     def judge(self, example: Example) -> RunOutcome | None:
         """The run's outcome, its verdict.json beside its evidence in ``work``; None when the workload cannot
@@ -212,8 +215,9 @@ class ExampleJudge:
                 # A folder of its own each time: a golden run the harness failed to finish is tried anew.
                 folder = Path(tempfile.mkdtemp(prefix=f"golden-{digest}-", dir=self.work))
                 self.goldens[digest] = run_golden(scenario, folder, self.backend)
-            except WorkloadError:
+            except WorkloadError as error:
                 self.goldens[digest] = None
+                self.cannot_run = error
         golden = self.goldens[digest]
         if golden is None:
             return None
@@ -267,6 +271,10 @@ def hunt(scenario_files: list[Path], workload: str | None, out_dir: Path, *,
         pass
     finally:
         backend.close()
+    if judge.runs == 0 and judge.cannot_run is not None:
+        # Not one plan ran without a crash, so no recovery was tested: a workload that cannot start, not a pass.
+        # ``work`` holds nothing but those crash-free runs, kept: the message names one as its evidence.
+        raise WorkloadError(f"hunt: none of the {tried} example(s) could be run: {judge.cannot_run}")
     if not last_failure:
         shutil.rmtree(work)
         return HuntResult(tried, unknown=unknown)

@@ -385,7 +385,11 @@ def run_session(
     if (runs_dir / "golden").exists():
         raise ConfigError(f"--runs-dir {runs_dir} already holds a session's evidence, which is never overwritten; "
                           f"give a new directory")
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file in its way (./killpoint-runs, where the default one goes), no permission
+        raise ConfigError(f"--runs-dir {runs_dir}: cannot be made ({error.strerror or error}); give a folder you "
+                          f"can write") from None
     _sweep_leftovers(scratch_root)
     backend = make_backend(backend_name, **backend_options)
     outcomes: list[RunOutcome] = []

@@ -11,6 +11,7 @@ run reduced to its verdict.json is shown from that file alone.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -84,12 +85,12 @@ def describe_run_dir(run_dir: Path) -> list[str]:
     if not run_dir.is_dir():
         raise ConfigError(f"{run_dir}: {'no such directory' if not run_dir.exists() else 'not a directory'}; "
                           f"give a run's directory: {EXAMPLE}")
-    has_record, verdict_path = (run_dir / RUN_RECORD_NAME).exists(), run_dir / VERDICT_NAME
-    if not has_record and not verdict_path.exists():
+    has_record, verdict_path = _is_there(run_dir / RUN_RECORD_NAME), run_dir / VERDICT_NAME
+    if not has_record and not _is_there(verdict_path):
         raise ConfigError(f"{run_dir}: not a run directory: it holds no {RUN_RECORD_NAME} (written before a run's "
                           f"first launch) and no {VERDICT_NAME}{_runs_inside(run_dir)}")
     record = read_run_record(run_dir) if has_record else None
-    judged = read_verdict(verdict_path) if verdict_path.exists() else None
+    judged = read_verdict(verdict_path) if _is_there(verdict_path) else None
     lines = [f"run directory: {run_dir}"]
     if record is not None:
         lines += _what_was_asked(record)
@@ -104,6 +105,13 @@ def describe_run_dir(run_dir: Path) -> list[str]:
     if token is not None:
         lines.append(f"reproduce: {repro_line(token)}")
     return lines
+
+
+def _is_there(path: Path) -> bool:
+    """Whether the run directory holds ``path``, whatever it is: a symlink too, even one to itself or to nothing,
+    which ``Path.exists`` calls absent. Its reader then refuses it (exit 2) as it refuses a FIFO or a folder
+    there, rather than the run be shown as if that stage were never written."""
+    return os.path.lexists(path)
 
 
 def _runs_inside(folder: Path) -> str:
@@ -138,7 +146,7 @@ def _schedule(schedule: tuple[str, ...], seed: int | None) -> str:
 def _incarnations_so_far(run_dir: Path) -> tuple[Incarnation, ...]:
     """What incarnations.json holds: none before the first incarnation ends; ConfigError if it cannot be read."""
     path = run_paths(run_dir)["incarnations"]
-    if not path.exists():
+    if not _is_there(path):
         return ()
     entries = read_json_file(path, "incarnations.json is written by killpoint as each incarnation ends")
     problems = incarnations_problems(entries)
@@ -196,7 +204,7 @@ def _verdict(judged: JudgedRun) -> Iterator[str]:
 
 def _why_no_verdict(run_dir: Path, record: RunRecord | None) -> str:
     interrupted = run_dir / INTERRUPTED_NAME
-    if interrupted.exists():
+    if _is_there(interrupted):
         signal = _signal_of(interrupted)
         return (f"the harness was stopped{f' by {signal}' if signal else ''} while this run was under way "
                 f"({INTERRUPTED_NAME}); the evidence is partial and was not judged")

@@ -53,8 +53,13 @@ def read_input(path: Path, what: str, *, limit: int, fix: str) -> bytes:
     return data
 
 
+def kind_of(mode: int) -> str | None:
+    """What a file of ``mode`` (``st_mode``) is when it is no regular file ("a FIFO (named pipe)"); else None."""
+    return next((name for is_kind, name in _KINDS if is_kind(mode)), None)
+
+
 def _refuse_other_than_a_file(path: Path, what: str, mode: int, fix: str) -> None:
-    kind = next((name for is_kind, name in _KINDS if is_kind(mode)), None)
+    kind = kind_of(mode)
     if kind is not None:
         raise ConfigError(f"{path}: is {kind}, not a regular file, so {what} was not read from it "
                           f"(a device can be read forever, a FIFO waited on forever); {fix}")

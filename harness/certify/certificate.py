@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from importlib import metadata
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from killpoint import protocol
+from killpoint._input_files import DOCUMENT_LIMIT_BYTES, kind_of, read_input
+from killpoint.catalogue import MAX_TOOL_NAME  # MCP's bound, and well within a file name's 255 bytes
 from killpoint.fake_tools.world import diff_snapshots
 from killpoint.harness.certify.trials import (
     KILL,
@@ -38,7 +41,6 @@ CONSERVATIVE = "CONSERVATIVE"
 VERDICTS = (CONFIRMED, REFUTED, CONSERVATIVE, INCONCLUSIVE)
 FORMAT = 1
 HINT = re.compile(r"\b(readOnlyHint|destructiveHint|idempotentHint|openWorldHint)\b")
-MAX_TOOL_NAME = 128  # MCP's bound on a tool name, and well within a file name's 255 bytes
 NOTHING_SEEN = "no change was visible in the world"  # how an INCONCLUSIVE from unseen effects begins (cli's NOTE)
 
 
@@ -331,6 +333,23 @@ def certificate_name_problems(tools: list[str]) -> list[str]:
                        for file, names in sharing.items() if len(names) > 1]
 
 
+def certificate_file_problems(folder: Path, tools: list[str]) -> list[str]:
+    """Where a certificate of ``tools`` would go in ``folder`` and cannot: a folder, a FIFO (whose write waits for
+    a reader forever), a device or a socket is there, or a symlink that loops."""
+    problems = []
+    for path in dict.fromkeys(certificate_path(folder, tool) for tool in tools):
+        try:
+            kind = kind_of(os.stat(path).st_mode)
+        except FileNotFoundError:  # the usual case: it is written anew
+            continue
+        except OSError as error:
+            kind = f"a path that cannot be followed ({error.strerror})"
+        if kind is not None:
+            problems.append(f"{path}: is {kind}, not a regular file, so the certificate cannot be written there; "
+                            f"remove it, or give --out another folder")
+    return problems
+
+
 def write_certificate(folder: Path, certificate: Certificate) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = certificate_path(folder, certificate.tool)
@@ -345,10 +364,14 @@ def shown_name(name: Any) -> str:
 
 
 def read_certificate(path: Path) -> Certificate | None:
-    """The certificate in ``path``, or None when it is missing or not one."""
+    """The certificate in ``path``, or None when it is missing or not one.
+
+    Read bounded (``read_input``): a folder of certificates may hold a FIFO (an ``open`` that never returns), a
+    link to ``/dev/zero`` (a read that never ends), a huge file; each is not one, reported as the rest are.
+    """
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_input(path, "a certificate", limit=DOCUMENT_LIMIT_BYTES, fix="certify the tool again"))
+    except (ValueError, RecursionError):  # ConfigError (not read) is a ValueError, as are not UTF-8 and not JSON
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT or "identity" not in data:
         return None

@@ -101,6 +101,7 @@ def command_certify(args: argparse.Namespace, out: TextIO) -> int:
     )
 
     _check_flags(args)
+    _check_outputs(args)
     external = ExternalSpec(args.python, args.python_snapshot, args.command_line, args.snapshot_command, args.world,
                             args.schema, args.mcp, tuple(args.mcp_env), args.world_preset, args.allow_network,
                             args.call_timeout)
@@ -110,6 +111,7 @@ def command_certify(args: argparse.Namespace, out: TextIO) -> int:
         claims = claims_from_mcp(external, args.tool, args.claim)
     else:
         claims = [single_claim(args.tool, args.claim)]
+    _check_certificate_files(args.out, [claim.tool for claim in claims])
     budget = args.budget if args.budget is not None else DEFAULT_MCP_BUDGET_S if args.mcp else None
     seed = args.seed if args.seed is not None else CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32)
     started = time.monotonic()
@@ -193,6 +195,25 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ConfigError(problems[0])
     if problems:
         raise ConfigError(f"certify: {len(problems)} problems with the flags", tuple(problems))
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """--out and --write-catalogue can be written, checked as ``run`` checks its outputs: before any work, not
+    after the certification, with a traceback."""
+    from killpoint.harness.cli import check_outputs  # loaded by now: it runs this command
+
+    check_outputs(folders=[("--out", args.out)],
+                  files=[("--write-catalogue", args.write_catalogue, "catalogue.toml")], makes_folders=True)
+
+
+def _check_certificate_files(out: Path, tools: list[str]) -> None:
+    """Each tool's certificate can be written into ``out`` (``certificate_file_problems``), before the first trial."""
+    from killpoint.harness.certify.certificate import certificate_file_problems
+
+    problems = certificate_file_problems(out, tools)
+    if problems:
+        raise ConfigError(f"--out {out}: {len(problems)} certificate(s) cannot be written there; nothing was run",
+                          tuple(problems))
 
 
 def _note(data: dict[str, Any]) -> str:
