@@ -15,8 +15,8 @@ copies of its store, the ledger and the world, with no decisions to read.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from killpoint import protocol as p
@@ -263,6 +263,8 @@ def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun, rules: tupl
         results.append(result)
         findings += found
     notes += facts.notes
+    if evidence.store_final is not None and evidence.store_final.traffic:
+        findings = [with_traffic(finding, evidence.store_final.traffic) for finding in findings]
     order = list(PROPERTIES)
     findings.sort(key=lambda finding: order.index(finding.property) if finding.property in order else len(order))
     valid = merged_validity(tuple(results))
@@ -271,6 +273,13 @@ def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun, rules: tupl
     if valid is False:
         notes += [f"not judged: {result.rule}: {result.reason}" for result in unknown]
     return Verdict(valid, tuple(findings), tuple(notes), error, tuple(results))
+
+
+def with_traffic(finding: Finding, traffic: Mapping[str, tuple[str, ...]]) -> Finding:
+    """``finding`` quoting, after its own evidence, what the store's keeper saw of its call (an agent's HTTP
+    exchanges): the requests that show what the agent did, beside the ledger lines that show what it caused."""
+    quotes = traffic.get(finding.call or "", ())
+    return replace(finding, evidence=tuple(dict.fromkeys((*finding.evidence, *quotes)))) if quotes else finding
 
 
 def judged_black_box(journal: dict[str, object]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -212,6 +213,9 @@ class DurableState:
     completed: bool | None  # the store says the task/workflow finished (None: it cannot say)
     problems: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()  # what reading it took that a report should say (a hot journal rolled back)
+    # What the store's keeper saw of each planned call (an agent's HTTP exchanges, bodies excerpted), as findings
+    # about the call quote it; empty for a store that keeps no such record.
+    traffic: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def unreadable(cls, records_start: bool, *problems: str) -> DurableState:

@@ -25,9 +25,8 @@ from killpoint.harness.agents.script import Script
 from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import SeamHook, free_running
 from killpoint.harness.agents.tool_service import ToolService
-from killpoint.harness.frameworks._agent_seams import REPLY, REQUEST, SEAMS_FILE
+from killpoint.harness.frameworks._agent_seams import EXCHANGES_FILE, REPLY, REQUEST, SEAMS_FILE
 
-EXCHANGES_FILE = "agent-exchanges.jsonl"
 
 TOOLS_URL_ENV = "KILLPOINT_TOOLS_URL"
 MODEL_URL_ENV = "KILLPOINT_MODEL_URL"

@@ -26,6 +26,7 @@ received is what the rules judge from.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,9 @@ from killpoint.harness.evidence import Line, read_lines
 from killpoint.harness.model import DurableState, Plan, StepRecord
 
 SEAMS_FILE = "agent-seams.jsonl"
+EXCHANGES_FILE = "agent-exchanges.jsonl"  # saved beside it: every request the services answered, bodies excerpted
+QUOTED_EXCHANGES = 6  # of one call, the last ones: those around its kills and its replays
+QUOTED_BODY_CHARS = 200
 FORMAT = "agent-seams"
 REQUEST, REPLY = "model_request", "model_reply"
 
@@ -58,7 +62,33 @@ class AgentSeams:
                 if plan.call(call) is not None and call not in records:
                     records[call] = StepRecord(call, protocol.SUCCEEDED, line.quote())
         completed = any(REPLY in line.record and line.get("answer") is True for line in seams.lines)
-        return DurableState(records, False, completed)
+        return DurableState(records, False, completed, traffic=_traffic(folder / EXCHANGES_FILE, plan))
+
+
+def _traffic(path: Path, plan: Plan) -> dict[str, tuple[str, ...]]:
+    """Each planned call's exchanges, quoted short: the tool requests it was attributed to, and the model requests
+    that showed its result or note (``done``, ``told_unknown``) or whose reply chose it. What the quotes leave out
+    is in the file whole (excerpted as the services kept it)."""
+    exchanges = read_lines(path, EXCHANGES_FILE)
+    traffic: dict[str, list[str]] = {planned.call_id: [] for planned in plan.calls}
+    for line in exchanges.lines:
+        named = [line.get("call")] if line.get("service") == "tools" else [
+            *_names(line.get("done")), *_names(line.get("told_unknown")), *_names(line.get("calls"))]
+        for call in dict.fromkeys(named):
+            if call in traffic:
+                traffic[call].append(_quoted(line))
+    return {call: tuple(quotes[-QUOTED_EXCHANGES:]) for call, quotes in traffic.items() if quotes}
+
+
+def _names(value: object) -> list[str]:
+    return [name for name in value if isinstance(name, str)] if isinstance(value, list) else []
+
+
+def _quoted(line: Line) -> str:
+    """One exchange as a finding quotes it: its fields, each text cut to QUOTED_BODY_CHARS."""
+    shown = {key: value[:QUOTED_BODY_CHARS] + "…" if isinstance(value, str) and len(value) > QUOTED_BODY_CHARS
+             else value for key, value in line.record.items()}
+    return f"{line.source}:{line.number}: {json.dumps(shown, sort_keys=True, default=str)}"
 
 
 def _well_formed(line: Line) -> bool:

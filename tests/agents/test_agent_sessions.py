@@ -11,6 +11,7 @@ is named; where it lands where the framework does not repeat the effect, nothing
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -66,10 +67,17 @@ def test_a_call_chosen_before_a_drift_and_run_after_it_keeps_the_class_it_was_ch
     # Killed while the final answer's request is held: the model had c2's and c3's results, the agent re-runs them.
     ("retries-done", "succeeded-not-replayed", "model_request"),
 ])
-def test_each_mutant_is_caught_with_its_rule_named(killpoint, mutant, rule, kill):
-    result = killpoint("run", AGENTS / f"agent-{mutant}.toml", "--kill-at", kill)
+def test_each_mutant_is_caught_with_its_rule_named(killpoint, mutant, rule, kill, tmp_path):
+    result = killpoint("run", AGENTS / f"agent-{mutant}.toml", "--kill-at", kill, "--json", tmp_path / "report.json")
     assert result.exit_code == 1, result.out + result.err
     assert findings(result.out, rule), result.out
+    # Each finding quotes the HTTP exchanges of its call beside the ledger: the tool request the replay made.
+    (run,) = json.loads((tmp_path / "report.json").read_text())["runs"]
+    (finding, *_) = [finding for finding in run["findings"] if finding["property"] == rule]
+    requests = [json.loads(quote.split(": ", 1)[1]) for quote in finding["evidence"]
+                if quote.startswith("agent-exchanges.jsonl:")]
+    assert any(request.get("service") == "tools" and request.get("call") == finding["call"]
+               and request.get("incarnation", 0) > 0 for request in requests), finding["evidence"]
 
 
 @pytest.mark.parametrize("framework", ["openai_agents_sdk", "langgraph_prebuilt"])
