@@ -79,6 +79,9 @@ SESSIONS = (
     Session("reference agent", "scenarios/agents/reference_agent.toml", {"exhaustive": True}),
     Session("reference agent, depth 2", "scenarios/agents/one_append.toml", {"exhaustive": True, "depth": 2}),
     Session("reference agent, no pause", "scenarios/agents/reference_agent.toml", {"exhaustive": True, "no_pause": True}),
+    # A call chosen in one incarnation and run in the next, handed a drifted catalogue (a soak's false alarm once).
+    Session("reference agent, depth 2, drift", "scenarios/agents/reference_agent.toml",
+            {"exhaustive": True, "depth": 2, "drift": "write_file=NON_IDEMPOTENT"}),
 )
 
 
