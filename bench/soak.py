@@ -15,8 +15,8 @@ Three parts share the runs:
   no code with killpoint. A failing example's scenario file is written beside
   its evidence, and its token replays it;
 - agents (``--agent-share`` of the runs): the reference agent judged at its
-  network seams (scenarios/agents), random schedules with timed kills mixed in
-  over its scenarios, and hunt plans drawn from their calls (a plan calls each
+  network seams (scenarios/agents, one with tools it declares), random schedules
+  with timed kills mixed in over its scenarios, and hunt plans drawn from their calls (a plan calls each
   at most once: the tool service tells calls by their arguments).
 
 Every workload runs on its default backend (the fork server for ``{python}``
@@ -51,8 +51,11 @@ from killpoint.harness.spec import build_spec, resolve_backend, run_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
-# The correct agent's scenarios (the mutants' and the frameworks' are not correct runtimes).
-AGENT_SCENARIOS = [ROOT / "scenarios" / "agents" / name for name in ("reference_agent.toml", "one_append.toml")]
+# The correct agent's scenarios (the mutants' and the frameworks' are not correct runtimes); hunt plans are drawn
+# from the first two, whose tools are the fake tools (shop_tools declares its own, which no other plan serves).
+AGENT_SCENARIOS = [ROOT / "scenarios" / "agents" / name
+                   for name in ("reference_agent.toml", "one_append.toml", "shop_tools.toml")]
+AGENT_HUNT_SCENARIOS = AGENT_SCENARIOS[:2]
 # The correct runtimes hunt plans run against: (workload, weight in the hunt share). None keeps the
 # scenarios' own workload, the reference runtime. The standalone one starts `python -m killpoint.fake_tools` for
 # every tool call, which makes its runs about fifteen times slower, so it gets a smaller share.
@@ -166,7 +169,7 @@ def soak(runs: int, jobs: int, seed: int, runs_dir: Path, *, hunt_share: float =
     agent_hunted = agents // 2
     tallies += scenario_schedules(agents - agent_hunted, jobs, seed, runs_dir, backend, AGENT_SCENARIOS,
                                   torn_tail=False)
-    tallies += hunt_plans(agent_hunted, jobs, seed, runs_dir, backend, AGENT_SCENARIOS, AGENTS)
+    tallies += hunt_plans(agent_hunted, jobs, seed, runs_dir, backend, AGENT_HUNT_SCENARIOS, AGENTS)
     return tallies, time.monotonic() - started
 
 

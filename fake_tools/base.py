@@ -112,24 +112,25 @@ def invoke(
     rendezvous: Rendezvous | None = None,
     op: str | None = None,
     pause: Callable[[float], None] = time.sleep,
+    tool: FakeTool | None = None,
 ) -> ToolResult:
     """Run one tool call: invocation record, validation, act, then the ``after_effect`` point.
 
     A bad argument or a refused path is a FAILED call with the reason, never a
     crash. Every call, failed or not, passes ``after_effect`` (for a failed call:
     the tool is done and has not returned). ``pause`` waits out the tool's latency
-    (``_take_time``): a server of the tools bounds it.
+    (``_take_time``): a server of the tools bounds it. ``tool``: the tool to run, when it is none of
+    the registered ones (a tool a scenario declares); by default the one registered as ``name``.
     """
     ledger.invoked(name, call)
-    result = _act(name, call, args, world, ledger, pause)
+    result = _act(name, call, args, world, ledger, pause, tool or lookup(name))
     if rendezvous is not None:
         rendezvous.point(protocol.AFTER_EFFECT, call=call, op=op)
     return result
 
 
 def _act(name: str, call: str, args: dict[str, Any], world: World, ledger: Ledger,
-         pause: Callable[[float], None]) -> ToolResult:
-    tool = lookup(name)
+         pause: Callable[[float], None], tool: FakeTool | None) -> ToolResult:
     if tool is None:
         return ToolResult(ok=False, error=f"no fake tool named {name!r}")
     errors = schema_errors(tool.schema, args)
@@ -159,10 +160,11 @@ def _take_time(world: World, name: str, pause: Callable[[float], None]) -> None:
         pause(seconds)
 
 
-def verify(name: str, call: str, args: dict[str, Any], *, world: World, ledger: Ledger) -> bool:
-    """A VERIFY's read-only check: is this call's effect in the world? Records a probe."""
+def verify(name: str, call: str, args: dict[str, Any], *, world: World, ledger: Ledger,
+           tool: FakeTool | None = None) -> bool:
+    """A VERIFY's read-only check: is this call's effect in the world? Records a probe. ``tool`` as ``invoke``'s."""
     ledger.probe("effect_present", tool=name, call=call)
-    tool = lookup(name)
+    tool = tool or lookup(name)
     if tool is None or schema_errors(tool.schema, args):
         return False
     try:

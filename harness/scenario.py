@@ -26,6 +26,7 @@ from killpoint.catalogue import (
 )
 from killpoint.errors import ConfigError
 from killpoint.fake_tools.base import REGISTRY, lookup
+from killpoint.harness.agents.declared_tools import declared_classes
 from killpoint.harness.agents.scenario_table import AGENT_JOURNAL, agent_problems
 from killpoint.harness.frameworks import journal_problems
 from killpoint.harness.model import DEFAULT_TIMEOUT_S, KillSyntaxError, Plan, PlannedCall, Scenario
@@ -108,6 +109,9 @@ def load_scenario(path: str | Path) -> Scenario:
     agent = data.get("agent")
     if isinstance(agent, dict):
         problems += agent_problems(agent, plan, str(path), journal)
+        if catalogue is not None and not problems:  # the agent's own tools are classed where they are declared
+            for tool, tool_class in declared_classes(agent.get("tools", {})).items():
+                catalogue = catalogue.with_class(tool, tool_class)
     if plan is not None:
         schedule = data.get("schedule")
         problems += kill_at_problems(str(path), schedule if isinstance(schedule, dict) else {}, plan)

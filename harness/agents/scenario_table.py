@@ -2,7 +2,8 @@
 
 Its keys say how the scripted model follows the plan: ``turns`` (lists of
 call_ids, several in one turn being parallel tool calls; default one call a
-turn, in order) and ``answer`` (the final answer's text). Such a scenario is
+turn, in order) and ``answer`` (the final answer's text); ``tools`` declares
+the agent's own tools (``declared_tools``). Such a scenario is
 judged black-box from what the model had received (``frameworks/_agent_seams``),
 so it takes no ``[journal]`` of its own.
 """
@@ -11,13 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from killpoint.harness.agents.declared_tools import declared_tool_problems
 from killpoint.harness.agents.script import Script, ScriptError
 from killpoint.harness.agents.tool_service import PlanIndex
 from killpoint.harness.frameworks import AGENT_SEAMS
 from killpoint.harness.model import Plan
 
 AGENT_KEYS = {"turns": 'turns = [["c1"], ["c2", "c3"]] (call_ids; a turn of several is parallel tool calls)',
-              "answer": 'answer = "Done." (the final answer\'s text)'}
+              "answer": 'answer = "Done." (the final answer\'s text)',
+              "tools": "[agent.tools.NAME] class, parameters, effect (the agent's own tools, as fakes)"}
 AGENT_JOURNAL = {"format": AGENT_SEAMS}  # the store the checker reads an [agent] scenario's runs from
 
 
@@ -30,6 +33,8 @@ def agent_problems(table: dict[str, Any], plan: Plan | None, where: str, journal
     """Every problem of an ``[agent]`` table, each naming ``where: agent.KEY`` and the fix."""
     problems = [f"{where}: agent.{key}: unknown key; an [agent] table takes {', '.join(AGENT_KEYS)}"
                 for key in table if key not in AGENT_KEYS]
+    if "tools" in table:
+        problems += declared_tool_problems(table["tools"], where)
     if journal is not None:
         problems.append(f"{where}: agent and journal: an agent judged at its network seams is judged from what its "
                         f"model received, not from a [journal] of its own; remove one of the two tables")

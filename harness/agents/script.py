@@ -27,7 +27,7 @@ PROBE_SUFFIX = "_verify"
 _CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,48}")
 _AMBIGUOUS_CALL_ID = re.compile(r".*_(\d+|verify)")
 # OpenAI's rule for function names (Anthropic's is the same but for the length).
-_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _EFFECT_FOUND = re.compile(r'"effect_found"\s*:\s*(true|false)')
 # An error message quoting what the agent sent quotes at most this many values of this many characters each: the
 # message is kept in the exchange (up to 10,000 of them), and a request may hold 16 MiB of names or ids.
@@ -300,7 +300,7 @@ def _check_calls(calls: Sequence[PlannedCall]) -> None:
         if not _CALL_ID.fullmatch(call.call_id) or _AMBIGUOUS_CALL_ID.fullmatch(call.call_id):
             raise ScriptError(f"call_id {call.call_id!r} must be 1-48 of A-Z a-z 0-9 _ - and not end in _<digits> "
                               f"or _verify (those suffixes name a redo and a probe)")
-        if not _TOOL_NAME.fullmatch(call.tool):
+        if not TOOL_NAME.fullmatch(call.tool):
             raise ScriptError(f"tool {call.tool!r} of {call.call_id} must be 1-64 of A-Z a-z 0-9 _ -")
 
 

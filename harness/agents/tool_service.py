@@ -44,6 +44,7 @@ from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import open_regular
 from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, content_length, excerpt
+from killpoint.harness.agents.declared_tools import declared_tools
 from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled, SeamHook, free_running
 
 VERIFY_TOOL = "verify_effect"
@@ -115,6 +116,7 @@ class ToolService(LoopbackServer):
     def __init__(self, plan: dict[str, Any], world: Path, ledger: Path, hook: SeamHook = free_running, *,
                  world_durable: bool = False) -> None:
         self.index = PlanIndex.of(plan)
+        self.declared = declared_tools(plan.get("tools", {}))  # the agent's own tools, as its scenario declares them
         self.world_path, self.world_durable = world, world_durable
         self._world: World | None = None  # held from ``begin`` (World.held)
         self.ledger_path = ledger
@@ -207,7 +209,8 @@ class ToolService(LoopbackServer):
         self.hook(TOOL_REQUEST, (call,), exchange)
         with self._acting_for(incarnation) as (world, ledger):
             try:
-                result = invoke(tool, call, args, world=world, ledger=ledger, pause=_bounded_pause)
+                result = invoke(tool, call, args, world=world, ledger=ledger, pause=_bounded_pause,
+                                tool=self.declared.get(tool))
             except Exception as error:  # on a state area the agent wrote (the world is its own): a failed call
                 result = ToolResult(ok=False, error=excerpt(f"{tool} failed on the world's state: {error!r}",
                                                             EXCERPT_CHARS))
@@ -228,7 +231,7 @@ class ToolService(LoopbackServer):
         tool, call_args = self.index.args_of[call]
         with self._acting_for(incarnation) as (world, ledger):
             try:
-                found = verify(tool, call, call_args, world=world, ledger=ledger)
+                found = verify(tool, call, call_args, world=world, ledger=ledger, tool=self.declared.get(tool))
             except Exception as error:  # on a state area the agent wrote: it cannot be told, so nothing is said
                 exchange["status"] = 500
                 reply(500, {"ok": False, "error": excerpt(f"verify_effect failed on the world's state: {error!r}",
@@ -242,11 +245,12 @@ class ToolService(LoopbackServer):
         """An OpenAPI 3.1 document: one POST operation per tool the plan calls, and the probe."""
         paths: dict[str, Any] = {}
         for name in [*self.index.tools(), VERIFY_TOOL]:
-            tool = lookup(name)
+            tool = self.declared.get(name) or lookup(name)
             schema = tool.schema if tool is not None else {
                 "type": "object", "properties": {"tool_call_id": {"type": "string"}}, "required": ["tool_call_id"]}
-            summary = (f"{name} (a killpoint fake tool, family {tool.family})" if tool is not None else
-                       "read-only: is the effect of an interrupted tool call in the world?")
+            summary = ("read-only: is the effect of an interrupted tool call in the world?" if tool is None else
+                       f"{name} (declared by the scenario)" if name in self.declared else
+                       f"{name} (a killpoint fake tool, family {tool.family})")
             paths[f"/tools/{name}"] = {"post": {
                 "operationId": name, "summary": summary,
                 "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},

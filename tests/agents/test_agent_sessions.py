@@ -51,6 +51,22 @@ def test_the_reference_agent_passes_every_pair_of_kills(killpoint):
     assert " 0 failed" in result.out and "untested" not in result.out, result.out
 
 
+@pytest.mark.parametrize("mode", [(), ("--no-pause",), ("--drift", "set_status=NON_IDEMPOTENT")],
+                         ids=["pausing", "no-pause", "drift"])
+def test_the_reference_agent_with_tools_it_declares_passes_every_kill(killpoint, mode):
+    """A lookup, an overwrite, a card charge and an email, declared in the scenario ([agent.tools.NAME])."""
+    result = killpoint("run", AGENTS / "shop_tools.toml", "--exhaustive", *mode, "-j", "2")
+    assert result.exit_code == 0 and "22 runs: 22 passed, 0 failed" in result.out, result.out + result.err
+
+
+def test_a_blind_retry_of_a_declared_card_charge_is_caught_naming_it(killpoint):
+    result = killpoint("run", AGENTS / "shop_tools.toml", "--kill-at", "c3:tool_effect",
+                       "--workload", "{python} -m killpoint.scenarios.agents.mutants blind-retry")
+    assert result.exit_code == 1, result.out + result.err
+    assert any("c3 (charge_card, NON_IDEMPOTENT) was re-executed after the kill without a read-only check" in line
+               for line in findings(result.out, "verify-before-replay")), result.out
+
+
 @pytest.mark.parametrize("drift", ["write_file=UNKNOWN", "write_file=NON_IDEMPOTENT"])
 def test_a_call_chosen_before_a_drift_and_run_after_it_keeps_the_class_it_was_chosen_with(killpoint, drift):
     """The agent journals c2 with its class when the model chooses it; killed before the tool ran, its next
