@@ -41,6 +41,10 @@ from killpoint.harness.properties import (
 
 NO_PROBE_HINT = ("no read-only probe of it was run: check with one before re-running (a killpoint fake tool's is "
                  "`python -m killpoint.fake_tools probe`; a framework step's, killpoint.frameworks.step(..., probe=...))")
+# An agent judged at its seams does not probe: it tells the model, and the model asks for the probe.
+NO_PROBE_HINT_AGENT = ("no read-only probe of it was run: after a restart, tell the model the call may already have "
+                       "run and its outcome is unknown (its result, or a note naming its tool-call id), and the model "
+                       "asks for verify_effect before it asks for the call again (docs/agents.md)")
 _RECORDED = (p.SUCCEEDED, p.FAILED)
 # The crash points a call reaches before its effect: a kill there leaves no effect of the incarnation it killed.
 _BEFORE_EFFECT = (p.BEFORE_STARTED, p.AFTER_STARTED, p.STEP_ENTERED)
@@ -194,7 +198,7 @@ def _at_least_once(facts: Facts, kill: StoreKill, state: CallAtKill, tool_class:
     call = state.call
     effects = of_kind(facts.evidence.ledger.lines, p.LEDGER_EFFECT, call)
     probed = of_kind(facts.evidence.ledger.lines, p.LEDGER_PROBE, call)
-    hint = "" if probed else f"; {NO_PROBE_HINT}"
+    hint = "" if probed else f"; {NO_PROBE_HINT_AGENT if facts.scenario.agent is not None else NO_PROBE_HINT}"
     quoted = (*state.quoted_record, *((state.invoked.quote(),) if state.invoked else ()), rerun.quote(),
               *(line.quote() for line in effects))
     return Finding("verify-before-replay",

@@ -65,6 +65,7 @@ def test_a_blind_retry_of_a_declared_card_charge_is_caught_naming_it(killpoint):
     assert result.exit_code == 1, result.out + result.err
     assert any("c3 (charge_card, NON_IDEMPOTENT) was re-executed after the kill without a read-only check" in line
                for line in findings(result.out, "verify-before-replay")), result.out
+    assert "tell the model the call may already have run" in result.out  # the fix an agent's author can make
 
 
 @pytest.mark.parametrize("drift", ["write_file=UNKNOWN", "write_file=NON_IDEMPOTENT"])
