@@ -23,6 +23,7 @@ from killpoint.harness.model import AFTER_SUFFIX, AtPoint, GoldenRun, Incarnatio
 from killpoint.harness.report import (
     call_points,
     coverage_points,
+    no_call_row,
     repro_command,
     summary_rows,
     verdict_headline,
@@ -123,7 +124,7 @@ def _summary(summary: Summary) -> str:
 def _heat_map(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome]) -> str:
     """Kills per call x point, per incarnation; red where a failing run was killed there."""
     kills, failing = coverage(outcomes), coverage([outcome for outcome in outcomes if outcome.verdict.valid is False])
-    columns = coverage_points(golden)
+    columns, no_call = coverage_points(golden), no_call_row(golden)
     parts = ["<h2>Coverage</h2><p class='muted'>Kills that really landed at each crash point, per incarnation "
              "(a timed or event kill counts at the last point announced before it). Red: a failing run was "
              "killed there.</p>"]
@@ -137,7 +138,7 @@ def _heat_map(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome])
             if not any(counts.get(key) for key in keys):
                 continue
             cells = "".join(_heat_cell(key, incarnation, counts.get(key, 0), bad.get(key, 0), most) for key in keys)
-            rows.append(f"<tr><th>{escape(call or '(recovery)')}</th>{cells}</tr>")
+            rows.append(f"<tr><th>{escape(call or no_call)}</th>{cells}</tr>")
         parts.append(f"<h3>incarnation {incarnation}</h3><table class='heat'><tr><th></th>{head}</tr>{''.join(rows)}</table>")
     return "".join(parts)
 

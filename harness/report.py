@@ -242,8 +242,19 @@ def call_points(golden: GoldenRun) -> tuple[str, ...]:
 
 
 def coverage_points(golden: GoldenRun) -> tuple[str, ...]:
-    """The coverage columns of both reports: a call's points (``call_points``), then the recovery points."""
-    return (*call_points(golden), *p.RECOVERY_POINTS)
+    """The coverage columns of both reports: a call's points (``call_points``), then the recovery points (an agent
+    judged at its seams announces none: its points with no call are the final answer's model request and reply)."""
+    columns = call_points(golden)
+    return columns if _at_seams(columns) else (*columns, *p.RECOVERY_POINTS)
+
+
+def no_call_row(golden: GoldenRun) -> str:
+    """What the map's row of points with no call is: the recovery's, or an agent's final answer's."""
+    return "(answer)" if _at_seams(call_points(golden)) else "(recovery)"
+
+
+def _at_seams(columns: tuple[str, ...]) -> bool:
+    return any(point in p.SEAM_POINTS for point in columns)
 
 
 def coverage_legend(columns: tuple[str, ...]) -> str:
@@ -258,7 +269,7 @@ def coverage_legend(columns: tuple[str, ...]) -> str:
 def write_coverage(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutcome], out: TextIO) -> None:
     """Calls x points, per incarnation: how many kills really landed there, under a legend of the headings."""
     covered = coverage(outcomes)
-    columns = coverage_points(golden)
+    columns, no_call = coverage_points(golden), no_call_row(golden)
     width = max(10, *(len(call) for call in scenario.plan.call_ids))
     out.write(coverage_legend(columns))
     for incarnation, counts in sorted(covered.items()):
@@ -268,7 +279,7 @@ def write_coverage(scenario: Scenario, golden: GoldenRun, outcomes: list[RunOutc
         for call in [*scenario.plan.call_ids, None]:
             cells = [_coverage_cell(counts, point_reached(point, call)) for point in columns]
             if any(cells):
-                out.write(f"  {call or '(recovery)':<{width}}" + "".join(f"{cell or '.':>12}" for cell in cells) + "\n")
+                out.write(f"  {call or no_call:<{width}}" + "".join(f"{cell or '.':>12}" for cell in cells) + "\n")
         if counts.get(BEFORE_FIRST_POINT):
             out.write(f"  {counts[BEFORE_FIRST_POINT]} timed or event kill(s) before the first crash point\n")
     reached = set(golden.points)

@@ -10,7 +10,14 @@ from pathlib import Path
 from killpoint import protocol as p
 from killpoint.harness.html_report import Slots, render_html
 from killpoint.harness.model import AtPoint, Finding, GoldenRun, Incarnation, Verdict
-from killpoint.harness.report import CALL_ORDER, call_points, coverage_legend, coverage_points, write_coverage
+from killpoint.harness.report import (
+    CALL_ORDER,
+    call_points,
+    coverage_legend,
+    coverage_points,
+    no_call_row,
+    write_coverage,
+)
 from killpoint.harness.scenario import load_scenario
 from killpoint.harness.session import Job, RunOutcome
 from killpoint.harness.summary import summarise
@@ -52,9 +59,10 @@ def test_the_call_order_keeps_each_kind_in_the_order_its_calls_reach_it():
 
 def test_an_agent_gets_its_seams_as_columns_and_a_legend_for_them():
     seams = tuple(f"{call}:{point}" for call in CALLS for point in p.SEAM_POINTS) + (p.MODEL_REQUEST, p.MODEL_REPLY)
-    assert coverage_points(golden(seams)) == (*p.SEAM_POINTS, *p.RECOVERY_POINTS)
+    assert coverage_points(golden(seams)) == p.SEAM_POINTS  # it announces no recovery point
+    assert no_call_row(golden(seams)) == "(answer)" and no_call_row(golden(STEPS)) == "(recovery)"
     assert coverage_legend(coverage_points(golden(seams))).startswith(
-        "coverage: kills that landed at each crash point, per incarnation. a_ is after_, m_ is model_, t_ is tool_\n")
+        "coverage: kills that landed at each crash point, per incarnation. m_ is model_, t_ is tool_\n")
 
 
 def test_a_protocol_runtime_gets_the_protocol_columns():
