@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from killpoint.errors import ConfigError
 from killpoint.harness import limits
 from killpoint.harness._ci import CI_SEED, ci_profile
+from killpoint.harness.outputs import check_outputs
 
 DEFAULT_TRIALS = 25
 DEFAULT_MCP_BUDGET_S = 600.0  # a server start costs ~1-2.5 s, so 25 draws with their kills fit; a hung tool does not
@@ -200,8 +201,6 @@ def _check_flags(args: argparse.Namespace) -> None:
 def _check_outputs(args: argparse.Namespace) -> None:
     """--out and --write-catalogue can be written, checked as ``run`` checks its outputs: before any work, not
     after the certification, with a traceback."""
-    from killpoint.harness.cli import check_outputs  # loaded by now: it runs this command
-
     check_outputs(folders=[("--out", args.out)],
                   files=[("--write-catalogue", args.write_catalogue, "catalogue.toml")], makes_folders=True)
 

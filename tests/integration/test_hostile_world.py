@@ -68,26 +68,37 @@ class Harness:
     peak_rss_mb: float
 
 
-def run_harness(log: Path, *args: str | Path) -> Harness:
-    """Run ``killpoint ARGS`` as a process of its own, killed (its whole group) if it outlives WALL_LIMIT_S.
+# Starts ARGV as its child and reaps it with wait4: the child's peak RSS is its own. A process's peak RSS counts
+# the memory of the process it was forked from (Linux keeps the old memory's high-water mark across exec), so a
+# harness forked from this test process would report the test worker's peak, which earlier tests may have grown
+# past any limit; forked from this small launcher, it reports its own.
+LAUNCHER = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as peak:
+    peak.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
 
-    It is reaped with wait4, whose usage figures are that process's (and its reaped children's) alone.
-    """
+
+def run_harness(log: Path, *args: str | Path) -> Harness:
+    """Run ``killpoint ARGS`` as a process of its own, killed (its whole group) if it outlives WALL_LIMIT_S;
+    its peak RSS (``LAUNCHER``) is its own and its reaped children's."""
     started = time.monotonic()
+    peak = log.with_suffix(".peak-kb")
     with log.open("wb") as output:
-        harness = subprocess.Popen([str(KILLPOINT), *map(str, args)], cwd=ROOT, stdout=output,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-    exit_code = None
-    while time.monotonic() - started < WALL_LIMIT_S:
-        pid, status, usage = os.wait4(harness.pid, os.WNOHANG)
-        if pid:
-            exit_code = harness.returncode = os.waitstatus_to_exitcode(status)
-            break
-        time.sleep(0.1)
-    else:
+        harness = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(peak), str(KILLPOINT), *map(str, args)],
+                                   cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        exit_code: int | None = harness.wait(timeout=WALL_LIMIT_S)
+    except subprocess.TimeoutExpired:
         os.killpg(harness.pid, signal.SIGKILL)
         harness.wait()
-    peak_mb = usage.ru_maxrss / 1024 if exit_code is not None else 0.0
+        exit_code = None
+    peak_mb = int(peak.read_text()) / 1024 if exit_code is not None else 0.0
     return Harness(exit_code, log.read_text(errors="replace"), time.monotonic() - started, peak_mb)
 
 
