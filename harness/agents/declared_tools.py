@@ -35,7 +35,7 @@ EFFECTS = {  # the effect's kind -> the key holding what it writes or answers (N
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 EXAMPLE = ('[agent.tools.charge_card] class = "NON_IDEMPOTENT", parameters = { order = "string", cents = "integer" }, '
            'effect = { append = "payments.log", line = "charged {order} {cents}" }')
-TOOL_KEYS = ("class", "parameters", "effect", "description")
+TOOL_KEYS = ("class", "parameters", "effect")
 
 
 def declared_tool_problems(table: Any, where: str) -> list[str]:
@@ -56,8 +56,6 @@ def declared_tool_problems(table: Any, where: str) -> list[str]:
                      for key in tool if key not in TOOL_KEYS]
         if tool.get("class") not in protocol.CLASSES:
             problems.append(f"{at}.class: give one of {', '.join(protocol.CLASSES)}")
-        if not isinstance(tool.get("description", ""), str):
-            problems.append(f"{at}.description: a string")
         parameters = tool.get("parameters", {})
         if not isinstance(parameters, dict) or not all(kind in TYPES for kind in parameters.values()):
             problems.append(f"{at}.parameters: a table of NAME = TYPE, each TYPE one of {', '.join(TYPES)}")
@@ -116,14 +114,14 @@ def _fake_tool(name: str, tool: Mapping[str, Any]) -> FakeTool:
         return "done"
 
     def probe(world: World, args: dict[str, Any], call: str) -> bool:
-        if kind not in ("append", "write"):
+        written_key = EFFECTS[kind]
+        if written_key is None:
             return False  # it changes nothing: there is nothing to find
-        path = _filled(effect[kind], args)
         try:
-            text = world.read_text(path)
+            text = world.read_text(_filled(effect[kind], args))
         except FileNotFoundError:
             return False
-        written = _filled(effect[EFFECTS[kind] or kind], args)
+        written = _filled(effect[written_key], args)
         return written in text.splitlines() if kind == "append" else text == written
 
     return FakeTool(name, "declared", schema, act, probe)
