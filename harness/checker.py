@@ -28,6 +28,7 @@ from killpoint.harness.evidence import (
     MissingEvidence,
     handed_catalogue_file,
     lines_no_kill_left,
+    store_at_kill_name,
     torn_journal_name,
 )
 from killpoint.harness.frameworks import framework_versions
@@ -35,6 +36,7 @@ from killpoint.harness.model import (
     FAILED,
     PASSED,
     UNKNOWN,
+    DurableState,
     Finding,
     GoldenRun,
     PowerLoss,
@@ -265,6 +267,8 @@ def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun, rules: tupl
     notes += facts.notes
     if evidence.store_final is not None and evidence.store_final.traffic:
         findings = [with_traffic(finding, evidence.store_final.traffic) for finding in findings]
+    if kept := kept_by_copy(evidence):
+        findings = [with_traffic(finding, kept) for finding in findings]
     order = list(PROPERTIES)
     findings.sort(key=lambda finding: order.index(finding.property) if finding.property in order else len(order))
     valid = merged_validity(tuple(results))
@@ -280,6 +284,19 @@ def with_traffic(finding: Finding, traffic: Mapping[str, tuple[str, ...]]) -> Fi
     exchanges): the requests that show what the agent did, beside the ledger lines that show what it caused."""
     quotes = traffic.get(finding.call or "", ())
     return replace(finding, evidence=tuple(dict.fromkeys((*finding.evidence, *quotes)))) if quotes else finding
+
+
+def kept_by_copy(evidence: Evidence) -> dict[str, tuple[str, ...]]:
+    """What the agent's own store held of each call in every copy, kill by kill and at the end, each quote
+    prefixed with its copy's folder: why the agent did what the services saw, as the store let it."""
+    copies: list[tuple[str, DurableState | None]] = [
+        *((store_at_kill_name(number), state) for number, state in enumerate(evidence.stores_at_kill)),
+        (STORE_FINAL, evidence.store_final)]
+    kept: dict[str, tuple[str, ...]] = {}
+    for name, state in copies:
+        for call, quotes in (state.kept if state is not None else {}).items():
+            kept[call] = (*kept.get(call, ()), *(f"{name}/{quote}" for quote in quotes))
+    return kept
 
 
 def judged_black_box(journal: dict[str, object]) -> str:

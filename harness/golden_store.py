@@ -18,6 +18,8 @@ from killpoint import protocol
 from killpoint.errors import ConfigError
 from killpoint.harness.evidence import STORE_FINAL, StoreReading, read_lines, read_store_copy
 from killpoint.harness.frameworks import reader_for
+from killpoint.harness.frameworks._agent_seams import AgentSeams
+from killpoint.harness.frameworks._agent_store import AgentStore
 from killpoint.harness.model import Scenario
 
 _NAMED = 5  # calls quoted by name in the message; the rest are counted
@@ -36,16 +38,24 @@ def check_golden_store(scenario: Scenario, golden_dir: Path, ledger: Path) -> No
                            "journal.status must list every value the runtime writes); if it is what the runtime left "
                            "in its store, that is the runtime's to fix"),
                            f"the crash-free run's evidence: {golden_dir}"))
+    if isinstance(reader, AgentSeams) and reader.own is not None:
+        _check_agent_store(reader.own, scenario, golden_dir / STORE_FINAL, where)
     ran = list(dict.fromkeys(line.record["call"] for line in read_lines(ledger).lines
                              if protocol.LEDGER_INVOKED in line.record and isinstance(line.record.get("call"), str)))
     unrecorded = [call for call in ran if call in {planned.call_id for planned in scenario.plan.calls}
                   and call not in state.records]
     if not unrecorded:
         return
+    if scenario.agent is not None:
+        raise ConfigError(
+            f"{where}: the crash-free run's agent ran the tool of {_named(unrecorded)} but never showed the model "
+            f"{'its result' if len(unrecorded) == 1 else 'their results'}, though it exited 0; nothing was judged",
+            ("an agent judged at its seams finishes by sending the model every tool result and receiving its final "
+             "answer (docs/agents.md, 'How it is judged'): send the results, then end on the answer",
+             f"the crash-free run's evidence: {golden_dir}"))
     files = reader.files(scenario.plan)
     copied = [name for name in files if os.path.lexists(golden_dir / STORE_FINAL / name)]
-    named = ", ".join(unrecorded[:_NAMED]) + (f" and {len(unrecorded) - _NAMED} more" if len(unrecorded) > _NAMED
-                                              else "")
+    named = _named(unrecorded)
     found = (f"the crash-free run left no {files[0]} in the workload folder ($KILLPOINT_RUN_DIR)" if not copied
              else f"the crash-free run's {reader.name} store ({files[0]}) holds no record of {named}")
     raise ConfigError(
@@ -55,3 +65,29 @@ def check_golden_store(scenario: Scenario, golden_dir: Path, ledger: Path) -> No
          + ("" if not copied else ", and the mapping (journal.fields, journal.status with every value the runtime "
                                   "writes, journal.query, journal.steps, journal.thread, journal.workflow)"),
          f"the crash-free run's evidence: {golden_dir}"))
+
+
+def _named(calls: list[str]) -> str:
+    return ", ".join(calls[:_NAMED]) + (f" and {len(calls) - _NAMED} more" if len(calls) > _NAMED else "")
+
+
+def _check_agent_store(store: AgentStore, scenario: Scenario, copy: Path, where: str) -> None:
+    """ConfigError when the agent's own store (``[agent] store``) is not in the crash-free run's copy, cannot be
+    read, or holds no tool-call id of any call: every run would quote it as holding nothing, a path or format
+    mistake that would read as the agent keeping nothing."""
+    named = " nor ".join(repr(path) for path in store.paths)
+    state = store.read(copy, scenario.plan)
+    if not store.held(copy, scenario.plan):
+        found = f"the crash-free run left no {named} in the workload folder ($KILLPOINT_RUN_DIR)"
+    elif state.problems:
+        found = f"the crash-free run's {named} cannot be read ({'; '.join(state.problems)})"
+    elif not state.records:
+        ids = ", ".join(f"call_kp_{planned.call_id}" for planned in scenario.plan.calls[:_NAMED])
+        found = (f"the crash-free run's {named} holds no tool-call id of any call ({ids}): it keeps no conversation "
+                 "killpoint can read (SQLite, JSON or JSON lines, JSON text or msgpack inside)")
+    else:
+        return
+    raise ConfigError(f"{where}: agent.store: {found}; nothing was judged",
+                      ("name the file(s) where your agent keeps its conversation, relative to $KILLPOINT_RUN_DIR, "
+                       "or drop agent.store (it only adds evidence to findings)",
+                       f"the crash-free run's evidence: {copy.parent}"))

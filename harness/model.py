@@ -216,6 +216,9 @@ class DurableState:
     # What the store's keeper saw of each planned call (an agent's HTTP exchanges, bodies excerpted), as findings
     # about the call quote it; empty for a store that keeps no such record.
     traffic: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # What the agent's own store (``[agent] store``) held of each planned call in this copy, quoted: evidence beside
+    # the verdict, which the seams decide; empty when the scenario names no such store.
+    kept: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def unreadable(cls, records_start: bool, *problems: str) -> DurableState:

@@ -241,10 +241,10 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     # whole from a snapshot, or saved by ``sharing`` after the last kill.
     stands_in = bool(schedule) and len(incarnations) == len(schedule)
     window = None
-    # An agent's services write what the model received: the harness copies it from them, not from the workload.
+    # An agent's services write what the model received, saved beside the copies of the agent's own store.
     services = (AgentServices.start(script_plan(scenario.plan, scenario.agent), paths["world"], paths["ledger"],
                                     server.path) if scenario.agent is not None else None)
-    files = store_files(scenario) if services is None else None
+    files = store_files(scenario)
     disks: Disks | None = None
     try:
         if on_lazy_fs or has_power_loss(schedule):

@@ -27,7 +27,7 @@ from killpoint.catalogue import (
 from killpoint.errors import ConfigError
 from killpoint.fake_tools.base import REGISTRY, lookup
 from killpoint.harness.agents.declared_tools import declared_classes
-from killpoint.harness.agents.scenario_table import AGENT_JOURNAL, agent_problems
+from killpoint.harness.agents.scenario_table import agent_journal, agent_problems
 from killpoint.harness.frameworks import journal_problems
 from killpoint.harness.model import DEFAULT_TIMEOUT_S, KillSyntaxError, Plan, PlannedCall, Scenario
 from killpoint.harness.scenario_fields import plan_problems, scenario_problems
@@ -135,7 +135,7 @@ def load_scenario(path: str | Path) -> Scenario:
         default_schedule=data.get("schedule", {}),
         backend=data.get("backend"),
         image=data.get("image"),
-        journal=AGENT_JOURNAL if agent is not None else journal,
+        journal=agent_journal(agent) if agent is not None else journal,
         agent=agent,
         world_on_device=data.get("world_on_device", False),
     )

@@ -10,18 +10,29 @@ so it takes no ``[journal]`` of its own.
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
 from typing import Any
 
 from killpoint.harness.agents.declared_tools import declared_tool_problems
 from killpoint.harness.agents.script import Script, ScriptError
 from killpoint.harness.agents.tool_service import PlanIndex
 from killpoint.harness.frameworks import AGENT_SEAMS
+from killpoint.harness.frameworks._agent_seams import EXCHANGES_FILE, SEAMS_FILE
+from killpoint.harness.frameworks._table import path_problems
 from killpoint.harness.model import Plan
 
 AGENT_KEYS = {"turns": 'turns = [["c1"], ["c2", "c3"]] (call_ids; a turn of several is parallel tool calls)',
               "answer": 'answer = "Done." (the final answer\'s text)',
-              "tools": "[agent.tools.NAME] class, parameters, effect (the agent's own tools, as fakes)"}
-AGENT_JOURNAL = {"format": AGENT_SEAMS}  # the store the checker reads an [agent] scenario's runs from
+              "tools": "[agent.tools.NAME] class, parameters, effect (the agent's own tools, as fakes)",
+              "store": 'store = "session.sqlite" or a list (the agent\'s own store, quoted as evidence)'}
+STORE_FILES_MOST = 8
+_SERVICES_FILES = (SEAMS_FILE, EXCHANGES_FILE)
+
+
+def agent_journal(agent: dict[str, Any]) -> dict[str, Any]:
+    """The store the checker reads an ``[agent]`` scenario's runs from: the seams, and the agent's own if named."""
+    store = agent.get("store")
+    return {"format": AGENT_SEAMS, **({"store": [store] if isinstance(store, str) else list(store)} if store else {})}
 
 
 def script_plan(plan: Plan, agent: dict[str, Any]) -> dict[str, Any]:
@@ -35,6 +46,8 @@ def agent_problems(table: dict[str, Any], plan: Plan | None, where: str, journal
                 for key in table if key not in AGENT_KEYS]
     if "tools" in table:
         problems += declared_tool_problems(table["tools"], where)
+    if "store" in table:
+        problems += _store_problems(table["store"], where)
     if journal is not None:
         problems.append(f"{where}: agent and journal: an agent judged at its network seams is judged from what its "
                         f"model received, not from a [journal] of its own; remove one of the two tables")
@@ -45,4 +58,19 @@ def agent_problems(table: dict[str, Any], plan: Plan | None, where: str, journal
         PlanIndex.of(plan.to_json())
     except (ScriptError, ValueError) as error:
         problems.append(f"{where}: agent: {error}")
+    return problems
+
+
+def _store_problems(store: object, where: str) -> list[str]:
+    """``store`` names 1 to STORE_FILES_MOST files inside the workload folder, none the services' own."""
+    paths = [store] if isinstance(store, str) else store
+    if not isinstance(paths, list) or not 0 < len(paths) <= STORE_FILES_MOST:
+        return [f"{where}: agent.store: must be a path or a list of 1 to {STORE_FILES_MOST} paths, relative to the "
+                f"workload folder ($KILLPOINT_RUN_DIR), where the agent keeps its conversation: store = \"session.sqlite\""]
+    problems = []
+    for path in paths:
+        problems += [f"{where}: agent.store: {problem}" for problem in path_problems(path)]
+        if isinstance(path, str) and PurePosixPath(path).name in _SERVICES_FILES:
+            problems.append(f"{where}: agent.store: {path!r} is a file the harness's services write; "
+                            "name the file your agent keeps")
     return problems

@@ -28,6 +28,7 @@ _CALL_ID = re.compile(r"[A-Za-z0-9_-]{1,48}")
 _AMBIGUOUS_CALL_ID = re.compile(r".*_(\d+|verify)")
 # OpenAI's rule for function names (Anthropic's is the same but for the length).
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_SCRIPTED_ID = re.compile(rf"{ID_PREFIX}(?P<call>[A-Za-z0-9_-]{{1,48}}?)(_\d+)?(?P<probe>{PROBE_SUFFIX}(_\d+)?)?")
 _EFFECT_FOUND = re.compile(r'"effect_found"\s*:\s*(true|false)')
 # An error message quoting what the agent sent quotes at most this many values of this many characters each: the
 # message is kept in the exchange (up to 10,000 of them), and a request may hold 16 MiB of names or ids.
@@ -168,10 +169,18 @@ class _Seen:
         """Whether the agent told the model this attempt may already have run: its own result says so, or a
         user/system/assistant text names it (or the planned call) together with a marker."""
         result = self.results.get(attempt_id)
-        if result is not None and _has_marker(result):
+        if result is not None and tells_unknown(result):
             return True
         names = (_naming(attempt_id), _naming(call.call_id))
-        return any(_has_marker(text) and any(name.search(text) for name in names) for text in self.texts)
+        return any(tells_unknown(text) and any(name.search(text) for name in names) for text in self.texts)
+
+
+def planned_call_of(tool_call_id: str) -> tuple[str, bool] | None:
+    """The call_id a scripted tool-call id names and whether it is a probe's: ``call_kp_c1_2`` is a redo of ``c1``,
+    ``call_kp_c1_verify_2`` a probe of it; None for an id the scripted model never hands out (no plan is asked:
+    a call_id never ends in a redo's or a probe's suffix, so the reading is unique)."""
+    match = _SCRIPTED_ID.fullmatch(tool_call_id)
+    return None if match is None else (match["call"], match["probe"] is not None)
 
 
 def _naming(identifier: str) -> re.Pattern[str]:
@@ -179,7 +188,8 @@ def _naming(identifier: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![A-Za-z0-9_-]){re.escape(identifier)}(?![A-Za-z0-9_-])")
 
 
-def _has_marker(text: str) -> bool:
+def tells_unknown(text: str) -> bool:
+    """Whether ``text`` holds a word that tells the model a call's outcome is unknown (``UNKNOWN_MARKERS``)."""
     lowered = text.lower()
     return any(marker in lowered for marker in UNKNOWN_MARKERS)
 
@@ -195,7 +205,7 @@ def _effect_found(probe_id: str, text: str) -> bool | None:
     if isinstance(value, dict) and isinstance(value.get("effect_found"), bool):
         return bool(value["effect_found"])
     match = _EFFECT_FOUND.search(text)
-    if match is None and _has_marker(text):
+    if match is None and tells_unknown(text):
         return None
     if match is None:
         raise ScriptError(f"the result of probe {probe_id} does not say whether the effect was found "
@@ -268,7 +278,7 @@ def _state(call: PlannedCall, seen: _Seen) -> tuple[ChosenCall, bool] | None:
     latest = seen.latest_attempt(call)
     for attempt in range(1, latest + 1):
         result = seen.results.get(call.attempt_id(attempt))
-        if result is not None and not _has_marker(result):
+        if result is not None and not tells_unknown(result):
             return None
     attempt_id = call.attempt_id(latest)
     if not seen.told_unknown(call, attempt_id):

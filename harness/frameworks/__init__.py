@@ -17,6 +17,7 @@ from typing import Any
 
 from killpoint.harness.frameworks._agent_seams import FORMAT as AGENT_SEAMS
 from killpoint.harness.frameworks._agent_seams import AgentSeams
+from killpoint.harness.frameworks._agent_store import AgentStore
 from killpoint.harness.frameworks._dbos import DbosSqlite
 from killpoint.harness.frameworks._json_store import JsonDocument, JsonLinesJournal
 from killpoint.harness.frameworks._killpoint import KillpointJournal
@@ -41,7 +42,7 @@ def reader_for(table: dict[str, Any]) -> StoreReader:
     """The reader of a ``[journal]`` table that ``journal_problems`` passed."""
     form = table["format"]
     if form == AGENT_SEAMS:  # an [agent] scenario's (never a user's [journal]: journal_problems refuses the name)
-        return AgentSeams()
+        return AgentSeams(own=AgentStore(tuple(table["store"])) if table.get("store") else None)
     # One spelling per file ("./journal.jsonl" is "journal.jsonl"): the harness matches a store's files by name.
     path = str(PurePosixPath(table["path"] if "path" in table else DEFAULT_PATHS[form]))
     if form == "killpoint":

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from killpoint import protocol
 from killpoint.harness.evidence import Line, read_lines
+from killpoint.harness.frameworks._agent_store import AgentStore
 from killpoint.harness.model import DurableState, Plan, StepRecord
 
 SEAMS_FILE = "agent-seams.jsonl"
@@ -46,9 +47,11 @@ REQUEST, REPLY = "model_request", "model_reply"
 class AgentSeams:
     path: str = SEAMS_FILE
     name: str = FORMAT
+    own: AgentStore | None = None  # the agent's own store, copied beside the seams and quoted as evidence
 
     def files(self, plan: Plan) -> tuple[str, ...]:
-        return (self.path,)
+        """Only the agent's own store's: the seams are the services', saved beside them (``AgentServices.save``)."""
+        return self.own.files(plan) if self.own is not None else ()
 
     def read(self, folder: Path, plan: Plan) -> DurableState:
         seams = read_lines(folder / self.path, self.path)
@@ -62,7 +65,25 @@ class AgentSeams:
                 if plan.call(call) is not None and call not in records:
                     records[call] = StepRecord(call, protocol.SUCCEEDED, line.quote())
         completed = any(REPLY in line.record and line.get("answer") is True for line in seams.lines)
-        return DurableState(records, False, completed, traffic=_traffic(folder / EXCHANGES_FILE, plan))
+        kept, notes = self._kept(folder, plan)
+        return DurableState(records, False, completed, notes=notes, traffic=_traffic(folder / EXCHANGES_FILE, plan),
+                            kept=kept)
+
+    def _kept(self, folder: Path, plan: Plan) -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+        """What the agent's own store held of each planned call, absence quoted too; a store that cannot be read
+        is a note, not a problem: the verdict does not rest on it."""
+        if self.own is None:
+            return {}, ()
+        own = self.own.read(folder, plan)
+        if own.problems:
+            return {}, tuple(f"the agent's own store could not be read: {problem}" for problem in own.problems)
+        held = self.own.held(folder, plan)
+        files = ", ".join(held) if held else " nor ".join(self.own.paths)
+        absent = (f"{files}: {'hold' if len(held) > 1 else 'holds'} nothing of {{call}} (no tool-call id of it)" if held
+                  else f"{files}: not there (the agent had kept nothing yet)")
+        return {planned.call_id: (tuple(own.records[planned.call_id].quote.split("\n"))
+                                  if planned.call_id in own.records else (absent.format(call=planned.call_id),))
+                for planned in plan.calls}, ()
 
 
 def _traffic(path: Path, plan: Plan) -> dict[str, tuple[str, ...]]:

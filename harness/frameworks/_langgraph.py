@@ -69,7 +69,7 @@ class LangGraphSqlite:
         return store_files(self.path, plan, SIDE_FILES)
 
     def read(self, folder: Path, plan: Plan) -> DurableState:
-        _msgpack()  # imported here: the reading child, nobody, may not be allowed to read the installation
+        msgpack_module()  # imported here: the reading child, nobody, may not be allowed to read the installation
         return read_database(folder, self.path, plan, DurableState({}, False, None), self._read)
 
     def _read(self, connection: sqlite3.Connection, path: str, plan: Plan) -> DurableState:
@@ -125,7 +125,7 @@ class LangGraphSqlite:
 def _checkpoint_facts(blob: bytes) -> tuple[tuple[str, ...], bool]:
     """A msgpack checkpoint's ``versions_seen`` node names, and whether it holds the graph's end (``__end__``),
     decoded as plain data (extension types are left undecoded); nothing from a blob that is no such checkpoint."""
-    ormsgpack = _msgpack()
+    ormsgpack = msgpack_module()
     if ormsgpack is None:
         raise StoreUnreadable("LangGraph's checkpoints are msgpack, and reading them needs ormsgpack: "
                               "pip install 'killpoint[langgraph]'")
@@ -141,7 +141,7 @@ def _checkpoint_facts(blob: bytes) -> tuple[tuple[str, ...], bool]:
 
 
 @functools.cache
-def _msgpack() -> ModuleType | None:
+def msgpack_module() -> ModuleType | None:
     """LangGraph's own msgpack library, ormsgpack; None in a harness without killpoint[langgraph]."""
     try:
         import ormsgpack

@@ -17,7 +17,7 @@ a child forked from the harness, which
 
 The gotcha: as nobody, the child may be unable to read the harness's own
 installation (a Python under /root), so a read imports nothing: what it needs
-is imported before the fork (``_langgraph._msgpack``).
+is imported before the fork (``_langgraph.msgpack_module``).
 
 Forked, not started afresh: the child inherits the reader and the plan as
 they are (nothing to send). Measured on a loaded 2-core machine, a read costs

@@ -65,7 +65,7 @@ def _unknown(value: object, known: Any, what: str = "format") -> str:
     return f"unknown {what} {value!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
 
 
-def _path_problems(path: object) -> list[str]:
+def path_problems(path: object) -> list[str]:
     if not isinstance(path, str) or not path.strip():
         return ["must be a non-empty string: a file under the workload folder ($KILLPOINT_RUN_DIR)"]
     problems = _name_problems(path)
@@ -145,6 +145,6 @@ def _name_problems(value: object) -> list[str]:
             for placeholder in _PLACEHOLDER.findall(value) if placeholder != TASK_ID]
 
 
-_CHECKS = {"path": _path_problems, "fields": _fields_problems, "status": _status_problems,
+_CHECKS = {"path": path_problems, "fields": _fields_problems, "status": _status_problems,
            "query": _query_problems, "records": _name_problems, "steps": _one_of(STEPS),
            "thread": _name_problems, "workflow": _name_problems}

@@ -18,9 +18,15 @@ CALLS = ('[[plan.calls]]\ncall_id = "c1"\ntool = "read_file"\nargs = { path = "a
     ('[agent]\nturns = [["c1"]]\n', ("agent: turns must place every call exactly once",)),
     ('[agent]\nturns = [["c1", "c9"], ["c2"]]\n', ("agent: turns name 'c9', which is not a planned call_id",)),
     ('[agent]\nanswer = 5\n', ("agent: answer must be a string",)),
-    ('[agent]\nturn = [["c1"]]\n', ("agent.turn: unknown key; an [agent] table takes turns, answer",)),
+    ('[agent]\nturn = [["c1"]]\n', ("agent.turn: unknown key; an [agent] table takes turns, answer, tools, store",)),
     ('[agent]\n[journal]\nformat = "killpoint"\n', ("agent and journal: an agent judged at its network seams",)),
-], ids=["turns-miss-a-call", "turns-name-no-call", "answer-not-text", "unknown-key", "with-a-journal"])
+    ('[agent]\nstore = 5\n', ("agent.store: must be a path or a list of 1 to 8 paths",)),
+    ('[agent]\nstore = []\n', ("agent.store: must be a path or a list of 1 to 8 paths",)),
+    ('[agent]\nstore = ["../host.db"]\n', ("agent.store: '../host.db' climbs out with '..'",)),
+    ('[agent]\nstore = "/etc/passwd"\n', ("agent.store: '/etc/passwd' is absolute",)),
+    ('[agent]\nstore = "agent-seams.jsonl"\n', ("agent.store: 'agent-seams.jsonl' is a file the harness's services",)),
+], ids=["turns-miss-a-call", "turns-name-no-call", "answer-not-text", "unknown-key", "with-a-journal",
+        "store-not-a-path", "store-no-path", "store-climbs-out", "store-absolute", "store-the-services-file"])
 def test_a_bad_agent_table_is_named_with_its_fix(killpoint, tmp_path, tail, fragments):
     path = write(tmp_path, "s.toml", HEADER + CALLS + tail)
     assert_usage_error(killpoint("run", path, "--kill-at", "c1:tool_effect"), *fragments)

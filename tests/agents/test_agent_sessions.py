@@ -95,16 +95,34 @@ def test_each_mutant_is_caught_with_its_rule_named(killpoint, mutant, rule, kill
                 if quote.startswith("agent-exchanges.jsonl:")]
     assert any(request.get("service") == "tools" and request.get("call") == finding["call"]
                and request.get("incarnation", 0) > 0 for request in requests), finding["evidence"]
+    # And what the agent's own journal held of the call when it was killed ([agent] store).
+    assert any(quote.startswith(("store-at-kill-0/agent-journal.jsonl: line ",
+                                 "store-at-kill-0/agent-journal.jsonl: holds nothing"))
+               for quote in finding["evidence"]), finding["evidence"]
 
 
-@pytest.mark.parametrize("framework", ["openai_agents_sdk", "langgraph_prebuilt"])
-def test_a_framework_agent_that_reruns_a_turn_after_an_append_is_named(killpoint, framework):
+@pytest.mark.parametrize(("framework", "store"), [("openai_agents_sdk", "session.sqlite"),
+                                                   ("langgraph_prebuilt", "checkpoints.sqlite")])
+def test_a_framework_agent_that_reruns_a_turn_after_an_append_is_named(killpoint, framework, store):
     """Killed after the append's effect (c3, in a turn beside c2): neither framework saved the turn's calls,
-    so the restart runs the append again, with no read-only check."""
+    so the restart runs the append again, with no read-only check; the framework's own store, quoted, shows it
+    kept no result of c3 at the kill and kept one by the end."""
     result = killpoint("run", AGENTS / f"{framework}.toml", "--kill-at", "c3:tool_effect")
     assert result.exit_code == 1, result.out + result.err
     named = findings(result.out, "verify-before-replay")
     assert named and all(line.startswith("[verify-before-replay] c3 ") for line in named), result.out
+    at_kill = [line.strip() for line in result.out.splitlines() if line.strip().startswith(f"store-at-kill-0/{store}")]
+    final = [line.strip() for line in result.out.splitlines() if line.strip().startswith(f"store-final/{store}")]
+    assert at_kill and not any("holds the result of call_kp_c3" in line for line in at_kill), result.out
+    assert any("holds the result of call_kp_c3:" in line for line in final), result.out
+
+
+def test_an_agent_store_the_crash_free_run_never_made_is_bad_input(killpoint, tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(REFERENCE.read_text().replace('store = "agent-journal.jsonl"', 'store = "session.db"'))
+    result = killpoint("run", scenario, "--kill-at", "c1:tool_effect")
+    assert result.exit_code == 2, result.out + result.err
+    assert "agent.store: the crash-free run left no 'session.db' in the workload folder" in result.err, result.err
 
 
 def test_an_agent_with_no_durable_state_runs_again_what_the_model_had_the_result_of(killpoint):

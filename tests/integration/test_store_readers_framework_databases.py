@@ -185,9 +185,9 @@ def test_a_harness_without_langgraphs_msgpack_library_says_so_instead_of_crashin
     langgraph_db(tmp_path, ("~__pregel_pull, c1", 0, "c1"))
     monkeypatch.setitem(sys.modules, "ormsgpack", None)  # what a harness installed without killpoint[langgraph] has
     monkeypatch.setattr(_sqlite_copy, "_CLEAN_READS", {})  # what earlier tests read
-    _langgraph._msgpack.cache_clear()
+    _langgraph.msgpack_module.cache_clear()
     try:
         state = reader_for(GRAPH).read(tmp_path, PLAN)
     finally:
-        _langgraph._msgpack.cache_clear()
+        _langgraph.msgpack_module.cache_clear()
     assert state.records == {} and "pip install 'killpoint[langgraph]'" in state.problems[0]
