@@ -113,6 +113,7 @@ def invoke(
     op: str | None = None,
     pause: Callable[[float], None] = time.sleep,
     tool: FakeTool | None = None,
+    recorded: bool = False,
 ) -> ToolResult:
     """Run one tool call: invocation record, validation, act, then the ``after_effect`` point.
 
@@ -120,9 +121,11 @@ def invoke(
     crash. Every call, failed or not, passes ``after_effect`` (for a failed call:
     the tool is done and has not returned). ``pause`` waits out the tool's latency
     (``_take_time``): a server of the tools bounds it. ``tool``: the tool to run, when it is none of
-    the registered ones (a tool a scenario declares); by default the one registered as ``name``.
+    the registered ones (a tool a scenario declares); by default the one registered as ``name``. ``recorded``:
+    the caller wrote the invocation record already (a server of the tools writes it when the request arrives).
     """
-    ledger.invoked(name, call)
+    if not recorded:
+        ledger.invoked(name, call)
     result = _act(name, call, args, world, ledger, pause, tool or lookup(name))
     if rendezvous is not None:
         rendezvous.point(protocol.AFTER_EFFECT, call=call, op=op)

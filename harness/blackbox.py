@@ -186,11 +186,26 @@ def verify_before_replay(facts: Facts) -> list[Finding]:
             tool_class = classes[0][0]
             first = next((line for line in kill.around.segment_after if line.get("call") == call
                           and (p.LEDGER_PROBE in line.record or p.LEDGER_INVOKED in line.record)), None)
-            if first is not None and p.LEDGER_INVOKED in first.record:
+            if first is not None and p.LEDGER_INVOKED in first.record and not _probed_since_run(kill.around, call):
                 findings.append(_at_least_once(facts, kill, state, tool_class, first))
             elif repeated := repeated_effect(facts, call, kill.around, unjudged):
                 findings.append(repeated)
     return judged(findings, unjudged)
+
+
+def _probed_since_run(around: LedgerAroundKill, call: str) -> bool:
+    """A read-only probe of ``call`` came after its last run before the kill: its outcome was checked already.
+
+    An incarnation that verified the interrupted call and was killed before
+    the redo leaves the check valid, as nothing ran the call since: the next
+    incarnation may redo it on that probe's word (an effect the probe missed
+    is still a repeat, ``repeated_effect``).
+    """
+    probed = False
+    for line in around.before:
+        if line.get("call") == call and (p.LEDGER_INVOKED in line.record or p.LEDGER_PROBE in line.record):
+            probed = p.LEDGER_PROBE in line.record
+    return probed
 
 
 def _at_least_once(facts: Facts, kill: StoreKill, state: CallAtKill, tool_class: str, rerun: Line) -> Finding:

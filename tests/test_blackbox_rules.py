@@ -263,3 +263,26 @@ def test_an_interrupted_call_is_judged_by_the_catalogue_of_the_incarnation_that_
     ledger = [*LEDGER[:4], invoked("c2", "append", 1), effect("c2", "append", 1), invoked("c3", "ask_user", 1)]
     verdict = check(BLACK_BOX, evidence(ledger=ledger, catalogues=catalogues, incarnations=incarnations), GOLDEN)
     assert [finding.property for finding in verdict.findings] == ["verify-before-replay"]
+
+
+def test_a_redo_on_the_word_of_a_probe_an_earlier_incarnation_made_needs_no_new_probe():
+    """Killed at c2's request (it reached its tool, did nothing), the next incarnation probes c2 (absent) and is
+    killed before the redo; the one after redoes c2 on that probe's word, as nothing ran c2 since. Without the
+    probe the same redo is at-least-once (the twin below): a correct agent's depth-2 sweep once failed here."""
+    at_kill = store(("c1", p.SUCCEEDED), ("c2", p.RUNNING))
+    incarnations = (Incarnation(0, 100, None, "c2:after_started"), Incarnation(1, 101, None, "c2:after_started"),
+                    Incarnation(2, 102, 0, None))
+
+    def judged(probed: bool) -> list[str]:
+        ledger = [invoked("c1", "read_file", 0), invoked("c2", "append", 0), {"killed": 0, "point": "c2:after_started"},
+                  *([PROBE_C2] if probed else []), {"killed": 1, "point": "c2:after_started"},
+                  invoked("c2", "append", 2), effect("c2", "append", 2), invoked("c3", "ask_user", 2)]
+        found = Evidence(lines("journal.jsonl", []), (lines("journal-at-kill-0.jsonl", []),
+                                                      lines("journal-at-kill-1.jsonl", [])),
+                         lines("ledger.jsonl", ledger), WORLD, incarnations, catalogues={CATALOGUE_FILE: CATALOGUE},
+                         stores_at_kill=(at_kill, at_kill), stores_found=(None, None), store_final=ALL_DONE,
+                         golden_store_final=ALL_DONE)
+        return [finding.property for finding in check(BLACK_BOX, found, GOLDEN).findings]
+
+    assert judged(probed=True) == []
+    assert judged(probed=False) == ["verify-before-replay"]

@@ -206,11 +206,16 @@ class ToolService(LoopbackServer):
                                               f"{', '.join(self.index.tools())}"})
             return
         exchange["call"] = call
+        # The request reached its tool: the call is under way from here, its outcome unknown to the agent until
+        # the reply comes, so the invocation is in the ledger before the request is held (a kill there leaves a
+        # call a NON_IDEMPOTENT class makes the agent VERIFY, as the fake tools' own invoked line does).
+        with self._acting_for(incarnation) as (world, ledger):
+            ledger.invoked(tool, call)
         self.hook(TOOL_REQUEST, (call,), exchange)
         with self._acting_for(incarnation) as (world, ledger):
             try:
                 result = invoke(tool, call, args, world=world, ledger=ledger, pause=_bounded_pause,
-                                tool=self.declared.get(tool))
+                                tool=self.declared.get(tool), recorded=True)
             except Exception as error:  # on a state area the agent wrote (the world is its own): a failed call
                 result = ToolResult(ok=False, error=excerpt(f"{tool} failed on the world's state: {error!r}",
                                                             EXCERPT_CHARS))
@@ -292,7 +297,7 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
             except RunFolderRefused as refused:
                 self._send(503, {"ok": False, "error": f"nothing acts: {refused}"})
             except AgentKilled:
-                self.close_connection = True  # the agent is dead: nothing is written to it, nothing acts
+                self.drop_when_dead()  # nothing is written to it, nothing acts
 
         def _send(self, status: int, body: dict[str, Any]) -> None:
             data = json.dumps(body, default=str).encode()
