@@ -277,6 +277,8 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                        if event or (isinstance(kill, AfterDelay) and kill.after is None) or (watch_work and number == 0)
                        else None)
             try:
+                if services is not None:  # a container's agent reaches them in its own network
+                    services.reach_from(launched.pid)
                 served = server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
                                       watcher=watcher, on_point=watch.on_point if watch is not None
                                       else cpu_waits.on_point if cpu_waits is not None else None,

@@ -344,10 +344,6 @@ def resolve_backend(scenario: Scenario, backend: str | None, *, image: str | Non
     ``default_backend`` (``defaults.BACKEND_HELP``); options: the choices, else ``fallback_options`` when the
     fallback is the backend chosen, else the scenario file's image."""
     name = backend or fallback or scenario.backend or default_backend(scenario.workload)
-    if name == "docker" and scenario.agent is not None:
-        raise ConfigError("--backend docker: an [agent] scenario's agent talks to the model and tools killpoint serves "
-                          "on this host's 127.0.0.1, which a container (no network) cannot reach; use --backend "
-                          "subprocess or forkserver")
     if name != "docker":
         given = [flag for flag, value in (("--image", image), ("--restart", restart)) if value is not None]
         if given:

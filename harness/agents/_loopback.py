@@ -29,11 +29,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
+from killpoint.harness.agents._netns import listen_in_network_of, own_network
+
 POLL_S = 0.05  # how soon close() is noticed by the serving loop
 MAX_EXCHANGES = 10_000
 IDLE_TIMEOUT_S = 30.0  # each socket read and write of a handler that sets no ``timeout`` of its own
 MAX_CONNECTIONS = 64  # an agent's parallel requests are a handful; its SDK's pool opens connections on demand
 REQUEST_READ_FACTOR = 2  # a request's head and body: within this many socket timeouts of its first byte
+BURIAL_DEADLINE_S = 60.0  # how long a connection of a struck agent is kept open waiting for its death to be confirmed
 _DIGITS = re.compile(r"[0-9]{1,12}")
 
 
@@ -51,6 +54,8 @@ class _BoundedServer(ThreadingHTTPServer):
 
     def __init__(self, handler: type[QuietHandler]) -> None:
         super().__init__(("127.0.0.1", 0), handler)
+        self.buried = threading.Event()  # clear from the strike until the agent's death is confirmed
+        self.buried.set()
         self._lock = threading.Lock()
         self._served: dict[socket.socket, bool] = {}  # in the order accepted: whether it sent under the secret
 
@@ -127,6 +132,7 @@ class LoopbackServer:
         self._handler = handler
         self.new_secret()
         self._server = _BoundedServer(handler)
+        self._inner: socket.socket | None = None  # the listener in the agent's own network, if it has one
         self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_S,), name=name, daemon=True)
 
     @property
@@ -148,7 +154,44 @@ class LoopbackServer:
         self._thread.start()
         return self
 
+    def hold_drops(self) -> None:
+        """The agent is about to be killed: a connection its handler ends (``QuietHandler.drop_when_dead``) stays
+        open until ``release_drops``, so the agent, alive until the SIGKILL lands, never sees one dropped."""
+        self._server.buried.clear()
+
+    def release_drops(self) -> None:
+        """The agent is dead: the connections held open for it close."""
+        self._server.buried.set()
+
+    def reach_from(self, pid: int) -> None:
+        """Serve ``pid``'s own network too when it has one (a container's): the same port on its 127.0.0.1, so
+        the URL handed to the agent works from inside (``_netns``); the previous incarnation's is closed first."""
+        self._close_inner()
+        if own_network(pid):
+            listener = listen_in_network_of(pid, self._server.server_port)
+            listener.settimeout(POLL_S)
+            self._inner = listener
+            threading.Thread(target=self._accept_from, args=(listener,), name="inner", daemon=True).start()
+
+    def _accept_from(self, listener: socket.socket) -> None:
+        """Hand each connection made inside the other namespace to the server, as its own accepts are."""
+        while True:
+            try:
+                connection, address = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:  # closed: the next incarnation has its own, or the run is over
+                return
+            self._server.process_request(connection, address)
+
+    def _close_inner(self) -> None:
+        if self._inner is not None:
+            self._inner.close()
+            self._inner = None
+
     def close(self) -> None:
+        self.release_drops()
+        self._close_inner()
         if self._thread.is_alive():
             self._server.shutdown()
         self._server.server_close()
@@ -178,6 +221,18 @@ class QuietHandler(BaseHTTPRequestHandler):
     def handle_one_request(self) -> None:
         self._reading.next_request()
         super().handle_one_request()
+
+    def drop_when_dead(self) -> None:
+        """End the connection, with nothing more written, once the agent is dead (``LoopbackServer.hold_drops``).
+
+        Between the strike and the SIGKILL landing (a container's kill goes
+        through the engine: tens of milliseconds) the agent still runs. A
+        connection dropped then is seen: its SDK retries, or its tool function
+        reports an error the agent saves as the call's result, which no crash
+        does. So a handler the strike ended keeps its connection until then.
+        """
+        self.server.buried.wait(BURIAL_DEADLINE_S)
+        self.close_connection = True
 
     def parse_request(self) -> bool:
         """The request, its path without the secret prefix; a 404 for a path without it (nothing else runs).

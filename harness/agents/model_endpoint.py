@@ -142,7 +142,7 @@ def _handler_for(endpoint: ModelEndpoint, io_timeout: float) -> type[QuietHandle
                 return
             except AgentKilled:
                 exchange["outcome"] = f"agent killed at {MODEL_REQUEST}: nothing written"
-                self.close_connection = True
+                self.drop_when_dead()
                 return
             with endpoint.replying():
                 try:
@@ -156,7 +156,7 @@ def _handler_for(endpoint: ModelEndpoint, io_timeout: float) -> type[QuietHandle
                     endpoint.hook(MODEL_REPLY, tuple(exchange["calls"]), exchange)
                 except AgentKilled:
                     exchange["outcome"] = f"answered; agent killed at {MODEL_REPLY}"
-                    self.close_connection = True
+                    self.drop_when_dead()
 
         def _body(self) -> bytes:
             """The request body, refused (413) past the bound before any of it is read."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from killpoint.errors import WorkloadError
 from killpoint.harness._safe_files import fresh_folder, write_fresh
 from killpoint.harness.agents.model_endpoint import ModelEndpoint
 from killpoint.harness.agents.script import Script
@@ -107,8 +108,21 @@ class AgentServices:
         self.record.incarnation = incarnation
         self.tools.begin(incarnation)
 
+    def reach_from(self, pid: int) -> None:
+        """The incarnation ``pid`` started: if it has a network of its own (a container's), serve it there too."""
+        try:
+            self.model.reach_from(pid)
+            self.tools.reach_from(pid)
+        except OSError as error:
+            raise WorkloadError(f"the agent's container cannot reach the model and tools: no listener could be made "
+                                f"in its network ({error}); the harness must run as root to enter a container's "
+                                "network namespace") from None
+
     def strike(self) -> None:
-        """The kill's moment has come: end every held request, and let every tool call acting finish."""
+        """The kill's moment has come: end every held request, and let every tool call acting finish; their
+        connections stay open until ``save`` (the agent is dead then)."""
+        self.model.hold_drops()
+        self.tools.hold_drops()
         if self.seams is not None:
             self.seams.struck()
         self.tools.freeze()
@@ -119,6 +133,8 @@ class AgentServices:
         Called once the incarnation is dead (killed, or exited): no seam waits on the harness from then on,
         and every reply already written is recorded before the record is copied (``ModelEndpoint.settle``).
         """
+        self.model.release_drops()
+        self.tools.release_drops()
         if self.seams is not None:
             self.seams.struck()
         if not self.model.settle(SETTLE_DEADLINE_S):

@@ -71,7 +71,11 @@ def test_an_unplanned_call_runs_nothing_and_says_what_the_plan_holds(world, tmp_
     assert not (world / "files" / "log.txt").exists() and ledger_lines(tmp_path / "ledger.jsonl") == []
 
 
-def test_a_request_held_when_its_agent_is_killed_acts_on_nothing(world, tmp_path):
+def test_a_request_held_when_its_agent_is_killed_acts_on_nothing_and_is_dropped_only_once_the_agent_is_dead(
+        world, tmp_path):
+    """Its invocation is in the ledger (it reached its tool: the agent cannot know what became of it), its effect
+    never is; and its connection stays open until the harness says the agent is dead (a container's SIGKILL
+    lands tens of milliseconds after the strike: a drop before would be seen, and retried or saved as a result)."""
     held, killed = threading.Event(), threading.Event()
 
     def hook(point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
@@ -86,11 +90,17 @@ def test_a_request_held_when_its_agent_is_killed_acts_on_nothing(world, tmp_path
         caller = threading.Thread(target=lambda: outcome.append(_post_or_error(tools.url)))
         caller.start()
         assert held.wait(30)
+        tools.hold_drops()
         tools.freeze()
         killed.set()
+        caller.join(0.5)
+        assert caller.is_alive() and not outcome  # struck, not yet dead: its connection is still open
+        tools.release_drops()
         caller.join(30)
     assert outcome and isinstance(outcome[0], Exception), outcome  # the connection closed with no answer
-    assert not (world / "files" / "log.txt").exists() and ledger_lines(tmp_path / "ledger.jsonl") == []
+    assert not (world / "files" / "log.txt").exists()
+    assert [(line.get("invoked"), line.get("call")) for line in ledger_lines(tmp_path / "ledger.jsonl")] == [
+        ("append", "c2")]
 
 
 def _post_or_error(url: str) -> Any:
