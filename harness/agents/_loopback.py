@@ -132,7 +132,8 @@ class LoopbackServer:
         self._handler = handler
         self.new_secret()
         self._server = _BoundedServer(handler)
-        self._inner: socket.socket | None = None  # the listener in the agent's own network, if it has one
+        # The listener in the agent's own network, if it has one, and the thread accepting on it.
+        self._inner: tuple[socket.socket, threading.Thread] | None = None
         self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_S,), name=name, daemon=True)
 
     @property
@@ -170,8 +171,9 @@ class LoopbackServer:
         if own_network(pid):
             listener = listen_in_network_of(pid, self._server.server_port)
             listener.settimeout(POLL_S)
-            self._inner = listener
-            threading.Thread(target=self._accept_from, args=(listener,), name="inner", daemon=True).start()
+            accepting = threading.Thread(target=self._accept_from, args=(listener,), name="inner", daemon=True)
+            self._inner = listener, accepting
+            accepting.start()
 
     def _accept_from(self, listener: socket.socket) -> None:
         """Hand each connection made inside the other namespace to the server, as its own accepts are."""
@@ -185,8 +187,14 @@ class LoopbackServer:
             self._server.process_request(connection, address)
 
     def _close_inner(self) -> None:
+        """Close the listener in the other namespace, and wait for its accepting thread: until that thread's
+        wait returns, the kernel keeps the socket listening, and the next incarnation's could not take the port."""
         if self._inner is not None:
-            self._inner.close()
+            listener, accepting = self._inner
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+            accepting.join()
             self._inner = None
 
     def close(self) -> None:
