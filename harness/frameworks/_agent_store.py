@@ -59,7 +59,7 @@ class Sighting:
     """One place the store holds a tool-call id: as what, where (file and place in it), and an excerpt there."""
 
     tool_call_id: str
-    kind: str  # RESULT, RESULT_UNKNOWN or NAMED
+    kind: str  # RESULT, RESULT_UNKNOWN, NOTE or NAMED
     where: str
     excerpt: str
 
@@ -112,10 +112,8 @@ class AgentStore:
             state = _read_file(folder, template, plan)
             problems += state.problems
             for record in state.records.values():
-                sighting = Sighting.of_record(record)
-                kept = strongest.get(record.call)
-                if sighting is not None and (kept is None or _RANK[sighting.kind] < _RANK[kept.kind]):
-                    strongest[record.call] = sighting
+                if (sighting := Sighting.of_record(record)) is not None:
+                    _keep_strongest(strongest, sighting)
         if problems:
             return DurableState.unreadable(True, *problems)
         return DurableState(_by_call(strongest.values(), plan), True, None)
@@ -240,9 +238,14 @@ class _Walk:
                 self._saw(Sighting(value, NAMED, f"{self.path}: {where}", _cut(_shown(item))))
 
     def _saw(self, sighting: Sighting) -> None:
-        kept = self.strongest.get(sighting.tool_call_id)
-        if kept is None or _RANK[sighting.kind] < _RANK[kept.kind]:
-            self.strongest[sighting.tool_call_id] = sighting
+        _keep_strongest(self.strongest, sighting)
+
+
+def _keep_strongest(strongest: dict[str, Sighting], sighting: Sighting) -> None:
+    """Keep ``sighting`` unless a sighting of its id as strong or stronger came first (the first place wins a tie)."""
+    kept = strongest.get(sighting.tool_call_id)
+    if kept is None or _RANK[sighting.kind] < _RANK[kept.kind]:
+        strongest[sighting.tool_call_id] = sighting
 
 
 def _result_id(item: dict[Any, Any]) -> str | None:
