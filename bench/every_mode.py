@@ -82,6 +82,13 @@ SESSIONS = (
     # A call chosen in one incarnation and run in the next, handed a drifted catalogue (a soak's false alarm once).
     Session("reference agent, depth 2, drift", "scenarios/agents/reference_agent.toml",
             {"exhaustive": True, "depth": 2, "drift": "write_file=NON_IDEMPOTENT"}),
+    Session("reference agent, depth 2, no pause", "scenarios/agents/one_append.toml",
+            {"exhaustive": True, "depth": 2, "no_pause": True}),
+    Session("reference agent, own tools, depth 2", "scenarios/agents/shop_tools.toml", {"exhaustive": True, "depth": 2}),
+    Session("reference agent, power loss", "scenarios/agents/reference_agent.toml",
+            {"exhaustive": True, "power_loss": True}, needs="fuse"),
+    Session("reference agent, docker", "scenarios/agents/reference_agent.toml",
+            {"exhaustive": True, "backend": "docker"}, needs="docker"),
 )
 
 
