@@ -13,7 +13,9 @@ with the exchanges beside it, and ``close``.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,9 +116,12 @@ class AgentServices:
             self.model.reach_from(pid)
             self.tools.reach_from(pid)
         except OSError as error:
+            if not os.path.exists(f"/proc/{pid}"):
+                return  # it ended at once, before a listener was made: the runner sees it exit
             raise WorkloadError(f"the agent's container cannot reach the model and tools: no listener could be made "
-                                f"in its network ({error}); the harness must run as root to enter a container's "
-                                "network namespace") from None
+                                f"in its network ({error})" + ("; the harness must run as root to enter a container's "
+                                                               "network namespace" if error.errno == errno.EPERM
+                                                               else "")) from None
 
     def strike(self) -> None:
         """The kill's moment has come: end every held request, and let every tool call acting finish; their

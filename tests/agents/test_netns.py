@@ -81,6 +81,11 @@ def test_a_listener_inside_is_not_on_the_hosts_loopback(isolated):
         listener.close()
 
 
-def test_a_process_gone_is_an_error_the_services_turn_into_a_workload_error():
+def test_no_listener_is_made_for_a_process_gone(tmp_path):
+    """A container that ended at once has no network left to serve: an error to make one, nothing to reach."""
     with pytest.raises(OSError):
         listen_in_network_of(2 ** 22 + 1, 0)
+    world = tmp_path / "world"
+    seed_world(world, {}, {})
+    with ToolService(PLAN, world, tmp_path / "ledger.jsonl", lambda *_: None) as tools:
+        tools.reach_from(2 ** 22 + 1)  # quietly nothing: the runner sees the incarnation end
