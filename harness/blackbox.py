@@ -24,6 +24,7 @@ from killpoint.harness.evidence import (
     store_at_kill_name,
     store_found_name,
 )
+from killpoint.harness.frameworks._agent_seams import SEAMS_FILE
 from killpoint.harness.model import AtPoint, DurableState, Finding, PowerLoss, StepRecord
 from killpoint.harness.properties import (
     PROPERTY_BY_STATUS,
@@ -97,9 +98,11 @@ def store_kills(facts: Facts) -> list[StoreKill]:
     for around in kills:
         written = evidence.stores_at_kill[around.number]
         torn = around.number < len(evidence.stores_found) and evidence.stores_found[around.number] is not None
-        found_copy = store_found_name(around.number) if torn else store_at_kill_name(around.number)
+        # An agent's copy also holds its own store's files: the one judged from is named.
+        judged = f"/{SEAMS_FILE}" if facts.scenario.agent is not None else ""
+        found_copy = (store_found_name(around.number) if torn else store_at_kill_name(around.number)) + judged
         result.append(StoreKill(
-            around, call_states(facts, kills, around, written, store_at_kill_name(around.number)),
+            around, call_states(facts, kills, around, written, store_at_kill_name(around.number) + judged),
             call_states(facts, kills, around, evidence.store_found(around.number), found_copy),
             written.records_start))
     return result
@@ -218,7 +221,7 @@ def _at_least_once(facts: Facts, kill: StoreKill, state: CallAtKill, tool_class:
               *(line.quote() for line in effects))
     return Finding("verify-before-replay",
                    f"at-least-once: {call} ({state.tool}, {tool_class}) was re-executed after the kill without a "
-                   f"read-only check; {_landed_inside(facts, kill, state)}{_missing_record(state)}"
+                   f"read-only check; {_landed_inside(facts, kill, state)}{_missing_record(state, facts)}"
                    f"{_effects_in_ledger(facts, kill, call, effects)}{hint}",
                    call, kill.around.point, tuple(dict.fromkeys(quoted)))
 
@@ -244,7 +247,7 @@ def _landed_inside(facts: Facts, kill: StoreKill, state: CallAtKill) -> str:
             f"({invoked.source}:{invoked.number}) precedes the kill; ")
 
 
-def _missing_record(state: CallAtKill) -> str:
+def _missing_record(state: CallAtKill, facts: Facts) -> str:
     """Says so when the store the recovery started from holds no record of the call (empty when it holds one).
 
     The call was then judged interrupted on its invoked line alone, which a
@@ -252,6 +255,9 @@ def _missing_record(state: CallAtKill) -> str:
     """
     if state.record is not None:
         return ""
+    if facts.scenario.agent is not None:  # the seams' record: what the model had, not the agent's own store
+        return (f"the model had received no result of {state.call} by the kill ({state.copy}): only the "
+                f"ledger's invoked line says its tool request was under way; ")
     return (f"the store the recovery started from ({state.copy}) holds no record of {state.call}: only the "
             f"ledger's invoked line says it was under way; ")
 

@@ -31,7 +31,7 @@ from killpoint.harness.evidence import (
     store_at_kill_name,
     torn_journal_name,
 )
-from killpoint.harness.frameworks import framework_versions
+from killpoint.harness.frameworks import AGENT_SEAMS, framework_versions
 from killpoint.harness.model import (
     FAILED,
     PASSED,
@@ -302,6 +302,8 @@ def kept_by_copy(evidence: Evidence) -> dict[str, tuple[str, ...]]:
 def judged_black_box(journal: dict[str, object]) -> str:
     """How a report says a run was judged from a runtime's own store: "judged black-box from langgraph-sqlite (...)"."""
     versions = ", ".join(f"{name} {version}" for name, version in framework_versions(journal).items())
+    if journal.get("format") == AGENT_SEAMS:  # which SDK the agent is built on, the harness cannot say
+        return f"judged at the agent's network seams (the agent SDKs installed here: {versions})"
     return f"judged black-box from {journal.get('format')}" + (f" ({versions})" if versions else "")
 
 

@@ -202,8 +202,9 @@ class _Walk:
                 raise StoreUnreadable(f"{self.path}: it holds over {VALUE_LIMIT} values; it was not read to the end")
             item = stack.pop()
             if isinstance(item, dict):
-                self._object(item, where)
-                stack.extend(item.values())
+                self._object(item, where)  # which quotes its ids whole: they are not walked again alone
+                stack.extend(value for value in item.values()
+                             if not (isinstance(value, str) and planned_call_of(value) is not None))
             elif isinstance(item, list | tuple):
                 stack.extend(item)
             elif isinstance(item, str):
@@ -242,9 +243,10 @@ class _Walk:
 
 
 def _keep_strongest(strongest: dict[str, Sighting], sighting: Sighting) -> None:
-    """Keep ``sighting`` unless a sighting of its id as strong or stronger came first (the first place wins a tie)."""
+    """Keep ``sighting`` unless a stronger sighting of its id came first: of equal ones the last place wins, the
+    one nearest the kill (a journal's "started" line after the model's choice it copied)."""
     kept = strongest.get(sighting.tool_call_id)
-    if kept is None or _RANK[sighting.kind] < _RANK[kept.kind]:
+    if kept is None or _RANK[sighting.kind] <= _RANK[kept.kind]:
         strongest[sighting.tool_call_id] = sighting
 
 

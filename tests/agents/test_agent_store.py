@@ -150,3 +150,13 @@ def test_a_scenario_naming_its_agents_store_reads_it_beside_the_seams(tmp_path):
     assert reader_for(journal).files(PLAN) == ("a.sqlite", "a.sqlite-wal", "a.sqlite-shm", "a.sqlite-journal",
                                                "t/log.jsonl", "t/log.jsonl-wal", "t/log.jsonl-shm",
                                                "t/log.jsonl-journal")
+
+
+def test_of_equal_sightings_the_last_is_quoted_whole(tmp_path):
+    """A journal copies the model's choice, then writes the call's start: the start, nearer the kill, is quoted,
+    as the object holding the id (the id alone says nothing)."""
+    (tmp_path / "j.jsonl").write_text(json.dumps({"tool_calls": [{"id": "call_kp_c1", "name": "read_file"}]}) + "\n"
+                                      + json.dumps({"started": "call_kp_c1", "tool": "read_file"}) + "\n")
+    assert read(tmp_path, "j.jsonl")["c1"] == (
+        protocol.RUNNING, 'j.jsonl: line 2 names call_kp_c1, with no result of it: '
+                          '{"started": "call_kp_c1", "tool": "read_file"}')
