@@ -28,7 +28,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,8 @@ from killpoint.harness.model import DurableState, Plan, StepRecord
 FORMAT = "agent-store"
 SQLITE_HEADER = b"SQLite format 3\x00"
 QUOTED_CHARS = 200
+MARKER_SCAN_CHARS = 2_000  # of a result that is no text: how much is searched for a word saying "unknown"
+EXCERPT_DEPTH = 32
 # Values walked in one copy at most, and text decoded inside text (JSON in a column holding JSON) at most this deep.
 VALUE_LIMIT = 2_000_000
 NESTED_DECODING = 4
@@ -231,12 +233,13 @@ class _Walk:
         tool_call_id = _result_id(item)
         if tool_call_id is not None and planned_call_of(tool_call_id) is not None:
             content = next((item[key] for key in ("content", "output") if key in item), "")
-            kind = RESULT_UNKNOWN if tells_unknown(content if isinstance(content, str) else _shown(content)) else RESULT
-            self._saw(Sighting(tool_call_id, kind, f"{self.path}: {where}", _cut(_shown(item))))
+            said = content if isinstance(content, str) else _excerpt(content, MARKER_SCAN_CHARS)
+            kind = RESULT_UNKNOWN if tells_unknown(said) else RESULT
+            self._saw(Sighting(tool_call_id, kind, f"{self.path}: {where}", _excerpt(item)))
             return
         for value in item.values():  # the model's choice of a call, or any record naming it: quoted whole
             if isinstance(value, str) and planned_call_of(value) is not None:
-                self._saw(Sighting(value, NAMED, f"{self.path}: {where}", _cut(_shown(item))))
+                self._saw(Sighting(value, NAMED, f"{self.path}: {where}", _excerpt(item)))
 
     def _saw(self, sighting: Sighting) -> None:
         _keep_strongest(self.strongest, sighting)
@@ -302,15 +305,46 @@ def _unpacked(blob: bytes) -> object:
         return _NOT_JSON
 
 
-def _shown(value: object) -> str:
-    """``value`` as JSON text for a quote; its repr when it is no JSON (msgpack gives keys JSON has no word for)."""
-    try:
-        return json.dumps(value, default=str)
-    except (TypeError, ValueError, RecursionError):
-        try:
-            return repr(value)[:QUOTED_CHARS * 4]
-        except RecursionError:
-            return "(a value nested too deep to show)"
+def _excerpt(value: object, limit: int = QUOTED_CHARS) -> str:
+    """The start of ``value`` as JSON text (its repr where JSON has no word, as for msgpack's keys), rendered only
+    as far as ``limit`` characters: a store may nest a megabyte under every object that names an id, and
+    rendering each whole to quote its start would take time as the square of the store's size."""
+    parts: list[str] = []
+    size = 0
+    for part in _rendered(value, 0):
+        parts.append(part)
+        size += len(part)
+        if size > limit:
+            return "".join(parts)[:limit] + "…"
+    return "".join(parts)
+
+
+def _rendered(value: object, depth: int) -> Iterator[str]:
+    """``value``'s JSON text piece by piece, each string cut to a quote's length, nesting past EXCERPT_DEPTH elided."""
+    if depth > EXCERPT_DEPTH:
+        yield "…"
+    elif isinstance(value, dict):
+        yield "{"
+        for index, (key, item) in enumerate(value.items()):
+            yield f"{', ' if index else ''}{_scalar(key)}: "
+            yield from _rendered(item, depth + 1)
+        yield "}"
+    elif isinstance(value, list | tuple):
+        yield "["
+        for index, item in enumerate(value):
+            yield ", " if index else ""
+            yield from _rendered(item, depth + 1)
+        yield "]"
+    else:
+        yield _scalar(value)
+
+
+def _scalar(value: object) -> str:
+    if isinstance(value, str):
+        return json.dumps(value[:MARKER_SCAN_CHARS])
+    if value is None or isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return repr(value)[:QUOTED_CHARS]
 
 
 def _cut(text: str) -> str:

@@ -160,3 +160,26 @@ def test_of_equal_sightings_the_last_is_quoted_whole(tmp_path):
     assert read(tmp_path, "j.jsonl")["c1"] == (
         protocol.RUNNING, 'j.jsonl: line 2 names call_kp_c1, with no result of it: '
                           '{"started": "call_kp_c1", "tool": "read_file"}')
+
+
+def test_a_quote_renders_only_its_start_of_an_object_however_large():
+    """A store may nest a megabyte under every object naming an id: rendering each whole to quote 200 characters
+    would take time as the square of the store's size. Only the start is rendered, past it nothing is read."""
+    class Trap(list):
+        def __iter__(self):
+            for index, item in enumerate(super().__iter__()):
+                assert index < 1_000, "rendered far past the quote's length"
+                yield item
+
+    quote = _agent_store._excerpt({"id": "call_kp_c1", "log": Trap(range(10 ** 6)), "x": "y" * 10 ** 6})
+    assert quote.startswith('{"id": "call_kp_c1", "log": [0, 1, 2') and quote.endswith("…")
+    assert len(quote) == _agent_store.QUOTED_CHARS + 1
+
+
+def test_objects_nested_deep_each_naming_an_id_are_each_quoted_short(tmp_path):
+    nested: dict[str, object] = {"payload": "z" * 100_000}
+    for _ in range(400):
+        nested = {"id": "call_kp_c1", "inner": nested}
+    (tmp_path / "deep.json").write_text(json.dumps(nested))
+    status, quote = read(tmp_path, "deep.json")["c1"]
+    assert status == protocol.RUNNING and len(quote) < 400, quote
