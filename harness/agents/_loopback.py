@@ -19,6 +19,7 @@ harness or shuts its agent out; and a request must arrive whole within
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import re
 import secrets
@@ -31,7 +32,7 @@ from typing import Any, Self
 
 from killpoint.harness.agents._netns import listen_in_network_of, own_network
 
-POLL_S = 0.05  # how soon close() is noticed by the serving loop
+ACCEPT_RETRY_S = 0.01  # after an accept that failed for want of a resource (descriptors): a pause, not a spin
 MAX_EXCHANGES = 10_000
 IDLE_TIMEOUT_S = 30.0  # each socket read and write of a handler that sets no ``timeout`` of its own
 MAX_CONNECTIONS = 64  # an agent's parallel requests are a handful; its SDK's pool opens connections on demand
@@ -134,7 +135,8 @@ class LoopbackServer:
         self._server = _BoundedServer(handler)
         # The listener in the agent's own network, if it has one, and the thread accepting on it.
         self._inner: tuple[socket.socket, threading.Thread] | None = None
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_S,), name=name, daemon=True)
+        # Accepting, rather than ``serve_forever``, whose shutdown waits out a poll interval (50 ms a run).
+        self._thread = threading.Thread(target=self._accept_from, args=(self._server.socket,), name=name, daemon=True)
 
     @property
     def url(self) -> str:
@@ -170,38 +172,34 @@ class LoopbackServer:
         self._close_inner()
         if own_network(pid):
             listener = listen_in_network_of(pid, self._server.server_port)
-            listener.settimeout(POLL_S)
             accepting = threading.Thread(target=self._accept_from, args=(listener,), name="inner", daemon=True)
             self._inner = listener, accepting
             accepting.start()
 
     def _accept_from(self, listener: socket.socket) -> None:
-        """Hand each connection made inside the other namespace to the server, as its own accepts are."""
+        """Hand each connection made on ``listener`` (the server's own, or one inside the agent's namespace) to the
+        server, until ``_stop_accepting`` shuts it."""
         while True:
             try:
                 connection, address = listener.accept()
-            except TimeoutError:
+            except OSError as error:
+                if error.errno in (errno.EINVAL, errno.EBADF):  # shut: the next incarnation has its own, or the run is over
+                    return
+                time.sleep(ACCEPT_RETRY_S)  # a connection reset before it was taken, or no descriptor left for it
                 continue
-            except OSError:  # closed: the next incarnation has its own, or the run is over
-                return
             self._server.process_request(connection, address)
 
     def _close_inner(self) -> None:
-        """Close the listener in the other namespace, and wait for its accepting thread: until that thread's
-        wait returns, the kernel keeps the socket listening, and the next incarnation's could not take the port."""
+        """Close the listener in the other namespace: until its accepting thread's wait returns, the kernel keeps
+        the socket listening, and the next incarnation's could not take the port."""
         if self._inner is not None:
-            listener, accepting = self._inner
-            with contextlib.suppress(OSError):
-                listener.shutdown(socket.SHUT_RDWR)
-            listener.close()
-            accepting.join()
+            _stop_accepting(*self._inner)
             self._inner = None
 
     def close(self) -> None:
         self.release_drops()
         self._close_inner()
-        if self._thread.is_alive():
-            self._server.shutdown()
+        _stop_accepting(self._server.socket, self._thread)
         self._server.server_close()
 
     def __enter__(self) -> Self:
@@ -210,6 +208,15 @@ class LoopbackServer:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self.close()
+
+
+def _stop_accepting(listener: socket.socket, accepting: threading.Thread) -> None:
+    """Shut ``listener`` (which ends a wait in ``accept`` at once, on Linux), wait for ``accepting`` to return."""
+    with contextlib.suppress(OSError):
+        listener.shutdown(socket.SHUT_RDWR)
+    if accepting.is_alive():
+        accepting.join()
+    listener.close()
 
 
 class QuietHandler(BaseHTTPRequestHandler):

@@ -175,6 +175,7 @@ def test_an_agent_killed_after_the_reply_has_the_whole_reply() -> None:
     seams = Seams(kill_at="model_reply")
     with ModelEndpoint(Script.from_plan(PLAN), hook=seams) as endpoint:
         status, reply = post(endpoint, "/v1/chat/completions", CHAT)
+        assert endpoint.settle(10)  # the client has the reply before its thread has passed the seam after it
     assert status == 200 and reply["choices"][0]["message"]["tool_calls"][0]["id"] == "call_kp_c1"
     assert seams.seen == [("model_request", ("c1",)), ("model_reply", ("c1",))]
     assert endpoint.exchanges[-1]["outcome"] == "answered; agent killed at model_reply"
