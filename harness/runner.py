@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from killpoint import protocol
+from killpoint.client import ArmedPoints
 from killpoint.errors import WorkloadError
 from killpoint.fake_tools.world import World, seed_world
 from killpoint.harness import nemesis
 from killpoint.harness._escapees import RunFiles
 from killpoint.harness._safe_files import read_bounded
 from killpoint.harness.agents.scenario_table import script_plan
-from killpoint.harness.agents.services import AgentServices
+from killpoint.harness.agents.services import TOOLS_URL_ENV, AgentServices, ToolServices
 from killpoint.harness.backends import Backend, Launched
 from killpoint.harness.evidence import (
     STORE_FINAL,
@@ -241,9 +242,11 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     # whole from a snapshot, or saved by ``sharing`` after the last kill.
     stands_in = bool(schedule) and len(incarnations) == len(schedule)
     window = None
-    # An agent's services write what the model received, saved beside the copies of the agent's own store.
+    # The fake tools over HTTP, and an agent's scripted model: its services write what the model received, saved
+    # beside the copies of the agent's own store.
     services = (AgentServices.start(script_plan(scenario.plan, scenario.agent), paths["world"], paths["ledger"],
-                                    server.path) if scenario.agent is not None else None)
+                                    server.path) if scenario.agent is not None else
+                ToolServices.start(scenario.plan.to_json(), paths["world"], paths["ledger"], server.path))
     files = store_files(scenario)
     disks: Disks | None = None
     try:
@@ -253,18 +256,16 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
             kill: Kill | None = schedule[number] if number < len(schedule) else None
             watched = sharing is not None and sharing.holds_points and stands_in and number == len(schedule)
             waited = StorageWait(disks, scenario.timeout_s) if disks is not None else None
-            if services is not None:
-                services.begin(number)
+            world_durable = disks is not None and disks.world is not None
+            # The crash-free run's point times place the timed kills (``work_period``), so it waits at every
+            # point, as a timed kill's incarnation does; a watched one is held at each.
+            armed = None if watch_work or watched else armed_points(kill)
+            services.begin(number, ArmedPoints.parse(armed), world_durable=world_durable)
             started = time.monotonic()
             launched = backend.launch(
                 scenario.workload, cwd=scenario.cwd,
-                env=_environment(paths, server.path, number, drift,
-                                 world_durable=disks is not None and disks.world is not None,
-                                 # The crash-free run's point times place the timed kills (``work_period``),
-                                 # so it waits at every point, as a timed kill's incarnation does; a watched
-                                 # one is held at each.
-                                 armed=None if watch_work or watched else armed_points(kill))
-                | (services.environment() if services is not None else {}),
+                env=_environment(paths, server.path, number, drift, world_durable=world_durable, armed=armed)
+                | services.environment(),
                 stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
             watch = (sharing.snapshots(run_dir, incarnations, control_dir, launched, started, files)
                      if sharing is not None and watched else None)
@@ -277,8 +278,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                        if event or (isinstance(kill, AfterDelay) and kill.after is None) or (watch_work and number == 0)
                        else None)
             try:
-                if services is not None:  # a container's agent reaches them in its own network
-                    services.reach_from(launched.pid)
+                services.reach_from(launched.pid)  # a container's workload reaches them in its own network
                 served = server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
                                       watcher=watcher, on_point=watch.on_point if watch is not None
                                       else cpu_waits.on_point if cpu_waits is not None else None,
@@ -294,15 +294,13 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                     leftovers, escaped = tuple(launched.sweep()), tuple(escapes.hunt())
                 else:
                     kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
-                    if services is not None:  # nothing held goes on, every effect is in the ledger before the marker
-                        services.strike()
+                    services.strike()  # nothing held goes on, every effect is in the ledger before the marker
                     struck = _strike(launched, served, run_dir, number, files, disks, escapes, kills=kills)
-                    if services is not None:
-                        services.save(store_at_kill_path(run_dir, kills))
-                        if kill is not None and isinstance(kill.fault, PowerLoss):
-                            # What the model received is the services', off the disk that lost power: the next
-                            # incarnation finds it as it was.
-                            services.save(store_found_path(run_dir, kills))
+                    services.save(store_at_kill_path(run_dir, kills))
+                    if kill is not None and isinstance(kill.fault, PowerLoss):
+                        # What the model received is the services', off the disk that lost power: the next
+                        # incarnation finds it as it was.
+                        services.save(store_found_path(run_dir, kills))
                     killed_at, leftovers, kill_problems = struck.point, struck.leftovers, struck.problems
                     escaped = struck.escaped
                     server.read_after_kill(served)
@@ -338,11 +336,9 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 break
         if files is not None:
             _copy_final_store(paths, files, run_dir, incarnations)
-        if services is not None:
-            services.save(run_dir / STORE_FINAL)
+        services.save(run_dir / STORE_FINAL)
     finally:
-        if services is not None:
-            services.close()
+        services.close()
         server.close()
         shutil.rmtree(control_dir, ignore_errors=True)
         if disks is not None:
@@ -510,10 +506,10 @@ def _python_hint(workload: tuple[str, ...]) -> str:
     words = re.split(r"[\s'\";&|()]+", " ".join(workload))
     if any(_PYTHON_WORD.match(Path(word).name) for word in words if word):
         return ""
-    return ("The command runs no Python interpreter, and a runtime in another language calls the fake tools "
-            "through `{python} -m killpoint.fake_tools` — pass `{python}` in its command, e.g. --workload "
-            "'node my-agent.js --python {python}' (docs/protocol.md, \"Calling the fake tools from another "
-            "language\").\n")
+    return (f"The command runs no Python interpreter: a runtime in another language calls the fake tools at "
+            f"${TOOLS_URL_ENV} (POST /calls/TOOL, one request per call), or through `{{python}} -m "
+            f"killpoint.fake_tools` — pass `{{python}}` in its command, e.g. --workload 'node my-agent.js --python "
+            f"{{python}}' (docs/protocol.md, \"Calling the fake tools from another language\").\n")
 
 
 def require_rendezvous(scenario: Scenario, golden: GoldenRun) -> None:

@@ -166,7 +166,11 @@ class ArmedPoints:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> ArmedPoints:
-        text = (os.environ if environ is None else environ).get(protocol.ENV_ARMED)
+        return cls.parse((os.environ if environ is None else environ).get(protocol.ENV_ARMED))
+
+    @classmethod
+    def parse(cls, text: str | None) -> ArmedPoints:
+        """The points ``$KILLPOINT_ARMED``'s value ``text`` names (None or empty: unset)."""
         if not text:
             return cls()
         try:

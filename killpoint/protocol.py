@@ -26,6 +26,10 @@ ENV_ARMED = "KILLPOINT_ARMED"
 ARMED_NOW = "now"  # in $KILLPOINT_ARMED, true: at an armed point, send it and SIGKILL yourself, reading no reply
 NO_WAIT_FIELD = "wait"  # a crash-point message's field: false means the sender does not read a reply to it
 SENT_FIELD = "sent"  # with "wait": false, the sender's time.monotonic() at sending, which orders it among other senders'
+# The fake tools served by the harness over HTTP for the whole run (an extension of v1; a workload that ignores
+# it calls their command line): POST $KILLPOINT_TOOLS_URL/calls/TOOL with {"call", "op", "args"} answers
+# {"ok", "output", "error"}, POST .../probes/TOOL with {"call", "args"} answers {"effect_found"}.
+ENV_TOOLS_URL = "KILLPOINT_TOOLS_URL"
 # Every incarnation hashes strings the same way, so a workload iterating a set behaves the same each run.
 WORKLOAD_HASH_SEED = "0"
 

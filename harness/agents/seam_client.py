@@ -11,6 +11,11 @@ comes. ``struck`` ends every such wait; the request then raises
 ``AgentKilled`` and acts on nothing. A ``kill`` reply (a ``--no-pause`` kill,
 which a workload carries out on itself) drops the request at once for the same
 reason: the harness's own kill of the agent follows.
+
+Only the points the harness armed for the incarnation (``begin``'s
+``ArmedPoints``, as ``$KILLPOINT_ARMED`` tells a workload) are waited at; the
+others are announced without a wait, as a workload announces them, so a sweep
+pays one round trip per run rather than one per seam.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from typing import Any
 
 from killpoint import protocol
+from killpoint.client import ArmedPoints
 from killpoint.harness.agents.seams import AgentKilled
 
 SEND_DEADLINE_S = 10.0  # the harness's socket takes a line at once; a full backlog is a harness gone
@@ -33,13 +40,16 @@ class SeamClient:
     def __init__(self, control: str) -> None:
         self.control = control
         self.incarnation = 0
+        self.armed = ArmedPoints()
         self._lock = threading.Lock()
         self._waiting: set[socket.socket] = set()
         self._struck = False
 
-    def begin(self, incarnation: int) -> None:
+    def begin(self, incarnation: int, armed: ArmedPoints = ArmedPoints()) -> None:
+        """Announce for ``incarnation`` from now on, waiting at the points ``armed`` names (by default, at all)."""
         with self._lock:
             self.incarnation = incarnation
+            self.armed = armed
             self._struck = False
 
     def struck(self) -> None:
@@ -55,10 +65,11 @@ class SeamClient:
     def __call__(self, point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
         """The ``SeamHook``: announce ``point`` for each call in turn (none: the final answer's, with no call)."""
         for call in calls or (None,):
-            self._announce(point, call)
+            self.announce(point, call)
 
-    def _announce(self, point: str, call: str | None) -> None:
-        message = json.dumps({"point": point, "call": call, "op": None, "incarnation": self.incarnation}).encode()
+    def announce(self, point: str, call: str | None, op: str | None = None) -> None:
+        """Announce ``point`` of ``call`` (``op``: the operation a workload journaled it as), and wait for the
+        harness there if it is armed; AgentKilled if the incarnation was killed before or meanwhile."""
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             # Sent under the lock, so ``struck`` comes wholly before (nothing is sent) or after (the wait is ended):
@@ -66,9 +77,14 @@ class SeamClient:
             with self._lock:
                 if self._struck:
                     raise AgentKilled(f"incarnation {self.incarnation} was killed")
+                waits = self.armed.waits(point, call)
+                message = {"point": point, "call": call, "op": op, "incarnation": self.incarnation,
+                           **({} if waits else {protocol.NO_WAIT_FIELD: False, protocol.SENT_FIELD: time.monotonic()})}
                 connection.settimeout(SEND_DEADLINE_S)
                 connection.connect(self.control)
-                connection.sendall(message + b"\n")
+                connection.sendall(json.dumps(message).encode() + b"\n")
+                if not waits:
+                    return
                 self._waiting.add(connection)
             connection.settimeout(REPLY_DEADLINE_S)
             reply = connection.makefile("rb").readline()

@@ -1,18 +1,21 @@
-"""What the harness serves one run's agent: the scripted model, the tool service, and the seams between them.
+"""What the harness serves one run: the fake tools over HTTP, an agent's scripted model, and the seams between them.
 
-Both services live in the harness, outside the agent's process tree, for the
-whole run: a kill ends the agent, never them, so the ledger they write and the
-exchanges they keep survive it. The harness drives them through five moments:
-``begin`` before each incarnation starts, ``strike`` once the kill's moment has
-come and before the tree is killed (no held request goes on, no tool call acts
-past it: every effect is in the ledger before the kill marker), ``save`` to
-copy what the model had received into a store folder (at each kill, and at the
-end: the ``agent-seams`` record the checker reads, ``frameworks/_agent_seams``)
-with the exchanges beside it, and ``close``.
+A protocol runtime's run gets the tools (``ToolServices``), an agent's the
+model beside them (``AgentServices``). The services live in the harness,
+outside the workload's process tree, for the whole run: a kill ends the
+workload, never them, so the ledger they write and the exchanges they keep
+survive it. The harness drives them through five moments: ``begin`` before each
+incarnation starts, ``strike`` once the kill's moment has come and before the
+tree is killed (no held request goes on, no tool call acts past it: every
+effect is in the ledger before the kill marker), ``save`` once the incarnation
+is dead (for an agent, a copy of what the model had received into a store
+folder, at each kill and at the end: the ``agent-seams`` record the checker
+reads, ``frameworks/_agent_seams``, with the exchanges beside it), and ``close``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -21,8 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from killpoint import protocol
+from killpoint.client import ArmedPoints
 from killpoint.errors import WorkloadError
 from killpoint.harness._safe_files import fresh_folder, write_fresh
+from killpoint.harness.agents._loopback import LoopbackServer
 from killpoint.harness.agents.model_endpoint import ModelEndpoint
 from killpoint.harness.agents.script import Script
 from killpoint.harness.agents.seam_client import SeamClient
@@ -31,7 +37,7 @@ from killpoint.harness.agents.tool_service import ToolService
 from killpoint.harness.frameworks._agent_seams import EXCHANGES_FILE, REPLY, REQUEST, SEAMS_FILE
 
 
-TOOLS_URL_ENV = "KILLPOINT_TOOLS_URL"
+TOOLS_URL_ENV = protocol.ENV_TOOLS_URL
 MODEL_URL_ENV = "KILLPOINT_MODEL_URL"
 SETTLE_DEADLINE_S = 60.0  # a reply's writing ends at its socket timeout (30 s) if its reader lives on unreading
 API_KEY = "killpoint-scripted-model"  # the SDKs refuse to start without a key; the scripted model reads none
@@ -69,10 +75,79 @@ class SeamRecord:
 
 
 @dataclass
-class AgentServices:
-    model: ModelEndpoint
+class ToolServices:
+    """What the harness serves a protocol runtime's run: the fake tools over HTTP, announcing ``after_effect``.
+
+    A runtime that reads ``KILLPOINT_TOOLS_URL`` calls them there, one request per
+    call, instead of starting ``python -m killpoint.fake_tools``; one that does not
+    runs as before. Their moments are the agents' (see the module's docstring);
+    ``save`` writes nothing, for the ledger is their whole record.
+    """
+
     tools: ToolService
     seams: SeamClient | None  # None: a run nothing holds (the services' own tests)
+
+    @classmethod
+    def start(cls, plan: dict[str, Any], world: Path, ledger: Path, control: Path | None) -> ToolServices:
+        seams = SeamClient(str(control)) if control is not None else None
+        return cls(ToolService(plan, world, ledger, seams=seams, by_arguments=False).start(), seams)
+
+    def environment(self) -> dict[str, str]:
+        """The tools' URL, and loopback kept off any proxy the workload's environment names."""
+        return {TOOLS_URL_ENV: self.tools.url, "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+
+    def begin(self, incarnation: int, armed: ArmedPoints = ArmedPoints(), *, world_durable: bool = False) -> None:
+        """Incarnation ``incarnation`` is about to start, to be held at the points ``armed`` names (by default,
+        at every one); its calls act on the world, fsynced when ``world_durable`` (on a power loss's device),
+        under a new secret (``environment`` hands it the new one), so what an earlier incarnation left running
+        reaches nothing."""
+        if self.seams is not None:
+            self.seams.begin(incarnation, armed)
+        self.tools.begin(incarnation, world_durable=world_durable)
+
+    def reach_from(self, pid: int) -> None:
+        """The incarnation ``pid`` started: if it has a network of its own (a container's), serve it there too."""
+        try:
+            for server in self._servers():
+                server.reach_from(pid)
+        except OSError as error:
+            if not os.path.exists(f"/proc/{pid}"):
+                return  # it ended at once, before a listener was made: the runner sees it exit
+            raise WorkloadError(f"the workload's container cannot reach the harness's services: no listener could be "
+                                f"made in its network ({error})" + ("; the harness must run as root to enter a "
+                                                                    "container's network namespace"
+                                                                    if error.errno == errno.EPERM else "")) from None
+
+    def strike(self) -> None:
+        """The kill's moment has come: end every held request, and let every tool call acting finish; their
+        connections stay open until ``save`` (the workload is dead then)."""
+        for server in self._servers():
+            server.hold_drops()
+        if self.seams is not None:
+            self.seams.struck()
+        self.tools.freeze()
+
+    def save(self, folder: Path) -> None:
+        """The incarnation is dead (killed, or exited): the connections held for it close. Nothing is written."""
+        for server in self._servers():
+            server.release_drops()
+        if self.seams is not None:
+            self.seams.struck()
+
+    def close(self) -> None:
+        with contextlib.ExitStack() as closing:  # each is closed, whichever of them fails to
+            for server in self._servers():
+                closing.callback(server.close)
+
+    def _servers(self) -> list[LoopbackServer]:
+        return [self.tools]
+
+
+@dataclass
+class AgentServices(ToolServices):
+    """An agent's run: the scripted model beside the tools, and the record of what the model received."""
+
+    model: ModelEndpoint
     record: SeamRecord
 
     @classmethod
@@ -80,57 +155,28 @@ class AgentServices:
         """Both services of a run, held at their seams on ``control`` (None: a run nothing holds)."""
         seams = SeamClient(str(control)) if control is not None else None
         record = SeamRecord(seams if seams is not None else free_running)
-        tools = ToolService(plan, world, ledger, record)
-        model = ModelEndpoint(Script.from_plan(plan), hook=record)
-        services = cls(model, tools, seams, record)
-        tools.start()
+        tools = ToolService(plan, world, ledger, record, seams=seams).start()
         try:
-            model.start()
+            model = ModelEndpoint(Script.from_plan(plan), hook=record).start()
         except BaseException:
             tools.close()
             raise
-        return services
+        return cls(tools, seams, model, record)
 
     def environment(self) -> dict[str, str]:
         """How an unmodified agent is pointed at the services: the SDKs' own base-URL settings, and the tools' URL."""
         return {
+            **super().environment(),
             "OPENAI_BASE_URL": f"{self.model.url}/v1", "OPENAI_API_KEY": API_KEY,
             "ANTHROPIC_BASE_URL": self.model.url, "ANTHROPIC_API_KEY": API_KEY,
             "OPENAI_AGENTS_DISABLE_TRACING": "1",  # the Agents SDK would export traces to the real API
-            MODEL_URL_ENV: self.model.url, TOOLS_URL_ENV: self.tools.url,
-            "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1",
+            MODEL_URL_ENV: self.model.url,
         }
 
-    def begin(self, incarnation: int) -> None:
-        """Incarnation ``incarnation`` is about to start: both services answer under new secrets (``environment``
-        hands it theirs), so what an earlier incarnation left running reaches nothing."""
+    def begin(self, incarnation: int, armed: ArmedPoints = ArmedPoints(), *, world_durable: bool = False) -> None:
         self.model.new_secret()
-        if self.seams is not None:
-            self.seams.begin(incarnation)
         self.record.incarnation = incarnation
-        self.tools.begin(incarnation)
-
-    def reach_from(self, pid: int) -> None:
-        """The incarnation ``pid`` started: if it has a network of its own (a container's), serve it there too."""
-        try:
-            self.model.reach_from(pid)
-            self.tools.reach_from(pid)
-        except OSError as error:
-            if not os.path.exists(f"/proc/{pid}"):
-                return  # it ended at once, before a listener was made: the runner sees it exit
-            raise WorkloadError(f"the agent's container cannot reach the model and tools: no listener could be made "
-                                f"in its network ({error})" + ("; the harness must run as root to enter a container's "
-                                                               "network namespace" if error.errno == errno.EPERM
-                                                               else "")) from None
-
-    def strike(self) -> None:
-        """The kill's moment has come: end every held request, and let every tool call acting finish; their
-        connections stay open until ``save`` (the agent is dead then)."""
-        self.model.hold_drops()
-        self.tools.hold_drops()
-        if self.seams is not None:
-            self.seams.struck()
-        self.tools.freeze()
+        super().begin(incarnation, armed, world_durable=world_durable)
 
     def save(self, folder: Path) -> None:
         """What the model had received so far (``SEAMS_FILE``) and every exchange (``EXCHANGES_FILE``), in ``folder``.
@@ -138,10 +184,7 @@ class AgentServices:
         Called once the incarnation is dead (killed, or exited): no seam waits on the harness from then on,
         and every reply already written is recorded before the record is copied (``ModelEndpoint.settle``).
         """
-        self.model.release_drops()
-        self.tools.release_drops()
-        if self.seams is not None:
-            self.seams.struck()
+        super().save(folder)
         if not self.model.settle(SETTLE_DEADLINE_S):
             raise TimeoutError(f"a model reply was still being recorded {SETTLE_DEADLINE_S:g}s after its agent ended")
         fresh_folder(folder)  # in the run's folder, where the agent may have planted a link at its name
@@ -154,8 +197,5 @@ class AgentServices:
         return [*({"service": "model", **exchange} for exchange in self.model.exchanges),
                 *({"service": "tools", **exchange} for exchange in self.tools.exchanges)]
 
-    def close(self) -> None:
-        try:
-            self.model.close()
-        finally:
-            self.tools.close()
+    def _servers(self) -> list[LoopbackServer]:
+        return [self.model, self.tools]

@@ -19,10 +19,22 @@ asks for: ``{"tool_call_id": ID}`` (or ``{"call_id": C}``) runs the planned
 call's fake-tool probe, written to the ledger as a probe line, and answers
 ``{"effect_found": bool}``.
 
+A runtime that speaks the workload protocol names its calls, and calls the
+same service instead of starting ``python -m killpoint.fake_tools`` per call
+(an interpreter's start per call, most of a sweep's time for a runtime in
+another language): ``POST {url}/calls/TOOL`` with ``{"call", "op", "args"}``
+answers ``{"ok", "output", "error"}`` as the command's ``call`` prints it, after
+announcing ``after_effect`` for the op on the control socket (held there when
+the harness armed it); ``POST {url}/probes/TOOL`` with ``{"call", "args"}``
+answers ``{"effect_found"}`` as its ``probe`` does. A body that is not that is
+a 400 naming the field, and runs nothing.
+
 The service keeps the world consistent with the kill: ``freeze`` (before the
 harness strikes) lets no new call act and waits for the calls already acting
 to finish, so every effect is in the ledger before the harness's kill marker,
 and a request held at a crash point when its agent was killed acts on nothing.
+A call still waiting out its tool's latency then acts on nothing either, as a
+tool's process killed in its latency would not.
 """
 
 from __future__ import annotations
@@ -31,13 +43,13 @@ import json
 import os
 import re
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from killpoint import protocol
 from killpoint._json import strict_json
 from killpoint.fake_tools.base import ToolResult, invoke, lookup, verify
 from killpoint.fake_tools.ledger import Ledger
@@ -45,6 +57,7 @@ from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import open_regular
 from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, content_length, excerpt
 from killpoint.harness.agents.declared_tools import declared_tools
+from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled, SeamHook, free_running
 
 VERIFY_TOOL = "verify_effect"
@@ -57,14 +70,16 @@ NAME_CHARS = 200
 _TOOL_CALL_ID = re.compile(r"call_kp_(?P<call>.+?)(?:_(?:\d+|verify))?")
 
 
+# (HTTP status, JSON body) -> None: how a handler answers the request it was given.
+Reply = Callable[[int, dict[str, Any]], None]
+
+
 class RunFolderRefused(Exception):
     """The run's ledger or world was replaced by something the service will not open: no call acts."""
 
 
-def _bounded_pause(seconds: float) -> None:
-    """A tool's latency (``state/latency.json``, which the agent can write), at most half the freeze's deadline:
-    a call acting when the harness strikes ends before ``freeze`` gives up on it."""
-    time.sleep(min(seconds, FREEZE_DEADLINE_S / 2))
+class BadRequest(ValueError):
+    """A request naming its call whose body is not the one the service reads: answered 400, nothing runs."""
 
 
 def canonical(args: Any) -> str:
@@ -114,17 +129,23 @@ class ToolService(LoopbackServer):
     """The fake tools of one run over HTTP on 127.0.0.1, writing the run's ledger; see the module's docstring."""
 
     def __init__(self, plan: dict[str, Any], world: Path, ledger: Path, hook: SeamHook = free_running, *,
-                 world_durable: bool = False) -> None:
-        self.index = PlanIndex.of(plan)
+                 world_durable: bool = False, seams: SeamClient | None = None, by_arguments: bool = True) -> None:
+        """``seams``: where ``after_effect`` is announced for a call a runtime names (None: nowhere).
+        ``by_arguments``: requests that name no call are attributed to the plan's (an agent's run); a plan
+        whose runtime names its calls may call one tool twice with the same arguments, and such requests are
+        refused."""
+        self.index = PlanIndex.of(plan) if by_arguments else None
         self.declared = declared_tools(plan.get("tools", {}))  # the agent's own tools, as its scenario declares them
         self.world_path, self.world_durable = world, world_durable
         self._world: World | None = None  # held from ``begin`` (World.held)
         self.ledger_path = ledger
         self.hook = hook
+        self.seams = seams
         self._incarnation = 0
         self._ledger: Ledger | None = None
         self._refused: str | None = None  # why the ledger or the world was not opened (begin)
         self._frozen = False
+        self._struck = threading.Event()  # set by ``freeze``: cuts a tool's latency short (``_pause``)
         self._acting = 0
         self._state = threading.Condition()
         super().__init__(_handler_for(self), "killpoint-tool-service")
@@ -142,8 +163,9 @@ class ToolService(LoopbackServer):
             self._world.close()
             self._world = None
 
-    def begin(self, incarnation: int) -> None:
-        """Incarnation ``incarnation`` is about to start: its calls act, stamped with its number.
+    def begin(self, incarnation: int, *, world_durable: bool | None = None) -> None:
+        """Incarnation ``incarnation`` is about to start: its calls act, stamped with its number (on a world
+        fsynced from now on if ``world_durable``, the world being on a power loss's device; None: as before).
 
         The ledger and the world are in the run's folder, which the agent can write: what it planted at their
         names (a symlink to a host file or folder, a FIFO that would block the open) is never opened, and no
@@ -152,6 +174,8 @@ class ToolService(LoopbackServer):
         on through those descriptors until the next ``begin``, whatever is renamed meanwhile.
         """
         self.new_secret()  # what the last incarnation left running reaches nothing from now on
+        if world_durable is not None:
+            self.world_durable = world_durable
         with self._state:
             self._let_go()
             self._refused = None
@@ -164,11 +188,13 @@ class ToolService(LoopbackServer):
                 self._ledger = Ledger(self.ledger_path, incarnation, fd=fd)
             self._incarnation = incarnation
             self._frozen = False
+            self._struck.clear()
 
     def freeze(self) -> None:
         """No new call acts, and the ones acting have finished (the harness is about to strike)."""
         with self._state:
             self._frozen = True
+            self._struck.set()
             if not self._state.wait_for(lambda: self._acting == 0, timeout=FREEZE_DEADLINE_S):
                 raise TimeoutError(f"a tool call still acted {FREEZE_DEADLINE_S:g}s after the service froze")
 
@@ -190,14 +216,64 @@ class ToolService(LoopbackServer):
                 self._acting -= 1
                 self._state.notify_all()
 
-    def handle(self, tool: str, args: Any, reply: Any) -> None:
+    def _invoke(self, tool: str, call: str, args: dict[str, Any], incarnation: int, *, recorded: bool) -> ToolResult:
+        """Run the tool on the run's world while ``incarnation`` runs (``recorded``: its invocation is written)."""
+        with self._acting_for(incarnation) as (world, ledger):
+            try:
+                return invoke(tool, call, args, world=world, ledger=ledger, pause=self._pause,
+                              tool=self.declared.get(tool), recorded=recorded)
+            except AgentKilled:
+                raise
+            except Exception as error:  # on a state area the workload wrote (the world is its own): a failed call
+                return ToolResult(ok=False, error=excerpt(f"{tool} failed on the world's state: {error!r}",
+                                                          EXCERPT_CHARS))
+
+    def _pause(self, seconds: float) -> None:
+        """A tool's latency (``state/latency.json``, which the workload can write), ended by a strike: the call
+        then acts on nothing (``AgentKilled``), and ``freeze`` never waits on it."""
+        if self._struck.wait(min(seconds, FREEZE_DEADLINE_S)):
+            raise AgentKilled("the incarnation was struck while its tool call waited out its latency")
+
+    def call_named(self, tool: str, body: Any, reply: Reply) -> None:
+        """``POST /calls/TOOL``: the call a runtime names runs, ``after_effect`` is announced (and held where
+        armed), then the answer (see the module's docstring); BadRequest when ``body`` is not one."""
+        call, op, args = _named_call(body, with_op=True)
+        incarnation = self._incarnation
+        exchange: dict[str, Any] = {"tool": excerpt(tool, NAME_CHARS), "call": call, "op": op,
+                                    "args": excerpt(canonical(args), EXCERPT_CHARS), "incarnation": incarnation}
+        self.record(exchange)
+        result = self._invoke(tool, call, args, incarnation, recorded=False)
+        exchange.update(ok=result.ok, error=result.error)
+        if self.seams is not None:
+            self.seams.announce(protocol.AFTER_EFFECT, call, op)
+        reply(200, {"ok": result.ok, "output": result.output, "error": result.error})
+        exchange["status"] = 200
+
+    def probe_named(self, tool: str, body: Any, reply: Reply) -> None:
+        """``POST /probes/TOOL``: the read-only check of whether the named call's effect is in the world."""
+        call, _, args = _named_call(body, with_op=False)
+        incarnation = self._incarnation
+        exchange: dict[str, Any] = {"tool": excerpt(tool, NAME_CHARS), "call": call, "probe": True,
+                                    "incarnation": incarnation}
+        self.record(exchange)
+        found = self._verify(tool, args, incarnation, exchange, reply, call=call)
+        if found is not None:
+            reply(200, {"effect_found": found})
+            exchange["status"] = 200
+
+    def handle(self, tool: str, args: Any, reply: Reply) -> None:
         """One tool request: attribute it, hold it at its seams, act, answer (``reply(status, body)``)."""
         incarnation = self._incarnation
         exchange: dict[str, Any] = {"tool": excerpt(tool, NAME_CHARS), "args": excerpt(canonical(args), EXCERPT_CHARS),
                                     "incarnation": incarnation}
         self.record(exchange)
+        if self.index is None:
+            exchange["status"] = 404
+            reply(404, {"ok": False, "error": f"this run's runtime names its calls: POST /calls/{exchange['tool']} "
+                                              f"with {{\"call\", \"op\", \"args\"}}"})
+            return
         if tool == VERIFY_TOOL:
-            self._probe(args, exchange, incarnation, reply)
+            self._probe(self.index, args, exchange, incarnation, reply)
             return
         call = self.index.call_of(tool, args)
         if call is None or not isinstance(args, dict):
@@ -212,44 +288,45 @@ class ToolService(LoopbackServer):
         with self._acting_for(incarnation) as (world, ledger):
             ledger.invoked(tool, call)
         self.hook(TOOL_REQUEST, (call,), exchange)
-        with self._acting_for(incarnation) as (world, ledger):
-            try:
-                result = invoke(tool, call, args, world=world, ledger=ledger, pause=_bounded_pause,
-                                tool=self.declared.get(tool), recorded=True)
-            except Exception as error:  # on a state area the agent wrote (the world is its own): a failed call
-                result = ToolResult(ok=False, error=excerpt(f"{tool} failed on the world's state: {error!r}",
-                                                            EXCERPT_CHARS))
+        result = self._invoke(tool, call, args, incarnation, recorded=True)
         exchange.update(ok=result.ok, error=result.error)
         self.hook(TOOL_EFFECT, (call,), exchange)
         reply(200, {"ok": result.ok, "output": result.output, "error": result.error})
         exchange["status"] = 200
         self.hook(TOOL_REPLY, (call,), exchange)
 
-    def _probe(self, args: Any, exchange: dict[str, Any], incarnation: int, reply: Any) -> None:
-        call = self.index.probed_call(args)
+    def _probe(self, index: PlanIndex, args: Any, exchange: dict[str, Any], incarnation: int, reply: Reply) -> None:
+        call = index.probed_call(args)
         if call is None:
             exchange["status"] = 404
             reply(404, {"ok": False, "error": "verify_effect: give {\"tool_call_id\": ID} of a planned call's tool "
                                               "call (or {\"call_id\": C})"})
             return
         exchange["call"] = call
-        tool, call_args = self.index.args_of[call]
+        found = self._verify(*index.args_of[call], incarnation, exchange, reply, call=call)
+        if found is not None:
+            reply(200, {"ok": True, "output": {"effect_found": found}, "error": None})
+            exchange["status"] = 200
+
+    def _verify(self, tool: str, args: dict[str, Any], incarnation: int, exchange: dict[str, Any], reply: Reply, *,
+                call: str) -> bool | None:
+        """Whether ``call``'s effect is in the world (its probe, in the ledger); None once a 500 has said that
+        the probe failed on a state area the workload wrote, which cannot be told, so nothing is said."""
         with self._acting_for(incarnation) as (world, ledger):
             try:
-                found = verify(tool, call, call_args, world=world, ledger=ledger, tool=self.declared.get(tool))
-            except Exception as error:  # on a state area the agent wrote: it cannot be told, so nothing is said
+                found = verify(tool, call, args, world=world, ledger=ledger, tool=self.declared.get(tool))
+            except Exception as error:
                 exchange["status"] = 500
-                reply(500, {"ok": False, "error": excerpt(f"verify_effect failed on the world's state: {error!r}",
-                                                          EXCERPT_CHARS)})
-                return
+                reply(500, {"ok": False, "error": excerpt(f"the probe of {tool} failed on the world's state: "
+                                                          f"{error!r}", EXCERPT_CHARS)})
+                return None
         exchange["effect_found"] = found
-        reply(200, {"ok": True, "output": {"effect_found": found}, "error": None})
-        exchange["status"] = 200
+        return found
 
     def openapi(self) -> dict[str, Any]:
         """An OpenAPI 3.1 document: one POST operation per tool the plan calls, and the probe."""
         paths: dict[str, Any] = {}
-        for name in [*self.index.tools(), VERIFY_TOOL]:
+        for name in [*(self.index.tools() if self.index is not None else ()), VERIFY_TOOL]:
             tool = self.declared.get(name) or lookup(name)
             schema = tool.schema if tool is not None else {
                 "type": "object", "properties": {"tool_call_id": {"type": "string"}}, "required": ["tool_call_id"]}
@@ -265,6 +342,24 @@ class ToolService(LoopbackServer):
         return {"openapi": "3.1.0", "info": {"title": "killpoint fake tools", "version": "1"}, "paths": paths}
 
 
+def _named_call(body: Any, *, with_op: bool) -> tuple[str, str | None, dict[str, Any]]:
+    """The call id, op and arguments of a request naming its call; BadRequest naming the field that is wrong."""
+    fields = '{"call": CALL_ID, ' + ('"op": OP, ' if with_op else "") + '"args": {...}}'
+    if not isinstance(body, dict):
+        raise BadRequest(f"the body must be one JSON object {fields}")
+    call, op, args = body.get("call"), body.get("op"), body.get("args", {})
+    if not isinstance(call, str) or not call:
+        raise BadRequest(f"'call' must be the planned call's call_id, a non-empty string: {fields}")
+    if with_op and not (op is None or isinstance(op, str)):
+        raise BadRequest(f"'op' must be the operation id the runtime journaled, a string (or null): {fields}")
+    if not isinstance(args, dict):
+        raise BadRequest(f"'args' must be the call's arguments, a JSON object: {fields}")
+    unknown = sorted(set(body) - {"call", "args", *(("op",) if with_op else ())})
+    if unknown:
+        raise BadRequest(f"unknown field {excerpt(unknown[0], NAME_CHARS)!r}: {fields}")
+    return call, op, args
+
+
 def _handler_for(service: ToolService) -> type[QuietHandler]:
     class Handler(QuietHandler):
         timeout = IO_TIMEOUT_S
@@ -276,9 +371,11 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
                 self._send(404, {"ok": False, "error": f"no such path {self.path[:200]!r}; see /openapi.json"})
 
         def do_POST(self) -> None:
-            name = self.path.split("?")[0].removeprefix("/tools/")
-            if not self.path.startswith("/tools/") or "/" in name:
-                self._send(404, {"ok": False, "error": f"no such path {self.path[:200]!r}; POST /tools/NAME"})
+            kind, _, name = self.path.split("?")[0].removeprefix("/").partition("/")
+            handle = {"tools": service.handle, "calls": service.call_named, "probes": service.probe_named}.get(kind)
+            if handle is None or not name or "/" in name:
+                self._send(404, {"ok": False, "error": f"no such path {self.path[:200]!r}; POST /tools/NAME (or "
+                                                       f"/calls/NAME, /probes/NAME for a runtime naming its calls)"})
                 return
             length = content_length(self.headers.get("Content-Length"))
             if length is None or length > MAX_BODY_BYTES:
@@ -293,7 +390,9 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
                 self._send(400, {"ok": False, "error": f"the body is not one JSON value: {error}"})
                 return
             try:
-                service.handle(name, args, self._send)
+                handle(name, args, self._send)
+            except BadRequest as bad:
+                self._send(400, {"ok": False, "error": str(bad)})
             except RunFolderRefused as refused:
                 self._send(503, {"ok": False, "error": f"nothing acts: {refused}"})
             except AgentKilled:

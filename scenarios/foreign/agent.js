@@ -6,8 +6,10 @@
 // holding {"taskId", "operations": [{"operationId", "llmCallId", "toolName", "status",
 // "idempotency", "interactive", "attempt"}]}. killpoint judges it only through that store (the
 // scenario's [journal] table maps its fields), the ledger and the world: nothing here shares
-// code with killpoint, and the fake tools are reached through their command line, run with the
-// interpreter given as --python (the {python} of the scenario's command).
+// code with killpoint. The fake tools are reached over HTTP at $KILLPOINT_TOOLS_URL, the tool
+// service the harness runs beside every run (one request per call, on a kept-alive connection),
+// or, given --python, through their command line, run with that interpreter (the {python} of a
+// scenario's command): a Python start per call.
 //
 // The recovery rules (shared/spec/recovery-rules.md): an operation is RUNNING in the store
 // before its tool is called (write-ahead) and SUCCEEDED or FAILED once it returned. On start the
@@ -17,8 +19,8 @@
 // tool's read-only probe, marked SUCCEEDED without a rerun when the effect is there. Calls with
 // no record run in plan order.
 //
-//   node agent.js --python PYTHON [--bug blind-retry | started-after-tool | rename-no-dir-fsync
-//                                        | rename-no-file-fsync]
+//   node agent.js [--python PYTHON] [--bug blind-retry | started-after-tool | rename-no-dir-fsync
+//                                      | rename-no-file-fsync]
 //
 // The bugs are the mutants that must be caught: blind-retry reruns an interrupted
 // NON_IDEMPOTENT or UNKNOWN call without the probe (verify-before-replay); started-after-tool
@@ -30,6 +32,7 @@
 'use strict';
 
 const fs = require('fs');
+const http = require('http');
 const net = require('net');
 const path = require('path');
 const { spawnSync } = require('child_process');
@@ -40,7 +43,7 @@ const FAILED = 'FAILED';
 const RETRY_SAFE_CLASSES = ['READ_ONLY', 'IDEMPOTENT_WRITE'];
 const UNLISTED_CLASS = 'UNKNOWN';
 const BUGS = ['blind-retry', 'started-after-tool', 'rename-no-dir-fsync', 'rename-no-file-fsync'];
-const USAGE = 'usage: node agent.js --python PYTHON [--bug ' + BUGS.join('|') + ']';
+const USAGE = 'usage: node agent.js [--python PYTHON] [--bug ' + BUGS.join('|') + ']';
 const EXIT_FAILED = 1;
 const EXIT_USAGE = 2;
 
@@ -55,7 +58,6 @@ function parseArguments(argv) {
     }
     options[flag.slice(2)] = value;
   }
-  if (!options.python) throw new UsageError(`${USAGE}\n--python is required: the interpreter that runs the fake tools`);
   if (options.bug !== null && !BUGS.includes(options.bug)) {
     throw new UsageError(`${USAGE}\n--bug ${JSON.stringify(options.bug)} is not one of ${BUGS.join(', ')}`);
   }
@@ -75,8 +77,90 @@ function protocolEnvironment(environ) {
     plan: environ.KILLPOINT_PLAN,
     catalogue: environ.KILLPOINT_CATALOGUE,
     control: environ.KILLPOINT_CONTROL || null,
+    toolsUrl: environ.KILLPOINT_TOOLS_URL || null,
     incarnation,
   };
+}
+
+// The fake tools over HTTP: POST /calls/TOOL {call, op, args} and POST /probes/TOOL {call, args}.
+class ToolService {
+  constructor(url) {
+    this.url = url.replace(/\/+$/, '');
+    this.connections = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  }
+
+  call(call, op) {
+    return this.post('calls', call, { call: call.call_id, op, args: call.args || {} });
+  }
+
+  probe(call) {
+    return this.post('probes', call, { call: call.call_id, args: call.args || {} });
+  }
+
+  post(kind, call, request) {
+    const body = Buffer.from(JSON.stringify(request));
+    const headers = { 'Content-Type': 'application/json', 'Content-Length': body.length };
+    return new Promise((resolve, reject) => {
+      const sent = http.request(`${this.url}/${kind}/${call.tool}`, { method: 'POST', headers, agent: this.connections },
+        (response) => {
+          const chunks = [];
+          response.on('data', (chunk) => chunks.push(chunk));
+          response.on('error', reject);
+          response.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            if (response.statusCode !== 200) {
+              reject(new Error(`the tool service answered ${kind} ${call.tool} (${call.call_id}) with ` +
+                `${response.statusCode}: ${text.slice(0, 300)}`));
+            } else {
+              resolve(JSON.parse(text));
+            }
+          });
+        });
+      sent.on('error', reject);
+      sent.end(body);
+    });
+  }
+
+  close() {
+    this.connections.destroy();
+  }
+}
+
+// The fake tools' command line: `PYTHON -m killpoint.fake_tools COMMAND`, a child in this process group.
+class ToolCommand {
+  constructor(python) {
+    this.python = python;
+  }
+
+  async call(call, op) {
+    return this.run('call', call, ['--op', op]);
+  }
+
+  async probe(call) {
+    return this.run('probe', call, []);
+  }
+
+  run(command, call, options) {
+    const argv = ['-m', 'killpoint.fake_tools', command, call.tool, '--call', call.call_id, ...options,
+      '--args', JSON.stringify(call.args || {})];
+    const done = spawnSync(this.python, argv, { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+    if (done.error) throw new Error(`cannot run ${this.python}: ${done.error.message}`);
+    try {
+      return JSON.parse(done.stdout.split('\n')[0]);
+    } catch (error) {
+      // A call that FAILED exits 1 with an answer; a crash of the command exits 1 with none.
+      throw new Error(`fake_tools ${command} ${call.tool} (${call.call_id}) exited ${done.status} with no answer`);
+    }
+  }
+
+  close() {}
+}
+
+function toolsFor(options, environment) {
+  if (options.python) return new ToolCommand(options.python);
+  if (environment.toolsUrl) return new ToolService(environment.toolsUrl);
+  throw new UsageError(`${USAGE}\nno way to the fake tools: KILLPOINT_TOOLS_URL is unset (killpoint sets it), ` +
+    'so give --python PYTHON, the interpreter that runs their command line');
 }
 
 function fsyncPath(target) {
@@ -216,8 +300,8 @@ class Control {
 }
 
 class Runtime {
-  constructor({ plan, catalogue, store, control, python, bug }) {
-    Object.assign(this, { plan, catalogue, store, control, python, bug });
+  constructor({ plan, catalogue, store, control, tools, bug }) {
+    Object.assign(this, { plan, catalogue, store, control, tools, bug });
   }
 
   async run() {
@@ -239,7 +323,7 @@ class Runtime {
 
   async verifyThenRedo(call) {
     const operation = this.store.operation(call.call_id);
-    const effectFound = this.fakeTool('probe', call, []).effect_found === true;
+    const effectFound = (await this.tools.probe(call)).effect_found === true;
     await this.control.point('after_verify', call.call_id, operation.operationId);
     if (effectFound) this.store.record({ ...operation, status: SUCCEEDED });
     else await this.perform(call);
@@ -261,7 +345,7 @@ class Runtime {
     await this.control.point('before_started', call.call_id, op);
     if (this.bug !== 'started-after-tool') this.store.record(running);
     await this.control.point('after_started', call.call_id, op);
-    const answer = this.fakeTool('call', call, ['--op', op]);
+    const answer = await this.tools.call(call, op);
     if (this.bug === 'started-after-tool') this.store.record(running);
     await this.control.point('before_finished', call.call_id, op);
     this.store.record({ ...running, status: answer.ok === true ? SUCCEEDED : FAILED });
@@ -272,34 +356,22 @@ class Runtime {
     const tools = this.catalogue.tools || {};
     return Object.prototype.hasOwnProperty.call(tools, tool) ? tools[tool] : (this.catalogue.default || UNLISTED_CLASS);
   }
-
-  // Run `PYTHON -m killpoint.fake_tools COMMAND` in this process group and return its one JSON line.
-  fakeTool(command, call, options) {
-    const argv = ['-m', 'killpoint.fake_tools', command, call.tool, '--call', call.call_id, ...options,
-      '--args', JSON.stringify(call.args || {})];
-    const done = spawnSync(this.python, argv, { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
-    if (done.error) throw new Error(`cannot run ${this.python}: ${done.error.message}`);
-    try {
-      return JSON.parse(done.stdout.split('\n')[0]);
-    } catch (error) {
-      // A call that FAILED exits 1 with an answer; a crash of the command exits 1 with none.
-      throw new Error(`fake_tools ${command} ${call.tool} (${call.call_id}) exited ${done.status} with no answer`);
-    }
-  }
 }
 
 async function main() {
   const options = parseArguments(process.argv.slice(2));
   const environment = protocolEnvironment(process.env);
+  const tools = toolsFor(options, environment);
   const plan = JSON.parse(fs.readFileSync(environment.plan, 'utf8'));
   const catalogue = JSON.parse(fs.readFileSync(environment.catalogue, 'utf8'));
   const store = new TaskStore(path.join(environment.runDir, 'tasks'), plan.task_id, environment.incarnation,
     options.bug);
   const control = new Control(environment.control, environment.incarnation);
   try {
-    await new Runtime({ plan, catalogue, store, control, ...options }).run();
+    await new Runtime({ plan, catalogue, store, control, tools, bug: options.bug }).run();
   } finally {
     control.close();
+    tools.close();
   }
 }
 

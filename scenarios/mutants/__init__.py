@@ -47,13 +47,13 @@ FLAGGED = (
            "Bug: the Node.js agent rewrites its task file by temp file, fsync and rename but never fsyncs the "
            "folder after the rename, so at a power loss every rename is undone and its store is gone.",
            "write-ahead", POWER_LOSS, "foreign/short",
-           f"node {_script('foreign', 'agent.js')} --python {{python}} --bug rename-no-dir-fsync"),
+           f"node {_script('foreign', 'agent.js')} --bug rename-no-dir-fsync"),
     Mutant("foreign_rename_no_file_fsync",
            "Bug: the Node.js agent renames its temp file over the task file without fsyncing the temp file first, "
            "so at a power loss the rename stands but over bytes never written: an empty task file.",
            # Killed after the tap's effect: at an earlier kill the empty store is unreadable, so nothing is judged.
            "world-equals-golden", ("--kill-at", "c2:after_effect", "--power-loss"), "foreign/short",
-           f"node {_script('foreign', 'agent.js')} --python {{python}} --bug rename-no-file-fsync"),
+           f"node {_script('foreign', 'agent.js')} --bug rename-no-file-fsync"),
     Mutant("sqlite_synchronous_off",
            "Bug: the SQLite-journal runtime runs with PRAGMA synchronous = OFF (\"SQLite is fast that way\"), in "
            "SQLite's default rollback-journal mode: no commit is ever fsynced, nor the database's name, so at a "

@@ -2,8 +2,9 @@
 
 It is deliberately independent: it imports only the Python standard library (no
 ``harness``, ``fake_tools`` or ``scenarios`` module) and reaches the fake tools
-the way a runtime in another language would, by running ``python -m killpoint.fake_tools``.
-So when killpoint passes it, the harness has judged a runtime through the
+the way a runtime in another language would: over HTTP at ``$KILLPOINT_TOOLS_URL``,
+the tool service the harness runs (``urllib``, one request per call), or with
+``--tools-command`` by running ``python -m killpoint.fake_tools``. So when killpoint passes it, the harness has judged a runtime through the
 protocol alone (environment, journal, ledger, control socket), and a mistake
 shared by the harness and its own client code could not hide behind it.
 
@@ -26,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
@@ -36,6 +38,7 @@ Record = dict[str, Any]
 # one equal to killpoint.protocol's).
 ENV_PLAN, ENV_CATALOGUE, ENV_RUN_DIR = "KILLPOINT_PLAN", "KILLPOINT_CATALOGUE", "KILLPOINT_RUN_DIR"
 ENV_CONTROL, ENV_INCARNATION = "KILLPOINT_CONTROL", "KILLPOINT_INCARNATION"
+ENV_TOOLS_URL = "KILLPOINT_TOOLS_URL"
 JOURNAL_NAME = "journal.jsonl"
 BEFORE_STARTED, AFTER_STARTED = "before_started", "after_started"
 BEFORE_FINISHED, AFTER_FINISHED = "before_finished", "after_finished"
@@ -141,10 +144,11 @@ class Control:
 class Runtime:
     """One incarnation: recover what the journal left open, then carry the plan to its end."""
 
-    def __init__(self, environ: Mapping[str, str], *, durable: bool = True) -> None:
+    def __init__(self, environ: Mapping[str, str], *, durable: bool = True, tools_command: bool = False) -> None:
         with open(environ[ENV_PLAN]) as plan, open(environ[ENV_CATALOGUE]) as catalogue:
             self.plan, self.catalogue = json.load(plan), json.load(catalogue)
         self.incarnation = int(environ.get(ENV_INCARNATION, "0"))
+        self.tools_url = None if tools_command else environ.get(ENV_TOOLS_URL)
         self.journal = Journal(os.path.join(environ[ENV_RUN_DIR], JOURNAL_NAME), durable=durable)
         self.control = Control(environ.get(ENV_CONTROL), self.incarnation)
 
@@ -204,7 +208,7 @@ class Runtime:
                              "interactive": tool in self.catalogue["interactive"],
                              "attempt": previous["attempt"] + 1 if previous else 1})
         self.control.point(AFTER_STARTED, call_id, op)
-        ok = self.fake_tool("call", call, "--op", op)["ok"]
+        ok = self.fake_tool("call", call, op)["ok"]
         self.finish(call_id, op, SUCCEEDED if ok else FAILED)
 
     def finish(self, call_id: str, op: str, status: str) -> None:
@@ -212,10 +216,17 @@ class Runtime:
         self.journal.append({"kind": FINISHED, "op": op, "status": status})
         self.control.point(AFTER_FINISHED, call_id, op)
 
-    def fake_tool(self, command: str, call: Record, *options: str) -> Record:
-        """Run ``python -m killpoint.fake_tools COMMAND`` and return its JSON answer; exit 1 is a FAILED call."""
+    def fake_tool(self, command: str, call: Record, op: str | None = None) -> Record:
+        """The fake tools' JSON answer to ``command`` (``call`` or ``probe``), at the tool service when there is
+        one and the runtime may use it, else from ``python -m killpoint.fake_tools`` (exit 1: a FAILED call)."""
+        if self.tools_url:
+            body = {"call": call["call_id"], "args": call.get("args", {}), **({"op": op} if command == "call" else {})}
+            request = urllib.request.Request(f"{self.tools_url}/{command}s/{call['tool']}",
+                                             data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=600) as answer:  # the harness holds a call at a crash point
+                return json.loads(answer.read())
         argv = [sys.executable, "-m", "killpoint.fake_tools", command, call["tool"], "--call", call["call_id"],
-                *options, "--args", json.dumps(call.get("args", {}))]
+                *(("--op", op) if op is not None else ()), "--args", json.dumps(call.get("args", {}))]
         done = subprocess.run(argv, stdout=subprocess.PIPE, check=False)
         try:
             return json.loads(done.stdout)
@@ -226,8 +237,11 @@ class Runtime:
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="A protocol-v1 agent runtime written from the spec alone.")
     parser.add_argument("--bug", choices=["no-fsync"], help="no-fsync: never fsync the journal or its folder")
+    parser.add_argument("--tools-command", action="store_true",
+                        help="run the fake tools' command line per call, even where the harness serves them")
     return parser.parse_args(argv)
 
 
 if __name__ == "__main__":
-    Runtime(os.environ, durable=parse_arguments(sys.argv[1:]).bug != "no-fsync").run()
+    arguments = parse_arguments(sys.argv[1:])
+    Runtime(os.environ, durable=arguments.bug != "no-fsync", tools_command=arguments.tools_command).run()

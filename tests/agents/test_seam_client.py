@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from killpoint.client import ArmedPoints
 from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import MODEL_REQUEST, TOOL_EFFECT, TOOL_REQUEST, AgentKilled
+from killpoint.protocol import AFTER_EFFECT
 from killpoint.harness.model import AtPoint
 from killpoint.harness.rendezvous import RendezvousServer, Served
 
@@ -82,5 +84,28 @@ def test_a_non_pausing_kill_drops_the_request_at_once(tmp_path: Path, agent):
         thread.join(60)
         assert isinstance(outcome, AgentKilled) and "kill" in str(outcome)
         assert served[0].hit == AtPoint(TOOL_REQUEST, "c1", now=True)
+    finally:
+        server.close()
+
+
+def test_only_the_armed_point_is_waited_at_and_the_others_are_still_counted(tmp_path: Path, agent):
+    """As ``$KILLPOINT_ARMED`` tells a workload: one round trip per run, not one per point."""
+    server = RendezvousServer(tmp_path / "control.sock")
+    client = SeamClient(str(server.path))
+    client.begin(0, ArmedPoints(frozenset({(AFTER_EFFECT, "c2")})))
+    try:
+        thread, served = serving(server, agent.pid, AtPoint(AFTER_EFFECT, "c2"))
+        client.announce(AFTER_EFFECT, "c1", "t-op1")  # not armed: sent, not waited at (the server never answers it)
+        held: list[Any] = []
+        holder = threading.Thread(target=lambda: held.append(announce(client, AFTER_EFFECT, ("c2",))))
+        holder.start()
+        thread.join(60)
+        assert served and served[0].hit == AtPoint(AFTER_EFFECT, "c2")
+        assert served[0].points == ["c1:after_effect", "c2:after_effect"]
+        holder.join(0.5)
+        assert holder.is_alive(), "the armed point went on before the harness struck"
+        client.struck()
+        holder.join(30)
+        assert held and isinstance(held[0], AgentKilled)
     finally:
         server.close()

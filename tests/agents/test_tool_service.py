@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -158,3 +159,85 @@ def test_a_request_without_the_runs_secret_reaches_nothing(world, tmp_path):
                     status_of(f"http://127.0.0.1:{port}/x{tools.secret}/tools/append")]
     assert statuses == [404, 404]
     assert not (world / "files" / "log.txt").exists() and ledger_lines(tmp_path / "ledger.jsonl") == []
+
+
+# A protocol runtime's plan may call one tool twice with the same arguments: it names its calls.
+NAMED_PLAN = {"task_id": "t", "calls": [
+    {"call_id": "c1", "tool": "append", "args": {"path": "log.txt", "text": "one\n"}},
+    {"call_id": "c2", "tool": "append", "args": {"path": "log.txt", "text": "one\n"}},
+]}
+
+
+class Announced:
+    """Stands in for the seam client: records each ``after_effect`` announced (point, call, op)."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[str, str | None, str | None]] = []
+
+    def announce(self, point: str, call: str | None, op: str | None = None) -> None:
+        self.points.append((point, call, op))
+
+
+def test_a_runtime_naming_its_calls_gets_the_command_lines_answers_and_the_same_ledger(world, tmp_path):
+    announced = Announced()
+    with ToolService(NAMED_PLAN, world, tmp_path / "ledger.jsonl", seams=announced,  # type: ignore[arg-type]
+                     by_arguments=False) as tools:
+        tools.begin(3)
+        first = post(f"{tools.url}/calls/append", {"call": "c1", "op": "t-op1", "args": NAMED_PLAN["calls"][0]["args"]})
+        probed = post(f"{tools.url}/probes/append", {"call": "c1", "args": NAMED_PLAN["calls"][0]["args"]})
+        failed = post(f"{tools.url}/calls/read_file", {"call": "c9", "args": {"path": "absent.txt"}})
+        by_arguments = post(f"{tools.url}/tools/append", NAMED_PLAN["calls"][0]["args"])
+    assert first[0] == 200 and first[1]["ok"] is True and first[1]["error"] is None
+    assert probed == (200, {"effect_found": True})
+    assert failed[0] == 200 and failed[1]["ok"] is False and "absent.txt" in failed[1]["error"]
+    assert by_arguments[0] == 404 and "POST /calls/append" in by_arguments[1]["error"]
+    assert announced.points == [("after_effect", "c1", "t-op1"), ("after_effect", "c9", None)]
+    assert [(line.get("invoked") or line.get("effect") or line.get("probe"), line["call"], line["incarnation"])
+            for line in ledger_lines(tmp_path / "ledger.jsonl")] == [
+        ("append", "c1", 3), ("file_appended", "c1", 3), ("effect_present", "c1", 3), ("read_file", "c9", 3)]
+    assert (world / "files" / "log.txt").read_text() == "one\n"
+
+
+@pytest.mark.parametrize(("body", "complaint"), [
+    pytest.param(["c1"], "one JSON object", id="not-an-object"),
+    pytest.param({"op": "x", "args": {}}, "'call' must be the planned call's call_id", id="no-call"),
+    pytest.param({"call": "", "args": {}}, "'call' must be", id="empty-call"),
+    pytest.param({"call": "c1", "op": 7, "args": {}}, "'op' must be the operation id", id="op-not-text"),
+    pytest.param({"call": "c1", "args": "path=log.txt"}, "'args' must be the call's arguments", id="args-not-object"),
+    pytest.param({"call": "c1", "args": {}, "opp": "x"}, "unknown field 'opp'", id="misspelt-field"),
+])
+def test_a_named_call_the_service_cannot_read_is_a_400_naming_the_field_and_runs_nothing(world, tmp_path, body,
+                                                                                          complaint):
+    with ToolService(NAMED_PLAN, world, tmp_path / "ledger.jsonl", by_arguments=False) as tools:
+        tools.begin(0)
+        status, answer = post(f"{tools.url}/calls/append", body)
+    assert status == 400 and complaint in answer["error"], answer
+    assert ledger_lines(tmp_path / "ledger.jsonl") == []
+
+
+def test_a_call_waiting_out_its_latency_when_the_harness_strikes_acts_on_nothing(world, tmp_path):
+    """As a tool's process killed in its latency: the invocation is recorded, no effect; the freeze does not wait
+    out the latency."""
+    (world / "state" / "latency.json").write_text(json.dumps({"append": 60}))
+    with ToolService(NAMED_PLAN, world, tmp_path / "ledger.jsonl", by_arguments=False) as tools:
+        tools.begin(0)
+        outcome: list[Any] = []
+
+        def call() -> None:
+            try:
+                outcome.append(post(f"{tools.url}/calls/append", {"call": "c1", "args": NAMED_PLAN["calls"][0]["args"]}))
+            except Exception as error:  # the connection closed with no answer
+                outcome.append(error)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        deadline = time.monotonic() + 30
+        while not ledger_lines(tmp_path / "ledger.jsonl") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        frozen_at = time.monotonic()
+        tools.freeze()
+        assert time.monotonic() - frozen_at < 10
+        caller.join(30)
+    assert outcome and isinstance(outcome[0], Exception), outcome
+    assert [line.get("invoked") for line in ledger_lines(tmp_path / "ledger.jsonl")] == ["append"]
+    assert not (world / "files" / "log.txt").exists()

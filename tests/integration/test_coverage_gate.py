@@ -113,8 +113,9 @@ def test_random_mode_mixes_its_timed_kills_into_the_working_period():
     assert len(drawn) > 100 and all(0.2 <= delay <= 0.3 for delay in drawn)
 
 
-HINT = ("a runtime in another language calls the fake tools through `{python} -m killpoint.fake_tools` — pass `{python}` "
-        "in its command, e.g. --workload 'node my-agent.js --python {python}'")
+HINT = ("a runtime in another language calls the fake tools at $KILLPOINT_TOOLS_URL (POST /calls/TOOL, one request per "
+        "call), or through `{python} -m killpoint.fake_tools` — pass `{python}` in its command, e.g. --workload "
+        "'node my-agent.js --python {python}'")
 
 
 def test_a_failing_golden_run_with_no_python_in_the_command_says_how_to_call_the_fake_tools(killpoint):

@@ -140,6 +140,16 @@ def test_reference_passes_every_single_kill(backend, killpoint, tmp_path):
         assert rest and rest[-1]["exit_code"] == 0
 
 
+def test_a_runtime_calling_the_tool_service_passes_every_single_kill(backend, killpoint, tmp_path):
+    """The standalone runtime calls the fake tools at $KILLPOINT_TOOLS_URL, which the harness serves outside the
+    container too (on the container's own loopback): every after_effect is the service's, held there."""
+    exit_code, report, output = run_report(killpoint, tmp_path, "--backend", backend, "--exhaustive", "-j", "2",
+                                           "--workload", "{python} standalone/runtime.py")
+    assert exit_code == 0, output
+    assert "30 runs: 30 passed, 0 failed" in output
+    assert sum(run["schedule"][0].endswith(":after_effect") for run in report["runs"]) == 6
+
+
 @pytest.mark.parametrize("mutant", sorted({mutant for mutant, _ in EXPECTED_FINDINGS}))
 def test_mutant_is_caught_with_the_same_findings(backend, killpoint, tmp_path, mutant):
     caught_by = importlib.import_module(f"killpoint.scenarios.mutants.{mutant}").CAUGHT_BY

@@ -304,7 +304,7 @@ def test_a_damaged_store_is_moved_aside_never_deleted(order_run):
 
 
 @pytest.mark.parametrize(("argv", "complaint"), [
-    pytest.param([], "--python is required", id="no-python"),
+    pytest.param([], "KILLPOINT_TOOLS_URL is unset (killpoint sets it), so give --python", id="no-way-to-the-tools"),
     pytest.param(["--python", sys.executable, "--bug", "typo"], "is not one of blind-retry", id="unknown-bug"),
     pytest.param(["--pyhton", sys.executable], "unexpected argument", id="misspelt-flag"),
 ])

@@ -7,13 +7,11 @@ The correct agent must pass every single kill, second kills inside its recovery
 and the non-pausing kills (a false alarm here would be the worst defect); each
 mutant must fail with the property that names its bug, naming the call.
 
-Each tool call of the agent starts a Python process, so a run costs seconds:
-the sweep of every single kill runs over short.toml (three calls, 15 points),
-and the order task's six classes are killed in one schedule of successive
-kills, one or two per call, each landing in the recovery of the one before.
-The order task's own sweep (`killpoint run scenarios/foreign/order.toml
---exhaustive`, 30 runs) and short.toml's depth-2 set (136 runs) take minutes
-and are run by hand.
+The agent calls the fake tools at the tool service the harness runs beside
+every run (``KILLPOINT_TOOLS_URL``), one HTTP request per call, so the order
+task's whole sweep runs here, pausing and not; the command line
+(``--python {python}``, a Python start per call) is judged over short.toml.
+Short.toml's depth-2 set (136 runs) is run by hand and by bench/every_mode.py.
 """
 
 from __future__ import annotations
@@ -47,7 +45,7 @@ EVERY_CLASS_AND_ITS_RECOVERY = (
 
 def mutant(bug: str) -> str:
     # The scenario's workload runs in scenarios/foreign/, so agent.js is found beside the scenario.
-    return f"node agent.js --python {{python}} --bug {bug}"
+    return f"node agent.js --bug {bug}"
 
 
 def kill_args(kills: tuple[str, ...]) -> list[str]:
@@ -65,8 +63,15 @@ def killed_at(report: Path) -> list[str | None]:
     return [incarnation["killed_at"] for incarnation in run["incarnations"]]
 
 
-def test_the_agent_passes_every_single_kill_of_the_short_task(killpoint):
-    result = killpoint("run", SHORT, "--exhaustive")
+@pytest.mark.parametrize("pausing", [True, False], ids=["pausing", "no-pause"])
+def test_the_agent_calling_the_tool_service_passes_every_single_kill_of_the_order_task(killpoint, pausing):
+    result = killpoint("run", ORDER, "--exhaustive", *(() if pausing else ("--no-pause",)))
+    assert result.exit_code == 0, result.out + result.err
+    assert "30 runs: 30 passed, 0 failed" in result.out, result.out
+
+
+def test_the_agent_calling_the_tools_command_line_passes_every_single_kill_of_the_short_task(killpoint):
+    result = killpoint("run", SHORT, "--exhaustive", "--workload", "node agent.js --python {python}")
     assert result.exit_code == 0, result.out + result.err
     assert "15 runs: 15 passed, 0 failed" in result.out, result.out
 
@@ -82,7 +87,7 @@ def test_the_agent_passes_a_kill_in_each_class_and_second_kills_in_its_recovery(
 def test_the_agent_passes_non_pausing_kills(killpoint, tmp_path):
     # No torn tail: killpoint tears only its own journal.jsonl, and asking it to tear this store is bad input.
     kills = ("c3:after_started/now",  # the agent kills itself at its own point
-             "c5:after_effect/now")  # the fake tool kills the group
+             "c5:after_effect/now")  # the tool service announces it, the harness kills the group
     report = tmp_path / "report.json"
     result = killpoint("run", ORDER, *kill_args(kills), "--json", report)
     assert result.exit_code == 0, result.out + result.err

@@ -52,9 +52,10 @@ def test_standalone_runtime_spells_every_protocol_name_as_killpoint_does():
     assert set(standalone.RETRY_SAFE_CLASSES) == {protocol.READ_ONLY, protocol.IDEMPOTENT_WRITE}
 
 
-def test_standalone_runtime_passes_exhaustive_demo(killpoint, tmp_path):
+@pytest.mark.parametrize("tools", [(), ("--tools-command",)], ids=["tool-service", "tools-command-line"])
+def test_standalone_runtime_passes_exhaustive_demo(killpoint, tmp_path, tools):
     report_path = tmp_path / "report.json"
-    result = killpoint("run", DEMO, "--exhaustive", "--workload", standalone_workload(STANDALONE),
+    result = killpoint("run", DEMO, "--exhaustive", "--workload", " ".join((standalone_workload(STANDALONE), *tools)),
                        "--json", report_path)
     assert result.exit_code == 0, result.out + result.err
     assert "30 runs: 30 passed, 0 failed" in result.out
@@ -73,8 +74,8 @@ MUTATIONS = [
     pytest.param("        if found != OUTCOME_UNKNOWN or started is None:",
                  "        if found in (FAILED, NOT_STARTED) or started is None:",
                  "c3:after_finished", "succeeded-not-replayed", id="decides-succeeded-by-class"),
-    pytest.param('        ok = self.fake_tool("call", call, "--op", op)["ok"]',
-                 '        ok = self.finish(call_id, op, SUCCEEDED) or self.fake_tool("call", call, "--op", op)["ok"]',
+    pytest.param('        ok = self.fake_tool("call", call, op)["ok"]',
+                 '        ok = self.finish(call_id, op, SUCCEEDED) or self.fake_tool("call", call, op)["ok"]',
                  "c1:after_finished", "write-ahead", id="finished-before-tool"),
     pytest.param('        effect_found = self.fake_tool("probe", call)["effect_found"]',
                  "        effect_found = False",
