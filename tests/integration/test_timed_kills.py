@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import DEMO, workload_command
+from tests.helpers import DEMO, ROOT, workload_command
 
 
 def announced_a_point(run: dict, run_dir: Path) -> bool:
@@ -70,3 +70,22 @@ def test_the_reference_runtime_passes_every_timed_kill_drawn_between_crash_point
         assert point in golden_points and float(seconds) >= 0, kill
         landed = run["incarnations"][0]["killed_at"]
         assert landed in (None, kill) and (run["outcome"] == "passed") == (landed is not None), run
+
+
+def test_a_timed_kill_in_a_tool_services_latency_leaves_no_effect_and_the_recovery_redoes_it(killpoint, tmp_path):
+    """The standalone runtime calls the harness's tool service, which outlives the kill: a call still waiting out
+    its tool's latency when the kill comes acts on nothing, as a tool's own process killed there would not, so
+    the append is verified absent and done once, in the recovery."""
+    scenario = tmp_path / "slow-demo.toml"
+    scenario.write_text(DEMO.read_text() + "\n[world.state.latency]\nappend = 0.4\n")
+    runs = tmp_path / "runs"
+    result = killpoint("run", scenario, "--workload", f"{{python}} {ROOT / 'scenarios' / 'standalone' / 'runtime.py'}",
+                       "--kill-at", "c4:after_started@0.2", "--runs-dir", runs, "--keep-all",
+                       "--json", tmp_path / "r.json")
+    assert result.exit_code == 0, result.out + result.err
+    (run,) = json.loads((tmp_path / "r.json").read_text())["runs"]
+    assert run["outcome"] == "passed" and run["incarnations"][0]["killed_at"] == "c4:after_started@0.2000", run
+    ledger = [json.loads(line) for line in (runs / "run-00000" / "ledger.jsonl").read_text().splitlines()]
+    c4 = [(line.get("invoked") or line.get("effect") or line.get("probe") or "killed", line.get("incarnation"))
+          for line in ledger if line.get("call") == "c4" or "killed" in line]
+    assert c4 == [("append", 0), ("killed", None), ("effect_present", 1), ("append", 1), ("file_appended", 1)], c4
