@@ -1,0 +1,123 @@
+"""What a runtime a user brings costs beside the reference runtime: the same sweep, timed in one bench run.
+
+    .venv/bin/python bench/runtimes_speed.py [--rounds 3] [--jobs 2] [--write docs/performance.md]
+
+Each session is a ``killpoint run ... --exhaustive`` of the demo's order task (six calls, every class, 30
+schedules at depth 1): killpoint's reference runtime (the baseline), the standalone runtime (plain Python
+with no killpoint import; both forked from a warm interpreter) and the Node.js agent of scenarios/foreign/,
+each calling the fake tools at the harness's tool service (``$KILLPOINT_TOOLS_URL``) and through their
+command line (a Python start per call). The sessions run in rounds, interleaved, so drift in the machine's
+load falls on all alike; each row gives the median wall time, its ratio to the reference runtime's, and
+the floor a runtime's own start sets: how many incarnations the session launched, times what one start of
+its interpreter costs here (measured alone), over the jobs. With ``--write`` the table replaces what
+stands between the markers in the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KILLPOINT = ROOT / ".venv" / "bin" / "killpoint"
+STANDALONE = f"{{python}} {ROOT / 'scenarios' / 'standalone' / 'runtime.py'}"
+START, END = "<!-- runtimes-table:start -->", "<!-- runtimes-table:end -->"
+
+
+@dataclass(frozen=True)
+class Session:
+    label: str
+    scenario: str
+    workload: str | None  # None: the scenario's own
+    start_command: tuple[str, ...]  # one start of the runtime's interpreter, for its floor
+
+
+SESSIONS = (
+    # Python workloads run on the fork server (forked from a warm interpreter): no interpreter start to floor them.
+    Session("reference runtime", "scenarios/demo.toml", None, ()),
+    Session("standalone Python runtime, tool service", "scenarios/demo.toml", STANDALONE, ()),
+    Session("standalone Python runtime, tools' command line", "scenarios/demo.toml", f"{STANDALONE} --tools-command",
+            ()),
+    Session("Node.js agent, tool service", "scenarios/foreign/order.toml", None,
+            ("node", "-e", "require('http'); require('net'); require('fs')")),
+    Session("Node.js agent, tools' command line", "scenarios/foreign/order.toml", "node agent.js --python {python}",
+            ("node", "-e", "require('http'); require('net'); require('fs')")),
+)
+
+
+def sweep(session: Session, jobs: int) -> tuple[float, int]:
+    """One exhaustive session: its wall seconds and how many incarnations it launched (golden run included)."""
+    with tempfile.TemporaryDirectory(prefix="kp-runtimes-") as folder:
+        report = Path(folder) / "report.json"
+        workload = ("--workload", session.workload) if session.workload else ()
+        started = time.perf_counter()
+        done = subprocess.run([str(KILLPOINT), "run", session.scenario, "--exhaustive", "-j", str(jobs), "-q",
+                               *workload, "--runs-dir", f"{folder}/runs", "--json", str(report)],
+                              cwd=ROOT, capture_output=True, text=True)
+        seconds = time.perf_counter() - started
+        if done.returncode != 0:
+            sys.exit(f"{session.label}: killpoint exited {done.returncode}\n{done.stdout}{done.stderr}")
+        runs = json.loads(report.read_text())["runs"]
+    return seconds, 1 + sum(len(run["incarnations"]) for run in runs)
+
+
+def start_seconds(command: tuple[str, ...], times: int = 10) -> float:
+    """The median wall time of one start of ``command`` (an interpreter loading what the runtime imports)."""
+    if not command:
+        return 0.0
+    samples = []
+    for _ in range(times):
+        started = time.perf_counter()
+        subprocess.run(command, check=True)
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def table(rounds: int, jobs: int) -> str:
+    sessions = [session for session in SESSIONS if not session.start_command or shutil.which(session.start_command[0])]
+    seconds: dict[str, list[float]] = {session.label: [] for session in sessions}
+    incarnations: dict[str, int] = {}
+    for _ in range(rounds):
+        for session in sessions:
+            wall, launched = sweep(session, jobs)
+            seconds[session.label].append(wall)
+            incarnations[session.label] = launched
+    baseline = statistics.median(seconds[sessions[0].label])
+    lines = [f"Exhaustive depth 1 of the order task (30 schedules), -j {jobs}, median of {rounds} interleaved rounds:",
+             "", "| runtime | wall s | × reference | incarnations | floor of its starts, s |", "|---|---:|---:|---:|---:|"]
+    for session in sessions:
+        median = statistics.median(seconds[session.label])
+        floor = incarnations[session.label] * start_seconds(session.start_command) / jobs
+        lines.append(f"| {session.label} | {median:.2f} | {median / baseline:.1f} | {incarnations[session.label]} "
+                     f"| {floor:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--write", type=Path, help="replace the table between the markers in this file")
+    args = parser.parse_args()
+    text = table(args.rounds, args.jobs)
+    print(text)
+    if args.write is not None:
+        document = args.write.read_text()
+        if START not in document or END not in document:
+            sys.exit(f"{args.write}: no {START} ... {END} markers to write the table between")
+        args.write.write_text(re.sub(f"{re.escape(START)}.*?{re.escape(END)}", lambda _: f"{START}\n{text}\n{END}",
+                                     document, flags=re.S))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
