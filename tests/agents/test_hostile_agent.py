@@ -566,9 +566,20 @@ def test_a_body_nested_near_the_parsers_limit_is_answered(endpoint: ModelEndpoin
 
 # -- what the agent plants in the world and the run directory ------------------------------------------------------
 
+def append(tools: ToolService, form: str) -> tuple[int, Any]:
+    """The planned append, as an agent asks for it (by its arguments) or as a protocol runtime does (naming it)."""
+    if form == "agent":
+        return post_json(f"{tools.url}/tools/append", APPEND_ARGS)
+    return post_json(f"{tools.url}/calls/append", {"call": "c2", "op": "t-op2", "args": APPEND_ARGS})
+
+
+REQUEST_FORMS = pytest.mark.parametrize("form", ["agent", "runtime"], ids=["tools-by-arguments", "calls-by-id"])
+
+
+@REQUEST_FORMS
 @pytest.mark.parametrize("plant", ["file_symlink", "folder_symlink", "state_symlink", "fifo", "hard_link"])
 def test_what_the_agent_plants_in_the_world_is_never_followed(tools: ToolService, world: Path, victim: Path,
-                                                               plant: str) -> None:
+                                                               plant: str, form: str) -> None:
     files = world / "files"
     if plant == "file_symlink":
         (files / "log.txt").symlink_to(victim)
@@ -583,7 +594,7 @@ def test_what_the_agent_plants_in_the_world_is_never_followed(tools: ToolService
     else:
         os.link(victim, files / "log.txt")
     started = time.monotonic()
-    status, answer = post_json(f"{tools.url}/tools/append", APPEND_ARGS)
+    status, answer = append(tools, form)
     assert time.monotonic() - started < 3
     assert status == 200 and answer["ok"] is False, answer
     assert victim.read_text() == VICTIM_TEXT and sorted(os.listdir(victim.parent)) in (
@@ -592,21 +603,23 @@ def test_what_the_agent_plants_in_the_world_is_never_followed(tools: ToolService
         assert (victim.parent / "log.txt").read_text() == VICTIM_TEXT
 
 
+@REQUEST_FORMS
 def test_a_world_folder_the_agent_swapped_for_a_symlink_is_never_followed(tools: ToolService, world: Path,
-                                                                          tmp_path: Path) -> None:
+                                                                          tmp_path: Path, form: str) -> None:
     """The agent is told the world's path and may replace it: O_NOFOLLOW guards only the last name opened, so
     ``world/files`` is reached through a ``world`` that is a symlink, and the harness (root) writes there."""
     elsewhere = tmp_path / "host-folder"
     seed_world(elsewhere, {}, {})
     world.rename(tmp_path / "world.moved")
     world.symlink_to(elsewhere, target_is_directory=True)
-    post_json(f"{tools.url}/tools/append", APPEND_ARGS)
+    append(tools, form)
     written = sorted(str(path.relative_to(elsewhere)) for path in elsewhere.rglob("*") if path.is_file())
     assert written == [], f"the tool service wrote {written} through the swapped world"
 
 
+@REQUEST_FORMS
 def test_a_ledger_the_agent_swapped_for_a_symlink_is_never_followed(tools: ToolService, tmp_path: Path,
-                                                                    victim: Path) -> None:
+                                                                    victim: Path, form: str) -> None:
     """The agent is told the ledger's path; replaced by a symlink, the next incarnation's ``begin`` opens it
     with O_CREAT and no O_NOFOLLOW, and every ledger line lands in the host file."""
     ledger = tmp_path / "ledger.jsonl"
@@ -616,7 +629,7 @@ def test_a_ledger_the_agent_swapped_for_a_symlink_is_never_followed(tools: ToolS
     tools.freeze()
     with contextlib.suppress(Exception):  # refusing the swapped ledger is safe; writing through it is not
         tools.begin(1)
-        post_json(f"{tools.url}/tools/append", APPEND_ARGS)
+        append(tools, form)
     tools.freeze()
     ledger.unlink()
     ledger.symlink_to(dangling)
