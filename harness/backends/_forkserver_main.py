@@ -31,6 +31,7 @@ server asks the kernel to SIGKILL it if the harness dies, so it never outlives i
 
 from __future__ import annotations
 
+import ast
 import builtins
 import ctypes
 import functools
@@ -134,7 +135,52 @@ def program(module: str | None, script: str | None) -> Program:
     if script is None:
         raise ValueError("a fork request names neither a module nor a script")
     with open(script, "rb") as source:
-        return Program(compile(source.read(), script, "exec"), script, None)
+        tree = ast.parse(source.read(), script)
+    _warm_libraries(tree)
+    return Program(compile(tree, script, "exec"), script, None)
+
+
+def _warm_libraries(tree: ast.Module) -> None:
+    """Import here the installed libraries a script imports (LangGraph, DBOS, an agents SDK: a second of every
+    incarnation), never the script's own modules.
+
+    A script cannot be imported without running it, so its ``import`` statements
+    are read instead. Only a library whose top-level package is installed (the
+    interpreter's own or site-packages, or killpoint's) is imported: a module of the
+    user's project may act when imported, under an environment the server does not
+    have. One that fails to import here is left for each child to import.
+    """
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            if name in sys.modules or not _installed(name.partition(".")[0]):
+                continue
+            loaded_before = set(sys.modules)
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - it wants its environment at import: each child imports it, cold
+                pass
+            for loaded in sorted(set(sys.modules) - loaded_before):
+                if loaded in sys.modules and not _stays_warm(loaded, sys.modules[loaded]):
+                    _forget(loaded)
+
+
+def _installed(package: str) -> bool:
+    """Whether top-level ``package`` is an installed library (or killpoint's own), found without importing it."""
+    if package == "killpoint":
+        return True
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return False
+    if spec is None or spec.origin is None:  # not found, or a namespace package (its parts may be anywhere)
+        return False
+    return spec.origin in ("built-in", "frozen") or os.path.realpath(spec.origin).startswith(_INSTALLED)
 
 
 _INSTALLED = tuple({os.path.realpath(sysconfig.get_path(kind)) + os.sep

@@ -82,6 +82,42 @@ def test_a_workload_module_that_declares_it_may_stay_warm_is_imported_once_in_th
         assert json.loads(stdout) == {"declared": True, "undeclared": False, "in_cold_package": False}
 
 
+# A script of the user's own: what it imports of installed libraries is imported once, in the server (LangGraph's
+# second of imports, in a user's script, was paid by every incarnation); its own module beside it never is there.
+SCRIPT_PROJECT = {
+    "helper.py": "import os\nIMPORTED_IN = os.getpid()\n"
+                 "with open(os.path.join(os.path.dirname(__file__), 'imports.txt'), 'a') as log:\n"
+                 "    log.write(f'{IMPORTED_IN}\\n')\n",
+    "my_runtime.py": (
+        "import json, os, sys\n"
+        "WARM_AT_START = {name: name in sys.modules for name in ('email.mime.text', 'helper')}\n"
+        "import email.mime.text\n"
+        "import helper\n"
+        "from killpoint.scenarios.reference_runtime import main\n"
+        "if __name__ == '__main__':\n"
+        "    print(json.dumps({**WARM_AT_START, 'helper_imported_here': helper.IMPORTED_IN == os.getpid()}))\n"
+        "    sys.exit(main())\n"),
+}
+
+
+def test_a_scripts_installed_libraries_are_imported_in_the_server_and_its_own_modules_in_each_child(
+        killpoint, tmp_path, monkeypatch):
+    for name, text in SCRIPT_PROJECT.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)  # the project the harness runs in: its own modules are the workload's
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = killpoint("run", DEMO, "--backend", "forkserver", "--kill-at", "c2:after_started", "--keep-all",
+                       "--workload", f"{{python}} {tmp_path / 'my_runtime.py'}", "--runs-dir", tmp_path / "runs")
+    assert result.exit_code == 0, result.out + result.err
+    children = []
+    for number in (0, 1):
+        stdout = (tmp_path / "runs" / "run-00000" / f"incarnation-{number}.stdout").read_text()
+        assert json.loads(stdout) == {"email.mime.text": True, "helper": False, "helper_imported_here": True}
+        children.append(json.loads((tmp_path / "runs" / "run-00000" / "incarnations.json").read_text())[number]["pid"])
+    golden = json.loads((tmp_path / "runs" / "golden" / "incarnations.json").read_text())[0]["pid"]
+    assert (tmp_path / "imports.txt").read_text().split() == [str(pid) for pid in (golden, *children)]
+
+
 def test_a_package_runs_its_main_module_on_the_fork_server_as_python_m_would(killpoint, tmp_path):
     # The reference runtime is a package (killpoint/scenarios/reference_runtime/__main__.py).
     result = killpoint("run", DEMO, "--backend", "forkserver", "--kill-at", "c2:after_started",
