@@ -9,8 +9,13 @@ each calling the fake tools at the harness's tool service (``$KILLPOINT_TOOLS_UR
 command line (a Python start per call). The sessions run in rounds, interleaved, so drift in the machine's
 load falls on all alike; each row gives the median wall time, its ratio to the reference runtime's, and
 the floor a runtime's own start sets: how many incarnations the session launched, times what one start of
-its interpreter costs here (measured alone), over the jobs. With ``--write`` the table replaces what
-stands between the markers in the file.
+its interpreter costs here (measured alone), over the jobs.
+
+A second table does the same for the frameworks as a user writes them: the shop's LangGraph graph and DBOS
+workflow (scenarios/frameworks/examples), each run as the shipped ``-m`` module and as a script of the
+user's own (the module copied out of the package, its one relative import made absolute, run as
+``{python} my_shop.py``). Those sweeps find the shop's planted bug, so their verdict line is shown: it
+must be the same for both forms. With ``--write`` the tables replace what stands between their markers.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 KILLPOINT = ROOT / ".venv" / "bin" / "killpoint"
 STANDALONE = f"{{python}} {ROOT / 'scenarios' / 'standalone' / 'runtime.py'}"
-START, END = "<!-- runtimes-table:start -->", "<!-- runtimes-table:end -->"
+MARKERS = {"runtimes": ("<!-- runtimes-table:start -->", "<!-- runtimes-table:end -->"),
+           "frameworks": ("<!-- framework-scripts-table:start -->", "<!-- framework-scripts-table:end -->")}
+EXAMPLES = ROOT / "scenarios" / "frameworks" / "examples"
 
 
 @dataclass(frozen=True)
@@ -54,8 +61,9 @@ SESSIONS = (
 )
 
 
-def sweep(session: Session, jobs: int) -> tuple[float, int]:
-    """One exhaustive session: its wall seconds and how many incarnations it launched (golden run included)."""
+def sweep(session: Session, jobs: int, *, findings: bool = False) -> tuple[float, int, str]:
+    """One exhaustive session: its wall seconds, how many incarnations it launched (golden run included) and
+    its verdict line; ``findings``: the session finds a bug on purpose (exit 1), else it must pass."""
     with tempfile.TemporaryDirectory(prefix="kp-runtimes-") as folder:
         report = Path(folder) / "report.json"
         workload = ("--workload", session.workload) if session.workload else ()
@@ -64,10 +72,27 @@ def sweep(session: Session, jobs: int) -> tuple[float, int]:
                                *workload, "--runs-dir", f"{folder}/runs", "--json", str(report)],
                               cwd=ROOT, capture_output=True, text=True)
         seconds = time.perf_counter() - started
-        if done.returncode != 0:
+        if done.returncode != (1 if findings else 0):
             sys.exit(f"{session.label}: killpoint exited {done.returncode}\n{done.stdout}{done.stderr}")
         runs = json.loads(report.read_text())["runs"]
-    return seconds, 1 + sum(len(run["incarnations"]) for run in runs)
+    verdicts = next((line for line in done.stdout.splitlines() if " runs: " in line), "")
+    return seconds, 1 + sum(len(run["incarnations"]) for run in runs), verdicts.split(" in ")[0]
+
+
+def user_scripts(folder: Path) -> tuple[Session, ...]:
+    """The shop's framework examples, shipped and as a user's own scripts written into ``folder``."""
+    sessions = []
+    for example, framework in (("shop_graph", "LangGraph graph"), ("shop_dbos", "DBOS workflow")):
+        source = (EXAMPLES / f"{example}.py").read_text()
+        script = folder / f"my_{example}.py"
+        script.write_text(source.replace("from .shop_tools import",
+                                         "from killpoint.scenarios.frameworks.examples.shop_tools import"))
+        scenario = folder / f"my_{example}.toml"
+        scenario.write_text(re.sub(r'(?m)^catalogue = "catalogue.toml"$', f'catalogue = "{EXAMPLES / "catalogue.toml"}"',
+                                   (EXAMPLES / f"{example}.toml").read_text()))
+        sessions += [Session(f"{framework}, shipped module (-m)", str(EXAMPLES / f"{example}.toml"), None, ()),
+                     Session(f"{framework}, a user's script", str(scenario), f"{{python}} {script}", ())]
+    return tuple(sessions)
 
 
 def start_seconds(command: tuple[str, ...], times: int = 10) -> float:
@@ -82,15 +107,23 @@ def start_seconds(command: tuple[str, ...], times: int = 10) -> float:
     return statistics.median(samples)
 
 
-def table(rounds: int, jobs: int) -> str:
-    sessions = [session for session in SESSIONS if not session.start_command or shutil.which(session.start_command[0])]
+def timed(sessions: tuple[Session, ...], rounds: int, jobs: int, *, findings: bool = False,
+          ) -> tuple[dict[str, list[float]], dict[str, int], dict[str, str]]:
+    """Every session ``rounds`` times, interleaved: seconds per round, incarnations and verdict line of each."""
     seconds: dict[str, list[float]] = {session.label: [] for session in sessions}
     incarnations: dict[str, int] = {}
+    verdicts: dict[str, str] = {}
     for _ in range(rounds):
         for session in sessions:
-            wall, launched = sweep(session, jobs)
+            wall, incarnations[session.label], verdicts[session.label] = sweep(session, jobs, findings=findings)
             seconds[session.label].append(wall)
-            incarnations[session.label] = launched
+    return seconds, incarnations, verdicts
+
+
+def runtimes_table(rounds: int, jobs: int) -> str:
+    sessions = tuple(session for session in SESSIONS
+                     if not session.start_command or shutil.which(session.start_command[0]))
+    seconds, incarnations, _ = timed(sessions, rounds, jobs)
     baseline = statistics.median(seconds[sessions[0].label])
     lines = [f"Exhaustive depth 1 of the order task (30 schedules), -j {jobs}, median of {rounds} interleaved rounds:",
              "", "| runtime | wall s | × reference | incarnations | floor of its starts, s |", "|---|---:|---:|---:|---:|"]
@@ -102,20 +135,34 @@ def table(rounds: int, jobs: int) -> str:
     return "\n".join(lines)
 
 
+def frameworks_table(rounds: int, jobs: int) -> str:
+    with tempfile.TemporaryDirectory(prefix="kp-user-scripts-") as folder:
+        sessions = user_scripts(Path(folder))
+        seconds, _, verdicts = timed(sessions, rounds, jobs, findings=True)
+    lines = [f"The shop's framework examples, `--exhaustive`, -j {jobs}, median of {rounds} interleaved rounds:", "",
+             "| workload | wall s | verdicts |", "|---|---:|---|"]
+    lines += [f"| {session.label} | {statistics.median(seconds[session.label]):.2f} | {verdicts[session.label]} |"
+              for session in sessions]
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--write", type=Path, help="replace the table between the markers in this file")
     args = parser.parse_args()
-    text = table(args.rounds, args.jobs)
-    print(text)
+    tables = {"runtimes": runtimes_table(args.rounds, args.jobs), "frameworks": frameworks_table(args.rounds, args.jobs)}
+    print("\n\n".join(tables.values()))
     if args.write is not None:
         document = args.write.read_text()
-        if START not in document or END not in document:
-            sys.exit(f"{args.write}: no {START} ... {END} markers to write the table between")
-        args.write.write_text(re.sub(f"{re.escape(START)}.*?{re.escape(END)}", lambda _: f"{START}\n{text}\n{END}",
-                                     document, flags=re.S))
+        for name, text in tables.items():
+            start, end = MARKERS[name]
+            if start not in document or end not in document:
+                sys.exit(f"{args.write}: no {start} ... {end} markers to write the {name} table between")
+            document = re.sub(f"{re.escape(start)}.*?{re.escape(end)}", lambda _: f"{start}\n{text}\n{end}",
+                              document, flags=re.S)
+        args.write.write_text(document)
     return 0
 
 
