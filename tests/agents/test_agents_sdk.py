@@ -52,6 +52,7 @@ def test_an_agents_sdk_runner_follows_the_script_to_the_answer(api: str) -> None
                                          use_for_tracing=False)
         agent = Agent(name="shop", instructions="Charge the order.", tools=[lookup_order, charge_card])
         result = Runner.run_sync(agent, "Charge order A1, then check B2.")
+        assert endpoint.settle(10)  # the agent has the last reply before its thread has recorded it
     assert result.final_output == PLAN["answer"]
     assert ran[0] == ("lookup_order", "A1")
     assert sorted(ran[1:], key=str) == [("charge_card", "A1", 500), ("lookup_order", "B2")]

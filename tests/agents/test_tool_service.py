@@ -51,6 +51,9 @@ def test_a_call_is_attributed_by_its_arguments_whatever_their_order(world, tmp_p
         status, answer = post(f"{tools.url}/tools/append", {"text": "one\n", "path": "log.txt"})
         tools.begin(1)
         assert post(f"{tools.url}/tools/read_file", {"path": "notes.txt"})[1]["output"] is not None
+        deadline = time.monotonic() + 10  # the client has the reply before its thread has passed the seam after it
+        while (TOOL_REPLY, ("c1",)) not in seen and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert status == 200 and answer["ok"] is True
     assert (world / "files" / "log.txt").read_text() == "one\n"
     # tool_reply comes once the reply is sent, so the next request may already be under way: in order per call.
