@@ -225,6 +225,7 @@ class QuietHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     secret = ""  # the path prefix of every request this server answers (``LoopbackServer`` draws it)
+    nodelay = True  # replies go out at once (``setup``)
     server: _BoundedServer
 
     def setup(self) -> None:
@@ -234,8 +235,9 @@ class QuietHandler(BaseHTTPRequestHandler):
         held the body until the client acknowledged the head, which a client delays (40 ms on Linux): most
         of a tool call's time, and of a sweep's."""
         super().setup()
-        with contextlib.suppress(OSError):  # a socket of another family (a test's) has no such option
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.nodelay:
+            with contextlib.suppress(OSError):  # a socket of another family (a test's) has no such option
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._reading = _ReadByDeadline(self.connection, self.timeout or IDLE_TIMEOUT_S)
         self.rfile = io.BufferedReader(self._reading)
 

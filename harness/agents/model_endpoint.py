@@ -109,6 +109,11 @@ class ModelEndpoint(LoopbackServer):
 
 def _handler_for(endpoint: ModelEndpoint, io_timeout: float) -> type[QuietHandler]:
     class Handler(QuietHandler):
+        # Left to Nagle's algorithm: an agent that reads its final answer may exit at once, and the pausing kill
+        # at the answer's ``model_reply`` lands only while the reply's body is still on its way (held for the
+        # agent's delayed acknowledgement). With the body sent at once the agent exits first, and that point's
+        # kill never lands; holding that point soundly is an open question (the closing note of this change).
+        nodelay = False
         timeout = io_timeout
 
         def do_GET(self) -> None:

@@ -174,9 +174,12 @@ class AgentServices(ToolServices):
         }
 
     def begin(self, incarnation: int, armed: ArmedPoints = ArmedPoints(), *, world_durable: bool = False) -> None:
+        """As ``ToolServices.begin``, but every seam is waited at, whatever ``armed`` says: a hold at a seam after a
+        reply (``model_reply``, ``tool_reply``) holds a service's thread, not the agent, so only the agent's next
+        request, held at its own seam while the harness strikes, keeps the agent from acting past the point."""
         self.model.new_secret()
         self.record.incarnation = incarnation
-        super().begin(incarnation, armed, world_durable=world_durable)
+        super().begin(incarnation, ArmedPoints(), world_durable=world_durable)
 
     def save(self, folder: Path) -> None:
         """What the model had received so far (``SEAMS_FILE``) and every exchange (``EXCHANGES_FILE``), in ``folder``.
