@@ -12,10 +12,11 @@ comes. ``struck`` ends every such wait; the request then raises
 which a workload carries out on itself) drops the request at once for the same
 reason: the harness's own kill of the agent follows.
 
-Only the points the harness armed for the incarnation (``begin``'s
-``ArmedPoints``, as ``$KILLPOINT_ARMED`` tells a workload) are waited at; the
-others are announced without a wait, as a workload announces them, so a sweep
-pays one round trip per run rather than one per seam.
+Only the points ``begin``'s ``ArmedPoints`` names are waited at (as
+``$KILLPOINT_ARMED`` tells a workload); the others are announced without a
+wait, as a workload announces them. The tool service's ``after_effect`` for a
+protocol runtime is armed so, for its hold holds the runtime's request; an
+agent's seams are waited at everywhere (``AgentServices.begin`` says why).
 """
 
 from __future__ import annotations

@@ -239,7 +239,8 @@ class ToolService(LoopbackServer):
         armed), then the answer (see the module's docstring); BadRequest when ``body`` is not one."""
         call, op, args = _named_call(body, with_op=True)
         incarnation = self._incarnation
-        exchange: dict[str, Any] = {"tool": excerpt(tool, NAME_CHARS), "call": call, "op": op,
+        exchange: dict[str, Any] = {"tool": excerpt(tool, NAME_CHARS), "call": excerpt(call, NAME_CHARS),
+                                    "op": op if op is None else excerpt(op, NAME_CHARS),
                                     "args": excerpt(canonical(args), EXCERPT_CHARS), "incarnation": incarnation}
         self.record(exchange)
         result = self._invoke(tool, call, args, incarnation, recorded=False)
@@ -253,8 +254,8 @@ class ToolService(LoopbackServer):
         """``POST /probes/TOOL``: the read-only check of whether the named call's effect is in the world."""
         call, _, args = _named_call(body, with_op=False)
         incarnation = self._incarnation
-        exchange: dict[str, Any] = {"tool": excerpt(tool, NAME_CHARS), "call": call, "probe": True,
-                                    "incarnation": incarnation}
+        exchange: dict[str, Any] = {"tool": excerpt(tool, NAME_CHARS), "call": excerpt(call, NAME_CHARS),
+                                    "probe": True, "incarnation": incarnation}
         self.record(exchange)
         found = self._verify(tool, args, incarnation, exchange, reply, call=call)
         if found is not None:

@@ -451,6 +451,16 @@ def test_one_tool_exchange_is_bounded_whatever_the_tool_name(tools: ToolService)
     assert status == 404 and size <= EXCHANGE_BYTES_CAP, f"one exchange keeps {size} bytes"
 
 
+@pytest.mark.parametrize("path", ["calls", "probes"])
+def test_one_named_call_exchange_is_bounded_whatever_its_call_id_and_op(tools: ToolService, path: str) -> None:
+    """A runtime names its call and op: kept whole, a 1 MiB id in each of 10,000 exchanges is 10 GiB."""
+    big = "c" * (1 << 20)
+    status, _ = post_json(f"{tools.url}/{path}/append", {"call": big, "args": APPEND_ARGS,
+                                                         **({"op": big} if path == "calls" else {})})
+    size = len(json.dumps(tools.exchanges[-1]))
+    assert status == 200 and size <= EXCHANGE_BYTES_CAP, f"one exchange keeps {size} bytes"
+
+
 @pytest.mark.parametrize("attack", ["previous_response_id", "offered_tools", "unanswered_tool_calls"])
 def test_one_model_exchange_is_bounded_whatever_the_error_quotes(endpoint: ModelEndpoint, attack: str) -> None:
     """An error message quoting what the agent sent is kept whole in the exchange: 10,000 of them at up to
