@@ -124,13 +124,7 @@ def program(module: str | None, script: str | None) -> Program:
         if spec is None or spec.loader is None or not hasattr(spec.loader, "get_code"):
             raise ImportError(f"no module named {module!r} that can run as __main__")
         code = spec.loader.get_code(module)
-        loaded = sorted(set(sys.modules) - loaded_before)  # a package before its modules
-        forgotten: set[str] = set()
-        for name in loaded:
-            if name.rpartition(".")[0] in forgotten or not _stays_warm(name, sys.modules[name]):
-                forgotten.add(name)
-        for name in forgotten:
-            _forget(name)
+        _forget_the_workloads_own(loaded_before)
         return Program(code, spec.origin or module, spec)
     if script is None:
         raise ValueError("a fork request names neither a module nor a script")
@@ -165,9 +159,18 @@ def _warm_libraries(tree: ast.Module) -> None:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - it wants its environment at import: each child imports it, cold
                 pass
-            for loaded in sorted(set(sys.modules) - loaded_before):
-                if loaded in sys.modules and not _stays_warm(loaded, sys.modules[loaded]):
-                    _forget(loaded)
+            _forget_the_workloads_own(loaded_before)
+
+
+def _forget_the_workloads_own(loaded_before: set[str]) -> None:
+    """Unimport what was imported since ``loaded_before`` that may not stay warm (``_stays_warm``), and every
+    module of a package forgotten so."""
+    forgotten: set[str] = set()
+    for name in sorted(set(sys.modules) - loaded_before):  # a package before its modules
+        if name.rpartition(".")[0] in forgotten or not _stays_warm(name, sys.modules[name]):
+            forgotten.add(name)
+    for name in forgotten:
+        _forget(name)
 
 
 def _installed(package: str) -> bool:
