@@ -4,9 +4,10 @@ It is deliberately independent: it imports only the Python standard library (no
 ``harness``, ``fake_tools`` or ``scenarios`` module) and reaches the fake tools
 the way a runtime in another language would: over HTTP at ``$KILLPOINT_TOOLS_URL``,
 the tool service the harness runs (``urllib``, one request per call), or with
-``--tools-command`` by running ``python -m killpoint.fake_tools``. So when killpoint passes it, the harness has judged a runtime through the
-protocol alone (environment, journal, ledger, control socket), and a mistake
-shared by the harness and its own client code could not hide behind it.
+``--tools-command`` by running ``python -m killpoint.fake_tools``. So when
+killpoint passes it, the harness has judged a runtime through the protocol alone
+(environment, journal, ledger, control socket), and a mistake shared by the
+harness and its own client code could not hide behind it.
 
 On every start it reads its journal, cutting off a torn last line. If any call
 was started before, it first writes one decision per planned call and only then
