@@ -47,7 +47,7 @@ from killpoint.harness.evidence import (
     store_found_path,
     torn_journal_path,
 )
-from killpoint.harness.frameworks import reader_for
+from killpoint.harness.frameworks import AgentSeams, AgentStore, reader_for
 from killpoint.harness.lazyfs import LazyMount
 from killpoint.harness.leftovers import abandoned_folders
 from killpoint.harness.power_loss import MAX_STORAGE_TIMEOUTS, Disks, StorageWait
@@ -122,6 +122,12 @@ def completed_task(scenario: Scenario, incarnation: Incarnation, journal_path: P
 def store_files(scenario: Scenario) -> tuple[str, ...] | None:
     """The files of the runtime's own store to copy at each kill and at the end; None without ``[journal]``."""
     return reader_for(scenario.journal).files(scenario.plan) if scenario.journal is not None else None
+
+
+def agent_store(scenario: Scenario) -> AgentStore | None:
+    """The store an agent scenario's ``[agent] store`` names; None: none, or no agent."""
+    reader = reader_for(scenario.journal) if scenario.journal is not None else None
+    return reader.own if isinstance(reader, AgentSeams) else None
 
 
 def stderr_tail(path: Path) -> str:
@@ -247,6 +253,8 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
     services = (AgentServices.start(script_plan(scenario.plan, scenario.agent), paths["world"], paths["ledger"],
                                     server.path) if scenario.agent is not None else
                 ToolServices.start(scenario.plan.to_json(), paths["world"], paths["ledger"], server.path))
+    if isinstance(services, AgentServices) and (own := agent_store(scenario)) is not None:
+        services.keep_store(own, scenario.plan, paths["workload"])
     files = store_files(scenario)
     disks: Disks | None = None
     try:
@@ -278,7 +286,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                        if event or (isinstance(kill, AfterDelay) and kill.after is None) or (watch_work and number == 0)
                        else None)
             try:
-                services.reach_from(launched.pid)  # a container's workload reaches them in its own network
+                services.started(launched)  # a container's workload reaches them in its own network
                 served = server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
                                       watcher=watcher, on_point=watch.on_point if watch is not None
                                       else cpu_waits.on_point if cpu_waits is not None else None,
@@ -290,6 +298,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 exit_code: int | None = None
                 kill_problems: tuple[str, ...] = ()
                 if served.hit is None and not served.timed_out:
+                    services.ended()
                     exit_code = launched.wait()
                     leftovers, escaped = tuple(launched.sweep()), tuple(escapes.hunt())
                 else:

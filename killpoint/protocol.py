@@ -57,15 +57,18 @@ STEP_SAVING = "step_saving"
 STEP_RECORDED = "step_recorded"
 STEP_POINTS = (STEP_ENTERED, STEP_RETURNED, STEP_SAVING, STEP_RECORDED)
 # The crash points at an unmodified agent's network seams, announced for it by the services the harness runs
-# (harness/agents/seams.py says what each means), in the order one tool call crosses them.
+# (harness/agents/seams.py says what each means), in the order one tool call crosses them; then the one inside
+# its own store, where the scenario names one (harness/agents/store_seam.py): the store first holds the result.
 MODEL_REQUEST = "model_request"
 MODEL_REPLY = "model_reply"
 TOOL_REQUEST = "tool_request"
 TOOL_EFFECT = "tool_effect"
 TOOL_REPLY = "tool_reply"
-SEAM_POINTS = (MODEL_REQUEST, MODEL_REPLY, TOOL_REQUEST, TOOL_EFFECT, TOOL_REPLY)
+STORE_RESULT = "store_result"
+SEAM_POINTS = (MODEL_REQUEST, MODEL_REPLY, TOOL_REQUEST, TOOL_EFFECT, TOOL_REPLY, STORE_RESULT)
 # The seams where the agent waits on a request the harness holds: a kill there lands at the same place every time.
-# At the other two the reply is already the agent's, and it runs on until the SIGKILL lands.
+# At the others the agent runs on until the SIGKILL lands: it already has the reply, or its store is caught
+# wherever a watch of it catches it.
 HELD_SEAM_POINTS = (MODEL_REQUEST, TOOL_REQUEST, TOOL_EFFECT)
 ALL_POINTS = CALL_POINTS + RECOVERY_POINTS + STEP_POINTS + SEAM_POINTS
 # The points that may come with no call: the recovery's decisions, and an agent's model request and reply that

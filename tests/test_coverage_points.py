@@ -62,7 +62,13 @@ def test_an_agent_gets_its_seams_as_columns_and_a_legend_for_them():
     assert coverage_points(golden(seams)) == p.SEAM_POINTS  # it announces no recovery point
     assert no_call_row(golden(seams)) == "(answer)" and no_call_row(golden(STEPS)) == "(recovery)"
     assert coverage_legend(coverage_points(golden(seams))).startswith(
-        "coverage: kills that landed at each crash point, per incarnation. m_ is model_, t_ is tool_\n")
+        "coverage: kills that landed at each crash point, per incarnation. m_ is model_, t_ is tool_, st_ is store_\n")
+
+
+def test_an_agent_that_names_no_store_is_not_shown_a_store_column_it_could_never_reach():
+    seams = tuple(f"{call}:{point}" for call in CALLS for point in p.SEAM_POINTS if point != p.STORE_RESULT)
+    assert coverage_points(golden(seams)) == tuple(point for point in p.SEAM_POINTS if point != p.STORE_RESULT)
+    assert "st_ is store_" not in coverage_legend(coverage_points(golden(seams)))
 
 
 def test_a_protocol_runtime_gets_the_protocol_columns():

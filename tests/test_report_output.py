@@ -125,7 +125,8 @@ def test_normal_mode_prints_the_untested_count_in_the_table_and_a_legend_for_the
         "  (b_started: before_started); N+M: N kills at the point, M timed or event kills just after it"]
     for point, heading in COVERAGE_HEADINGS.items():
         long = dict((short, long) for long, short in HEADING_PREFIXES)
-        assert long[heading[:2]] + heading[2:] == point
+        short, _, rest = heading.partition("_")
+        assert long[short + "_"] + rest == point
     assert coverage_map[3].split() == ["b_started", "a_started", "a_effect", "b_finished", "a_finished", "a_decisions",
                                        "a_verify"]
     assert "coverage, incarnation 1 (after 1 kill):" in coverage_map

@@ -32,9 +32,13 @@ from killpoint.harness.agents._loopback import LoopbackServer
 from killpoint.harness.agents.model_endpoint import ModelEndpoint
 from killpoint.harness.agents.script import Script
 from killpoint.harness.agents.seam_client import SeamClient
-from killpoint.harness.agents.seams import SeamHook, free_running
+from killpoint.harness.agents.seams import TOOL_REQUEST, SeamHook, free_running
+from killpoint.harness.agents.store_seam import StoreSeam
 from killpoint.harness.agents.tool_service import ToolService
+from killpoint.harness.backends import Launched
+from killpoint.harness.frameworks._agent_store import AgentStore
 from killpoint.harness.frameworks._agent_seams import EXCHANGES_FILE, REPLY, REQUEST, SEAMS_FILE
+from killpoint.harness.model import Plan
 
 
 TOOLS_URL_ENV = protocol.ENV_TOOLS_URL
@@ -55,9 +59,14 @@ class SeamRecord:
     inner: SeamHook
     incarnation: int = 0
     lines: list[dict[str, Any]] = field(default_factory=list)
+    store: StoreSeam | None = None  # the agent's own store, read before each of its requests is announced
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
+        if self.store is not None and point in (REQUEST, TOOL_REQUEST):
+            self.store.sync()  # a result it saved before this request is its store_result, before the request
+            if point == TOOL_REQUEST:
+                self.store.expect(*calls)
         if point in (REQUEST, REPLY):
             # The API rides in the line a finding quotes; the bodies are in the exchanges saved beside it.
             line = ({REQUEST: 0, "done": list(exchange.get("done", ())),
@@ -105,8 +114,9 @@ class ToolServices:
             self.seams.begin(incarnation, armed)
         self.tools.begin(incarnation, world_durable=world_durable)
 
-    def reach_from(self, pid: int) -> None:
-        """The incarnation ``pid`` started: if it has a network of its own (a container's), serve it there too."""
+    def started(self, launched: Launched) -> None:
+        """The incarnation ``launched`` started: if it has a network of its own (a container's), serve it there too."""
+        pid = launched.pid
         try:
             for server in self._servers():
                 server.reach_from(pid)
@@ -127,12 +137,17 @@ class ToolServices:
             self.seams.struck()
         self.tools.freeze()
 
-    def save(self, folder: Path) -> None:
-        """The incarnation is dead (killed, or exited): the connections held for it close. Nothing is written."""
+    def ended(self) -> None:
+        """The incarnation is dead (killed, or exited on its own): the connections held for it close, and nothing
+        announced for it is waited on any more."""
         for server in self._servers():
             server.release_drops()
         if self.seams is not None:
             self.seams.struck()
+
+    def save(self, folder: Path) -> None:
+        """The incarnation is dead (``ended``). Nothing is written: the ledger is the tools' whole record."""
+        self.ended()
 
     def close(self) -> None:
         with contextlib.ExitStack() as closing:  # each is closed, whichever of them fails to
@@ -173,6 +188,16 @@ class AgentServices(ToolServices):
             MODEL_URL_ENV: self.model.url,
         }
 
+    def keep_store(self, store: AgentStore, plan: Plan, workload: Path) -> None:
+        """The agent keeps ``store`` (its files under ``workload``): announce ``store_result`` as it first holds each
+        of ``plan``'s results (``store_seam``)."""
+        self.record.store = StoreSeam(store, plan, workload, self.record.inner)
+
+    def started(self, launched: Launched) -> None:
+        super().started(launched)
+        if self.record.store is not None:
+            self.record.store.watch(launched)
+
     def begin(self, incarnation: int, armed: ArmedPoints = ArmedPoints(), *, world_durable: bool = False) -> None:
         """As ``ToolServices.begin``, but every seam is waited at, whatever ``armed`` says: a hold at a seam after a
         reply (``model_reply``, ``tool_reply``) holds a service's thread, not the agent, so only the agent's next
@@ -194,6 +219,16 @@ class AgentServices(ToolServices):
         write_fresh(folder / SEAMS_FILE, "".join(json.dumps(line) + "\n" for line in self.record.snapshot()).encode())
         write_fresh(folder / EXCHANGES_FILE, "".join(json.dumps(line, default=str) + "\n"
                                                      for line in self.exchanges()).encode())
+
+    def ended(self) -> None:
+        super().ended()  # first: an announcement of store_result waiting on the harness ends
+        if self.record.store is not None:
+            self.record.store.stop()
+
+    def close(self) -> None:
+        if self.record.store is not None:
+            self.record.store.stop()
+        super().close()
 
     def exchanges(self) -> list[dict[str, Any]]:
         """What the agent asked and was answered, model and tools, as the evidence quotes it."""

@@ -27,7 +27,7 @@ from killpoint.harness.frameworks._sqlite_query import SqliteQuery
 from killpoint.harness.frameworks._table import DEFAULT_PATHS, journal_problems
 from killpoint.harness.model import DurableState, StepRecord, StoreReader
 
-__all__ = ["AGENT_SEAMS", "DurableState", "StepRecord", "StoreReader", "framework_versions", "journal_problems", "reader_for"]
+__all__ = ["AGENT_SEAMS", "AgentSeams", "AgentStore", "DurableState", "StepRecord", "StoreReader", "framework_versions", "journal_problems", "reader_for"]
 
 # The distributions whose versions a report prints for each framework format.
 FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {

@@ -38,11 +38,12 @@ def findings(out: str, rule: str) -> list[str]:
     ("--exhaustive", "--power-loss"),
 ], ids=["pausing", "no-pause", "drift-to-retry", "drift-to-verify", "power-loss"])
 def test_the_reference_agent_passes_every_kill(killpoint, mode):
-    """Three calls, two of them parallel in one turn: 5 seams each, and the final answer's request and reply."""
+    """Three calls, two of them parallel in one turn: 5 seams and its store's point each, and the final answer's
+    request and reply."""
     result = killpoint("run", REFERENCE, *mode, "-j", "2")
     assert result.exit_code == 0, result.out + result.err
-    assert "17 runs: 17 passed, 0 failed" in result.out, result.out
-    assert "17 of 17 crash points of the crash-free run killed" in result.out, result.out
+    assert "20 runs: 20 passed, 0 failed" in result.out, result.out
+    assert "20 of 20 crash points of the crash-free run killed" in result.out, result.out
 
 
 def test_the_reference_agent_passes_every_pair_of_kills(killpoint):
@@ -56,7 +57,7 @@ def test_the_reference_agent_passes_every_pair_of_kills(killpoint):
 def test_the_reference_agent_with_tools_it_declares_passes_every_kill(killpoint, mode):
     """A lookup, an overwrite, a card charge and an email, declared in the scenario ([agent.tools.NAME])."""
     result = killpoint("run", AGENTS / "shop_tools.toml", "--exhaustive", *mode, "-j", "2")
-    assert result.exit_code == 0 and "22 runs: 22 passed, 0 failed" in result.out, result.out + result.err
+    assert result.exit_code == 0 and "26 runs: 26 passed, 0 failed" in result.out, result.out + result.err
 
 
 def test_a_blind_retry_of_a_declared_card_charge_is_caught_naming_it(killpoint):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,9 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def test_a_frozen_cgroup_holds_every_process_in_it_still_and_thaws_on_leaving() -> None:
+@pytest.fixture
+def spinning() -> Iterator[tuple[IncarnationCgroup, subprocess.Popen[bytes]]]:
+    """A process spinning in a cgroup of its own; whatever the test left of either is killed afterwards."""
     if usable_parent() is None:
         pytest.skip("no cgroup v2 folder this process may write: incarnations are never held here")
     cgroup = IncarnationCgroup.create()
@@ -78,19 +81,36 @@ def test_a_frozen_cgroup_holds_every_process_in_it_still_and_thaws_on_leaving() 
     with preexec_joiner(cgroup) as join:
         spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=join)
     try:
-        deadline = time.monotonic() + 10
-        while cpu_ticks(spinner.pid) < 5 and time.monotonic() < deadline:  # running, and seen to run
-            time.sleep(0.05)
-        with cgroup.frozen() as held:
-            assert held
-            before = cpu_ticks(spinner.pid)
-            time.sleep(0.5)
-            assert cpu_ticks(spinner.pid) == before
-        thawed = cpu_ticks(spinner.pid)
-        while cpu_ticks(spinner.pid) == thawed and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert cpu_ticks(spinner.pid) > thawed  # it runs again
+        yield cgroup, spinner
     finally:
-        cgroup.discard()
+        spinner.kill()
         spinner.wait(timeout=10)
-    assert spinner.returncode == -9
+        cgroup.discard()
+
+
+def test_a_frozen_cgroup_holds_every_process_in_it_still_and_thaws_on_leaving(spinning) -> None:
+    cgroup, spinner = spinning
+    deadline = time.monotonic() + 10
+    while cpu_ticks(spinner.pid) < 5 and time.monotonic() < deadline:  # running, and seen to run
+        time.sleep(0.05)
+    with cgroup.frozen() as held:
+        assert held
+        before = cpu_ticks(spinner.pid)
+        time.sleep(0.5)
+        assert cpu_ticks(spinner.pid) == before
+    thawed = cpu_ticks(spinner.pid)
+    while cpu_ticks(spinner.pid) == thawed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cpu_ticks(spinner.pid) > thawed  # it runs again
+    cgroup.discard()
+    assert spinner.wait(timeout=10) == -9
+
+
+def test_a_frozen_cgroup_is_killed_while_still_frozen(spinning) -> None:
+    """A kill at the store's point lands while the watch holds the incarnation frozen: SIGKILL must end it there,
+    with no thaw first (a thaw would let the agent run on past the point before it died)."""
+    cgroup, spinner = spinning
+    with cgroup.frozen() as held:
+        assert held
+        cgroup.discard()  # killed, confirmed empty and removed, all inside the freeze
+        assert spinner.wait(timeout=10) == -9

@@ -1,0 +1,187 @@
+"""The crash point inside an agent's own store: ``store_result``, the moment its store first holds a call's result.
+
+Between the tool's reply reaching the agent and the next model request
+carrying the result, the agent's framework saves the result in its own store
+(the Agents SDK's session, LangGraph's pending writes and then its checkpoint,
+a journal of the agent's own). No network seam sees that write, and a kill
+just after it is the one where the agent has kept a result the model never
+saw: a correct agent goes on from its store; one that runs the call again
+repeats its effect.
+
+The store's folders are watched (inotify). From a call's tool reply until the
+store holds its result, each change is read with the incarnation held still
+(``Launched.held``: its cgroup frozen): the store's files are copied and read
+by the reader that quotes the store as evidence (``frameworks/_agent_store``,
+sandboxed as every store read is), and the first time the copy holds a result
+of the call, ``store_result`` is announced for it on the control socket, as
+the services announce every seam, while the agent stays held: a pausing kill
+there kills it frozen. The store is read once more before the agent's next
+request is announced (``sync``): a framework that saves before its next
+request is caught there, before the model has the result, every time. One
+that saves in the background (LangGraph's default durability) is caught
+wherever the watch catches it, so ``store_result``, like ``model_reply``, is a
+point where what the agent did by the kill can vary (hunt draws only the held
+seams). A result the store held once is announced once a run.
+
+Where the incarnation cannot be held (a container; no cgroup) the copy is
+read as the agent goes on, and a copy caught mid-write holds nothing new yet.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import stat
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inotify_simple import INotify, flags
+
+from killpoint import protocol
+from killpoint.harness._safe_files import remove_tree
+from killpoint.harness.agents.seams import AgentKilled, SeamHook
+from killpoint.harness.backends import Launched
+from killpoint.harness.frameworks._agent_store import AgentStore
+from killpoint.harness.model import Plan
+from killpoint.harness.nemesis import copy_store
+
+STORE_RESULT = protocol.STORE_RESULT
+WATCHED = flags.MODIFY | flags.CREATE | flags.MOVED_TO | flags.DELETE | flags.ONLYDIR | flags.DONT_FOLLOW
+WAKE_S = 0.25  # how often the watching thread looks whether it was stopped
+DEATH_DEADLINE_S = 60.0  # held frozen after a kill at the point until the harness saw the incarnation dead
+
+
+@dataclass
+class StoreSeam:
+    """Announces ``store_result`` for ``plan``'s calls through ``announce`` as ``store`` (under ``workload``) first
+    holds each one's result; ``watch`` and ``stop`` bracket each incarnation."""
+
+    store: AgentStore
+    plan: Plan
+    workload: Path
+    announce: SeamHook
+    _pending: set[str] = field(default_factory=set)  # replied to, their result not yet held
+    _held: set[str] = field(default_factory=set)  # announced: held once this run
+    _seen: tuple[tuple[int, int, int] | None, ...] = ()  # the store files' identities when last read
+    _launched: Launched | None = None
+    _ended: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _watching: threading.Thread | None = None
+    _wake: tuple[int, int] | None = None  # a pipe whose write end, closed, stops the watching thread
+
+    def watch(self, launched: Launched) -> None:
+        """Incarnation ``launched`` started: watch the store for it."""
+        self.stop()
+        with self._lock:
+            self._pending.clear()
+            self._seen = ()
+            self._launched = launched
+            self._ended.clear()
+        self._wake = os.pipe()
+        self._watching = threading.Thread(target=self._watch, args=(self._wake[0],), name="store-seam", daemon=True)
+        self._watching.start()
+
+    def stop(self) -> None:
+        """The incarnation is dead or done: stop watching, and let a hold at the point end."""
+        self._ended.set()
+        if self._wake is not None:
+            os.close(self._wake[1])
+        if self._watching is not None:
+            self._watching.join()
+        if self._wake is not None:
+            os.close(self._wake[0])
+        self._watching, self._wake = None, None
+
+    def expect(self, *calls: str) -> None:
+        """``calls`` reached their tool: their results may be saved from the moment its reply is written (marked
+        before, so a request the agent sends once it saved one finds it expected)."""
+        with self._lock:
+            self._pending.update(call for call in calls if self.plan.call(call) is not None and call not in self._held)
+
+    def sync(self) -> None:
+        """Read the store if it changed since last read (before the agent's next request is announced: the agent
+        is alive, waiting on it); AgentKilled if the incarnation was killed at ``store_result`` meanwhile."""
+        self._look(waiting=True)
+
+    def _watch(self, woken: int) -> None:
+        with INotify() as inotify:
+            for folder in self._folders():
+                try:
+                    inotify.add_watch(str(folder), WATCHED)
+                except OSError:  # gone, or made a link since it was looked at: the syncs still read it
+                    pass
+            while True:
+                ready, _, _ = select.select([inotify.fileno(), woken], [], [], WAKE_S)
+                if woken in ready:
+                    return
+                if ready:
+                    inotify.read(timeout=0)
+                    try:
+                        self._look(waiting=False)
+                    except AgentKilled:
+                        return
+
+    def _folders(self) -> list[Path]:
+        """The workload folder and each real folder a store file sits in (a link is never watched through)."""
+        folders = {self.workload}
+        for name in self.store.files(self.plan):
+            folder = self.workload
+            for part in Path(name).parts[:-1]:
+                folder = folder / part
+                try:
+                    if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                        break
+                except OSError:
+                    break
+                folders.add(folder)
+        return sorted(folders)
+
+    def _look(self, *, waiting: bool) -> None:
+        """Read the store if a call is expected and a file changed; announce what it newly holds. ``waiting``: the
+        agent waits on a request of its own, so it is alive; else it is only if it is held (exited, it may not
+        be, and an announcement would wait on a harness no longer serving it)."""
+        with self._lock:
+            if not self._pending or self._launched is None or self._ended.is_set():
+                return
+            if self._identities() == self._seen:
+                return
+            with self._launched.held() as held:
+                if not (held or waiting):
+                    return  # not held, maybe not alive: the sync before its next request reads it
+                self._seen = self._identities()
+                for call in self._newly_held():
+                    self._pending.discard(call)
+                    self._held.add(call)
+                    try:
+                        self.announce(STORE_RESULT, (call,), {})
+                    except AgentKilled:
+                        # Killed here: stay frozen until the kill is confirmed, so the agent runs on no further.
+                        self._ended.wait(DEATH_DEADLINE_S)
+                        raise
+
+    def _identities(self) -> tuple[tuple[int, int, int] | None, ...]:
+        """Each store file's (inode, size, change time), None where absent: what a write changes."""
+        identities: list[tuple[int, int, int] | None] = []
+        for name in self.store.files(self.plan):
+            try:
+                found = os.lstat(self.workload / name)
+                identities.append((found.st_ino, found.st_size, found.st_mtime_ns))
+            except OSError:
+                identities.append(None)
+        return tuple(identities)
+
+    def _newly_held(self) -> list[str]:
+        """The pending calls whose result a copy of the store holds now, in the plan's order."""
+        with tempfile.TemporaryDirectory(prefix="killpoint-store-seam-") as scratch:
+            copy = Path(scratch) / "store"
+            try:
+                if copy_store(self.workload, self.store.files(self.plan), copy):
+                    return []  # refused (a link, a FIFO, too big): the kills' copies say why
+                records = self.store.read(copy, self.plan).records
+            finally:
+                remove_tree(copy)
+        return [call.call_id for call in self.plan.calls
+                if call.call_id in self._pending and (record := records.get(call.call_id)) is not None
+                and record.status == protocol.SUCCEEDED]
