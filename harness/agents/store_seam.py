@@ -79,8 +79,12 @@ class StoreSeam:
             self._seen = ()
             self._launched = launched
             self._ended.clear()
+        inotify = self._inotify()
+        if inotify is None:
+            return  # no inotify instance left to this user: the reads before the agent's requests remain
         self._wake = os.pipe()
-        self._watching = threading.Thread(target=self._watch, args=(self._wake[0],), name="store-seam", daemon=True)
+        self._watching = threading.Thread(target=self._watch, args=(inotify, self._wake[0]), name="store-seam",
+                                          daemon=True)
         self._watching.start()
 
     def stop(self) -> None:
@@ -105,17 +109,21 @@ class StoreSeam:
         is alive, waiting on it); AgentKilled if the incarnation was killed at ``store_result`` meanwhile."""
         self._look(waiting=True)
 
-    def _watch(self, woken: int) -> None:
+    def _inotify(self) -> INotify | None:
+        """Watches on the store's folders, made before the incarnation's first look; None if none can be made."""
         try:
             inotify = INotify()
-        except OSError:  # no inotify instance left to this user: the reads before the agent's requests remain
-            return
+        except OSError:
+            return None
+        for folder in self._folders():
+            try:
+                inotify.add_watch(str(folder), WATCHED)
+            except OSError:  # gone, or made a link since it was looked at: the syncs still read it
+                pass
+        return inotify
+
+    def _watch(self, inotify: INotify, woken: int) -> None:
         with inotify:
-            for folder in self._folders():
-                try:
-                    inotify.add_watch(str(folder), WATCHED)
-                except OSError:  # gone, or made a link since it was looked at: the syncs still read it
-                    pass
             while True:
                 ready, _, _ = select.select([inotify.fileno(), woken], [], [], WAKE_S)
                 if woken in ready:

@@ -6,6 +6,7 @@ import platform
 from collections.abc import Iterator
 
 import pytest
+from inotify_simple import INotify
 
 from killpoint.harness.agents.model_endpoint import ModelEndpoint
 from killpoint.harness.agents.script import Script
@@ -14,6 +15,8 @@ from tests.agents.scripted import PLAN
 # The openai and anthropic clients name the machine in their headers, and Python learns the processor by running
 # `uname -p` once per interpreter: run it here, at collection, so no test is taken for one that starts processes.
 platform.processor()
+# inotify_simple finds libc with `ldconfig -p` at its first watch (the store's crash point watches): likewise.
+INotify().close()
 
 
 @pytest.fixture

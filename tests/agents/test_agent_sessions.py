@@ -12,7 +12,6 @@ is named; where it lands where the framework does not repeat the effect, nothing
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
