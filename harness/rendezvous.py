@@ -63,6 +63,9 @@ class Served:
     armed: bool = False  # for an AfterPoint kill: its point was passed, the next one kills
     protocol_problems: list[str] = field(default_factory=list)
     held_s: float = 0.0  # spent in ``serve``'s ``on_point``, while the workload waited: its deadline moves by it
+    # The incarnation served, when the runner names it: a seam the harness's services announced for another (late,
+    # for one that already ended) is no point of this one.
+    incarnation: int | None = None
     storage_s: float | None = None  # waited for the lazy file system (``serve``'s ``storage``): so does it
 
     def record(self, point: str, reached_at: float) -> None:
@@ -90,8 +93,8 @@ class RendezvousServer:
         self._buffers: dict[socket.socket, bytes] = {}  # the last incarnation's connections and their unread ends
 
     def serve(self, pid: int, kill: Kill | None, *, started: float, deadline: float,
-              watcher: EventWatcher | None = None,
-              on_point: PointHook | None = None, storage: Callable[[], float] | None = None) -> Served:
+              watcher: EventWatcher | None = None, on_point: PointHook | None = None,
+              storage: Callable[[], float] | None = None, incarnation: int | None = None) -> Served:
         """Answer crash points until the kill's moment, the process's exit, or the deadline.
 
         ``started`` is a time before the launch began: no point was reached before it.
@@ -104,7 +107,7 @@ class RendezvousServer:
         long the workload has waited for a lazy file system; asked when the
         deadline comes, it moves the deadline by that time.
         """
-        served = Served(launching=started, storage_s=None if storage is None else 0.0)
+        served = Served(launching=started, storage_s=None if storage is None else 0.0, incarnation=incarnation)
         # A /now kill's point may be the last thing the workload sent: it SIGKILLs itself there.
         self_kill = kill if isinstance(kill, AtPoint) and kill.now else None
         try:
@@ -185,7 +188,7 @@ class RendezvousServer:
         """
         if served.hit_at is None:
             return
-        late = Served(launching=served.launching)
+        late = Served(launching=served.launching, incarnation=served.incarnation)
         self._drain(self._buffers, late)
         for point, reached_at in zip(late.points, late.point_times):
             if reached_at <= served.hit_at:
@@ -261,6 +264,9 @@ class RendezvousServer:
                 f"{point_reached(point, call)} was announced by process {sender}, not by the harness's agent "
                 f"services, which alone announce seams: not a crash point, nothing killed")
             _reply(connection)
+            return False
+        if point in SEAM_POINTS and served.incarnation is not None and message.get("incarnation") != served.incarnation:
+            _reply(connection)  # sent for an incarnation that ended before it was read: it reached nothing here
             return False
         reached_at = _reached_at(sent, served.launching, arrived)
         served.record(point_reached(point, call), reached_at)

@@ -290,7 +290,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 served = server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
                                       watcher=watcher, on_point=watch.on_point if watch is not None
                                       else cpu_waits.on_point if cpu_waits is not None else None,
-                                      storage=waited)
+                                      storage=waited, incarnation=number)
                 # Timed out at the most its wait may move its deadline by: still waiting for the storage, maybe.
                 storage_bound = served.timed_out and waited is not None and waited.exhausted
                 storage_s = waited() if waited is not None else None  # asked before a strike copies the storage

@@ -150,6 +150,7 @@ class ToolServices:
         self.ended()
 
     def close(self) -> None:
+        self.ended()  # a run that failed mid-incarnation: nothing announced for it waits on the harness any more
         with contextlib.ExitStack() as closing:  # each is closed, whichever of them fails to
             for server in self._servers():
                 closing.callback(server.close)
@@ -224,11 +225,6 @@ class AgentServices(ToolServices):
         super().ended()  # first: an announcement of store_result waiting on the harness ends
         if self.record.store is not None:
             self.record.store.stop()
-
-    def close(self) -> None:
-        if self.record.store is not None:
-            self.record.store.stop()
-        super().close()
 
     def exchanges(self) -> list[dict[str, Any]]:
         """What the agent asked and was answered, model and tools, as the evidence quotes it."""

@@ -8,8 +8,9 @@ just after it is the one where the agent has kept a result the model never
 saw: a correct agent goes on from its store; one that runs the call again
 repeats its effect.
 
-The store's folders are watched (inotify). From a call's tool reply until the
-store holds its result, each change is read with the incarnation held still
+The store's folders are watched (inotify; those that exist when the
+incarnation starts). From the moment a call reaches its tool until the store
+holds its result, each change is read with the incarnation held still
 (``Launched.held``: its cgroup frozen): the store's files are copied and read
 by the reader that quotes the store as evidence (``frameworks/_agent_store``,
 sandboxed as every store read is), and the first time the copy holds a result
@@ -23,8 +24,12 @@ wherever the watch catches it, so ``store_result``, like ``model_reply``, is a
 point where what the agent did by the kill can vary (hunt draws only the held
 seams). A result the store held once is announced once a run.
 
-Where the incarnation cannot be held (a container; no cgroup) the copy is
-read as the agent goes on, and a copy caught mid-write holds nothing new yet.
+Where the incarnation cannot be held (a container; no cgroup freezer) only the
+reads before its requests announce, the copy read as the agent goes on (a copy
+caught mid-write holds nothing new yet). The watch never announces for an
+incarnation that has ended (an empty cgroup freezes too): the rendezvous would
+read it as the next one's, were it not dropped there for its incarnation
+number. A store with another file system mounted on its way is never read.
 """
 
 from __future__ import annotations
@@ -82,21 +87,33 @@ class StoreSeam:
         inotify = self._inotify()
         if inotify is None:
             return  # no inotify instance left to this user: the reads before the agent's requests remain
-        self._wake = os.pipe()
-        self._watching = threading.Thread(target=self._watch, args=(inotify, self._wake[0]), name="store-seam",
-                                          daemon=True)
-        self._watching.start()
+        try:
+            wake = os.pipe()
+        except OSError:
+            inotify.close()
+            return
+        watching = threading.Thread(target=self._watch, args=(inotify, wake[0]), name="store-seam", daemon=True)
+        try:
+            watching.start()
+        except BaseException:
+            inotify.close()
+            os.close(wake[0])
+            os.close(wake[1])
+            raise
+        self._wake, self._watching = wake, watching
 
     def stop(self) -> None:
         """The incarnation is dead or done: stop watching, and let a hold at the point end."""
         self._ended.set()
-        if self._wake is not None:
-            os.close(self._wake[1])
-        if self._watching is not None:
-            self._watching.join()
-        if self._wake is not None:
-            os.close(self._wake[0])
-        self._watching, self._wake = None, None
+        wake, watching = self._wake, self._watching
+        self._wake, self._watching = None, None
+        if wake is None or watching is None:
+            return
+        os.close(wake[1])
+        try:
+            watching.join()
+        finally:
+            os.close(wake[0])
 
     def expect(self, *calls: str) -> None:
         """``calls`` reached their tool: their results may be saved from the moment its reply is written (marked
@@ -159,9 +176,11 @@ class StoreSeam:
                 return
             if self._identities() == self._seen:
                 return
+            if not self._on_one_file_system():
+                return  # something is mounted on the store's way: a read could wait on a process held still
             with self._launched.held() as held:
-                if not (held or waiting):
-                    return  # not held, maybe not alive: the sync before its next request reads it
+                if not (waiting or (held and _running(self._launched.pid))):
+                    return  # not held, or ended (an empty cgroup freezes too): the sync before its next request reads
                 self._seen = self._identities()
                 for call in self._newly_held():
                     self._pending.discard(call)
@@ -172,6 +191,23 @@ class StoreSeam:
                         # Killed here: stay frozen until the kill is confirmed, so the agent runs on no further.
                         self._ended.wait(DEATH_DEADLINE_S)
                         raise
+
+    def _on_one_file_system(self) -> bool:
+        """Whether the store's files, and the folders on their way, are on the workload folder's file system."""
+        try:
+            device = os.lstat(self.workload).st_dev
+        except OSError:
+            return False
+        for name in self.store.files(self.plan):
+            path = self.workload
+            for part in Path(name).parts:
+                path = path / part
+                try:
+                    if os.lstat(path).st_dev != device:
+                        return False
+                except OSError:
+                    break  # not made yet: nothing on the way is mounted
+        return True
 
     def _identities(self) -> tuple[tuple[int, int, int] | None, ...]:
         """Each store file's (inode, size, change time), None where absent: what a write changes."""
@@ -186,14 +222,26 @@ class StoreSeam:
 
     def _newly_held(self) -> list[str]:
         """The pending calls whose result a copy of the store holds now, in the plan's order."""
-        with tempfile.TemporaryDirectory(prefix="killpoint-store-seam-") as scratch:
-            copy = Path(scratch) / "store"
-            try:
-                if copy_store(self.workload, self.store.files(self.plan), copy):
-                    return []  # refused (a link, a FIFO, too big): the kills' copies say why
-                records = self.store.read(copy, self.plan).records
-            finally:
-                remove_tree(copy)
+        try:
+            with tempfile.TemporaryDirectory(prefix="killpoint-store-seam-") as scratch:
+                copy = Path(scratch) / "store"
+                try:
+                    if copy_store(self.workload, self.store.files(self.plan), copy):
+                        return []  # refused (a link, a FIFO, too big): the kills' copies say why
+                    records = self.store.read(copy, self.plan).records
+                finally:
+                    remove_tree(copy)
+        except OSError:  # no room for the copy: nothing is known to be held, and the agent's request goes on
+            return []
         return [call.call_id for call in self.plan.calls
                 if call.call_id in self._pending and (record := records.get(call.call_id)) is not None
                 and record.status == protocol.SUCCEEDED]
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` is alive and not a zombie: an exited incarnation's leader may be either, briefly."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat_file:
+            return stat_file.read().rpartition(b")")[2].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False

@@ -109,3 +109,30 @@ def test_only_the_armed_point_is_waited_at_and_the_others_are_still_counted(tmp_
         assert held and isinstance(held[0], AgentKilled)
     finally:
         server.close()
+
+
+def test_a_seam_announced_for_an_incarnation_already_ended_is_no_point_of_the_next(tmp_path: Path, agent):
+    """A late announcement (a store read whose incarnation exited before it was sent) waits in the socket's queue
+    until the next incarnation is served: it names its incarnation, and is dropped there, never killed at."""
+    server = RendezvousServer(tmp_path / "control.sock")
+    late, current = SeamClient(str(server.path)), SeamClient(str(server.path))
+    late.begin(0)
+    current.begin(1)
+    try:
+        started = time.monotonic()
+        served: list[Served] = []
+        thread = threading.Thread(target=lambda: served.append(server.serve(
+            agent.pid, AtPoint(TOOL_REQUEST, "c2"), started=started, deadline=started + 60, incarnation=1)))
+        thread.start()
+        assert announce(late, TOOL_REQUEST, ("c2",)) == "went on"  # answered, and nothing recorded
+        assert announce(current, MODEL_REQUEST, ("c2",)) == "went on"
+        killed: list[Any] = []
+        holder = threading.Thread(target=lambda: killed.append(announce(current, TOOL_REQUEST, ("c2",))))
+        holder.start()
+        thread.join(60)
+        current.struck()
+        holder.join(60)
+        assert served[0].points == ["c2:model_request", "c2:tool_request"]
+        assert served[0].hit == AtPoint(TOOL_REQUEST, "c2") and isinstance(killed[0], AgentKilled)
+    finally:
+        server.close()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -164,3 +166,32 @@ def test_a_kill_at_the_point_keeps_the_incarnation_held_until_it_is_dead(seam) -
     store_seam.stop()
     requesting.join(DEADLINE_S)
     assert not requesting.is_alive() and not incarnation.holding.is_set()
+
+
+@pytest.mark.integration
+def test_a_store_with_a_file_system_mounted_on_its_way_is_never_read(tmp_path: Path) -> None:
+    """An agent able to mount (root in its own tree) could serve its store from a FUSE daemon it runs: frozen with
+    it, a read there would never return. A store whose way crosses a mount is not read, and its point not reached."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a file system needs root; the harness runs as root in CI")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(notes)], check=True)
+    try:
+        announced = Announced()
+        store_seam = StoreSeam(AgentStore(("notes/agent-journal.jsonl",)), PLAN, tmp_path, announced)
+        store_seam.watch(FakeIncarnation(holds=True))
+        store_seam.expect("c1")
+        (notes / "agent-journal.jsonl").write_text(result_line("c1"))
+        store_seam.sync()
+        store_seam.stop()
+        assert announced.points == []
+    finally:
+        subprocess.run(["umount", str(notes)], check=True)
+    moved = StoreSeam(AgentStore(("notes/agent-journal.jsonl",)), PLAN, tmp_path, announced)
+    moved.watch(FakeIncarnation(holds=True))
+    moved.expect("c1")
+    (notes / "agent-journal.jsonl").write_text(result_line("c1"))  # the same store, on the workload's own disk
+    moved.sync()
+    moved.stop()
+    assert announced.points == [(STORE_RESULT, ("c1",))]
