@@ -54,7 +54,6 @@ from killpoint.harness.nemesis import copy_store
 
 STORE_RESULT = protocol.STORE_RESULT
 WATCHED = flags.MODIFY | flags.CREATE | flags.MOVED_TO | flags.DELETE | flags.ONLYDIR | flags.DONT_FOLLOW
-WAKE_S = 0.25  # how often the watching thread looks whether it was stopped
 DEATH_DEADLINE_S = 60.0  # held frozen after a kill at the point until the harness saw the incarnation dead
 
 
@@ -67,7 +66,7 @@ class StoreSeam:
     plan: Plan
     workload: Path
     announce: SeamHook
-    _pending: set[str] = field(default_factory=set)  # replied to, their result not yet held
+    _pending: set[str] = field(default_factory=set)  # reached their tool, their result not yet held
     _held: set[str] = field(default_factory=set)  # announced: held once this run
     _seen: tuple[tuple[int, int, int] | None, ...] = ()  # the store files' identities when last read
     _launched: Launched | None = None
@@ -142,7 +141,7 @@ class StoreSeam:
     def _watch(self, inotify: INotify, woken: int) -> None:
         with inotify:
             while True:
-                ready, _, _ = select.select([inotify.fileno(), woken], [], [], WAKE_S)
+                ready, _, _ = select.select([inotify.fileno(), woken], [], [])
                 if woken in ready:
                     return
                 if ready:
