@@ -286,7 +286,7 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                        if event or (isinstance(kill, AfterDelay) and kill.after is None) or (watch_work and number == 0)
                        else None)
             try:
-                services.started(launched)  # a container's workload reaches them in its own network
+                services.started(launched)  # served in a container's own network too; an agent's store watched
                 served = server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
                                       watcher=watcher, on_point=watch.on_point if watch is not None
                                       else cpu_waits.on_point if cpu_waits is not None else None,
