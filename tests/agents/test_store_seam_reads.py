@@ -101,10 +101,13 @@ def test_a_result_is_announced_once_the_call_reached_its_tool_and_never_twice(se
 
 def test_an_unchanged_store_is_not_read_again(seam) -> None:
     store_seam, announced, journal = seam
+    (aside := journal.parent / "aside").mkdir()  # not a store folder: nothing written there wakes the watch
     incarnation = FakeIncarnation(holds=True)
     store_seam.watch(incarnation)
     store_seam.expect("c2")
-    journal.write_text(choice_line("c2"))
+    # Written whole in one step: a write in two (truncate, then the text) is two changes, each its own read.
+    (written := aside / "written").write_text(choice_line("c2"))
+    written.replace(journal)
     store_seam.sync()
     reads = incarnation.held_times
     store_seam.sync()
