@@ -40,12 +40,12 @@ import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from inotify_simple import INotify, flags
 
 from killpoint import protocol
-from killpoint.harness._safe_files import remove_tree
+from killpoint.harness._process_tree import process_gone
 from killpoint.harness.agents.seams import AgentKilled, SeamHook
 from killpoint.harness.backends import Launched
 from killpoint.harness.frameworks._agent_store import AgentStore
@@ -74,6 +74,10 @@ class StoreSeam:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _watching: threading.Thread | None = None
     _wake: tuple[int, int] | None = None  # a pipe whose write end, closed, stops the watching thread
+    _files: tuple[str, ...] = field(init=False, default=())  # the store's files, resolved once (``__post_init__``)
+
+    def __post_init__(self) -> None:
+        self._files = self.store.files(self.plan)
 
     def watch(self, launched: Launched) -> None:
         """Incarnation ``launched`` started: watch the store for it."""
@@ -154,9 +158,9 @@ class StoreSeam:
     def _folders(self) -> list[Path]:
         """The workload folder and each real folder a store file sits in (a link is never watched through)."""
         folders = {self.workload}
-        for name in self.store.files(self.plan):
+        for name in self._files:
             folder = self.workload
-            for part in Path(name).parts[:-1]:
+            for part in PurePosixPath(name).parts[:-1]:
                 folder = folder / part
                 try:
                     if not stat.S_ISDIR(os.lstat(folder).st_mode):
@@ -173,14 +177,16 @@ class StoreSeam:
         with self._lock:
             if not self._pending or self._launched is None or self._ended.is_set():
                 return
-            if self._identities() == self._seen:
-                return
-            if not self._on_one_file_system():
-                return  # something is mounted on the store's way: a read could wait on a process held still
+            identities = self._identities()
+            if identities is None or identities == self._seen:
+                return  # unchanged, or something is mounted on its way (a read could wait on a process held still)
             with self._launched.held() as held:
-                if not (waiting or (held and _running(self._launched.pid))):
+                if not (waiting or (held and not process_gone(self._launched.pid))):
                     return  # not held, or ended (an empty cgroup freezes too): the sync before its next request reads
-                self._seen = self._identities()
+                identities = self._identities()  # as the copy finds the store: a write just before the freeze is in
+                if identities is None:
+                    return
+                self._seen = identities
                 for call in self._newly_held():
                     self._pending.discard(call)
                     self._held.add(call)
@@ -191,32 +197,27 @@ class StoreSeam:
                         self._ended.wait(DEATH_DEADLINE_S)
                         raise
 
-    def _on_one_file_system(self) -> bool:
-        """Whether the store's files, and the folders on their way, are on the workload folder's file system."""
+    def _identities(self) -> tuple[tuple[int, int, int] | None, ...] | None:
+        """Each store file's (inode, size, change time), None where absent: what a write changes. None in all if
+        a file, or a folder on its way, is on another file system than the workload folder's (a mount)."""
         try:
             device = os.lstat(self.workload).st_dev
         except OSError:
-            return False
-        for name in self.store.files(self.plan):
+            return None
+        identities: list[tuple[int, int, int] | None] = []
+        for name in self._files:
+            found: os.stat_result | None = None
             path = self.workload
-            for part in Path(name).parts:
+            for part in PurePosixPath(name).parts:
                 path = path / part
                 try:
-                    if os.lstat(path).st_dev != device:
-                        return False
+                    found = os.lstat(path)
                 except OSError:
+                    found = None
                     break  # not made yet: nothing on the way is mounted
-        return True
-
-    def _identities(self) -> tuple[tuple[int, int, int] | None, ...]:
-        """Each store file's (inode, size, change time), None where absent: what a write changes."""
-        identities: list[tuple[int, int, int] | None] = []
-        for name in self.store.files(self.plan):
-            try:
-                found = os.lstat(self.workload / name)
-                identities.append((found.st_ino, found.st_size, found.st_mtime_ns))
-            except OSError:
-                identities.append(None)
+                if found.st_dev != device:
+                    return None
+            identities.append(None if found is None else (found.st_ino, found.st_size, found.st_mtime_ns))
         return tuple(identities)
 
     def _newly_held(self) -> list[str]:
@@ -224,23 +225,12 @@ class StoreSeam:
         try:
             with tempfile.TemporaryDirectory(prefix="killpoint-store-seam-") as scratch:
                 copy = Path(scratch) / "store"
-                try:
-                    if copy_store(self.workload, self.store.files(self.plan), copy):
-                        return []  # refused (a link, a FIFO, too big): the kills' copies say why
-                    records = self.store.read(copy, self.plan).records
-                finally:
-                    remove_tree(copy)
+                if copy_store(self.workload, self._files, copy):
+                    return []  # refused (a link, a FIFO, too big): the kills' copies say why
+                records = self.store.read(copy, self.plan).records
         except OSError:  # no room for the copy: nothing is known to be held, and the agent's request goes on
             return []
         return [call.call_id for call in self.plan.calls
                 if call.call_id in self._pending and (record := records.get(call.call_id)) is not None
                 and record.status == protocol.SUCCEEDED]
 
-
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` is alive and not a zombie: an exited incarnation's leader may be either, briefly."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat_file:
-            return stat_file.read().rpartition(b")")[2].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
