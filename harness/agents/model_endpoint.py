@@ -13,9 +13,7 @@ Every exchange is kept (bounded) for the evidence to quote.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from killpoint._json import strict_json
@@ -25,7 +23,7 @@ from killpoint.harness.agents._wire_anthropic import Messages
 from killpoint.harness.agents._wire_openai_chat import ChatCompletions
 from killpoint.harness.agents._wire_openai_responses import Responses
 from killpoint.harness.agents.script import Script, ScriptError
-from killpoint.harness.agents.seams import MODEL_REPLY, MODEL_REQUEST, AgentKilled, SeamHook, free_running
+from killpoint.harness.agents.seams import MODEL_REPLY, MODEL_REQUEST, AgentKilled, ReplyWrites, SeamHook, free_running
 
 __all__ = ["AgentKilled", "ModelEndpoint"]
 
@@ -38,26 +36,15 @@ class ModelEndpoint(LoopbackServer):
     """The scripted model for one run's agent; see the module's docstring. ``url`` is the server's root (the
     OpenAI SDKs want ``url + "/v1"`` as their base URL, the Anthropic SDK ``url``)."""
 
-    def __init__(self, script: Script, hook: SeamHook | None = None, *, io_timeout: float = IO_TIMEOUT_S) -> None:
+    def __init__(self, script: Script, hook: SeamHook | None = None, *, io_timeout: float = IO_TIMEOUT_S,
+                 replies: ReplyWrites | None = None) -> None:
+        """``replies``: where the replies being written are counted (shared with the tool service's: ``ReplyWrites``)."""
         self.script = script
         self.hook = hook or free_running
         self.apis: dict[str, Api] = {api.path: api for api in (ChatCompletions(), Responses(), Messages())}
         self._last_model = DEFAULT_MODEL
-        self._replying = 0  # replies being written whose ``model_reply`` seam has not been called yet
-        self._replies = threading.Condition()
+        self.replies = replies or ReplyWrites()
         super().__init__(_handler_for(self, io_timeout), "killpoint-model-endpoint")
-
-    @contextmanager
-    def replying(self) -> Iterator[None]:
-        """Around a reply's writing and its ``model_reply`` seam, which ``settle`` waits for."""
-        with self._replies:
-            self._replying += 1
-        try:
-            yield
-        finally:
-            with self._replies:
-                self._replying -= 1
-                self._replies.notify_all()
 
     def settle(self, timeout: float) -> bool:
         """Wait until every reply being written has passed its ``model_reply`` seam; whether all did in time.
@@ -67,8 +54,7 @@ class ModelEndpoint(LoopbackServer):
         say the task never finished. The seam's hook must not be waiting on the
         harness (the incarnation is struck, or ended: ``SeamClient.struck``).
         """
-        with self._replies:
-            return self._replies.wait_for(lambda: self._replying == 0, timeout=timeout)
+        return self.replies.settle(timeout)
 
     def models(self, anthropic: bool) -> dict[str, object]:
         """GET /v1/models: the one model, named as the agent last asked for it, in the list shape of its API."""
@@ -149,7 +135,7 @@ def _handler_for(endpoint: ModelEndpoint, io_timeout: float) -> type[QuietHandle
                 exchange["outcome"] = f"agent killed at {MODEL_REQUEST}: nothing written"
                 self.drop_when_dead()
                 return
-            with endpoint.replying():
+            with endpoint.replies.writing():
                 try:
                     self._send_answer(answer)
                 except OSError as error:  # the agent went away mid-reply (killed, or gave up): not sent

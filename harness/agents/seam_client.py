@@ -63,6 +63,11 @@ class SeamClient:
                 except OSError:
                     pass
 
+    def is_struck(self) -> bool:
+        """The running incarnation was killed (or ended): nothing it sends from now on is taken."""
+        with self._lock:
+            return self._struck
+
     def __call__(self, point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
         """The ``SeamHook``: announce ``point`` for each call in turn (none: the final answer's, with no call)."""
         for call in calls or (None,):

@@ -19,13 +19,15 @@ to the agent nor to the world.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from killpoint.protocol import MODEL_REPLY, MODEL_REQUEST, SEAM_POINTS, TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST
 
 __all__ = ["MODEL_REPLY", "MODEL_REQUEST", "SEAM_POINTS", "TOOL_EFFECT", "TOOL_REPLY", "TOOL_REQUEST", "AgentKilled",
-           "SeamHook", "free_running"]
+           "ReplyWrites", "SeamHook", "free_running"]
 
 
 class AgentKilled(Exception):
@@ -38,3 +40,42 @@ SeamHook = Callable[[str, tuple[str, ...], dict[str, Any]], None]
 
 def free_running(point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
     """The hook of a service no harness holds: every request goes straight through."""
+
+
+class ReplyWrites:
+    """The replies being written whose seam after them (``model_reply``, ``tool_reply``) is not announced yet.
+
+    A reply's seam is announced once its bytes are sent, so the agent runs on
+    meanwhile: it may save the result, or send its next request, before the
+    service's thread announces the reply. What the agent does with a reply
+    follows its seam only if the seams of the agent's requests, and of its
+    store, wait until every reply sent before them has been announced
+    (``settle``): a kill at a reply's seam then lands before the agent's next
+    request is acted on, and before its store is seen holding the result.
+    """
+
+    def __init__(self) -> None:
+        self._writing = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Around a reply's writing and the seam after it."""
+        with self._changed:
+            self._writing += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._writing -= 1
+                self._changed.notify_all()
+
+    def settle(self, timeout: float) -> bool:
+        """Wait until every reply being written has had its seam announced; whether all had in time."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._writing == 0, timeout=timeout)
+
+    def in_flight(self) -> bool:
+        """A reply is being written, or its seam announced, now."""
+        with self._changed:
+            return self._writing > 0

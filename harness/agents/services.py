@@ -20,6 +20,7 @@ import errno
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from killpoint.harness.agents._loopback import LoopbackServer
 from killpoint.harness.agents.model_endpoint import ModelEndpoint
 from killpoint.harness.agents.script import Script
 from killpoint.harness.agents.seam_client import SeamClient
-from killpoint.harness.agents.seams import TOOL_REQUEST, SeamHook, free_running
+from killpoint.harness.agents.seams import TOOL_REQUEST, AgentKilled, ReplyWrites, SeamHook, free_running
 from killpoint.harness.agents.store_seam import StoreSeam
 from killpoint.harness.agents.tool_service import ToolService
 from killpoint.harness.backends import Launched
@@ -54,19 +55,32 @@ class SeamRecord:
     A model request is recorded on receipt, with the calls its conversation
     shows done (the model has their results even if the agent is killed while
     the request is held); a reply once it has been sent, with the calls it chose.
+    A request is taken only once every reply sent before it has had its seam
+    (``ReplyWrites``) and the agent's store has been read for it, and only if
+    the incarnation was not struck meanwhile (``struck``): a request the agent
+    sent after the kill's moment reaches no one, the model included.
     """
 
     inner: SeamHook
+    struck: Callable[[], bool] = lambda: False  # the running incarnation was struck (``SeamClient.is_struck``)
     incarnation: int = 0
     lines: list[dict[str, Any]] = field(default_factory=list)
     store: StoreSeam | None = None  # the agent's own store, read before each of its requests is announced
+    replies: ReplyWrites = field(default_factory=ReplyWrites)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
-        if self.store is not None and point in (REQUEST, TOOL_REQUEST):
-            self.store.sync()  # a result it saved before this request is its store_result, before the request
-            if point == TOOL_REQUEST:
-                self.store.expect(*calls)
+        if point in (REQUEST, TOOL_REQUEST):
+            arrived_in = self.incarnation
+            # Bounded: a reply the agent leaves unread ends at its socket's timeout, and the order is moot then.
+            self.replies.settle(SETTLE_DEADLINE_S)
+            if self.store is not None:
+                self.store.sync()  # a result it saved before this request is its store_result, before the request
+                if point == TOOL_REQUEST:
+                    self.store.expect(*calls)
+            # struck first: ``begin`` numbers the next incarnation before it clears the strike.
+            if self.struck() or self.incarnation != arrived_in:
+                raise AgentKilled(f"incarnation {arrived_in} was struck before its {point} was taken")
         if point in (REQUEST, REPLY):
             # The API rides in the line a finding quotes; the bodies are in the exchanges saved beside it.
             line = ({REQUEST: 0, "done": list(exchange.get("done", ())),
@@ -170,10 +184,10 @@ class AgentServices(ToolServices):
     def start(cls, plan: dict[str, Any], world: Path, ledger: Path, control: Path | None) -> AgentServices:
         """Both services of a run, held at their seams on ``control`` (None: a run nothing holds)."""
         seams = SeamClient(str(control)) if control is not None else None
-        record = SeamRecord(seams if seams is not None else free_running)
-        tools = ToolService(plan, world, ledger, record, seams=seams).start()
+        record = SeamRecord(seams, seams.is_struck) if seams is not None else SeamRecord(free_running)
+        tools = ToolService(plan, world, ledger, record, seams=seams, replies=record.replies).start()
         try:
-            model = ModelEndpoint(Script.from_plan(plan), hook=record).start()
+            model = ModelEndpoint(Script.from_plan(plan), hook=record, replies=record.replies).start()
         except BaseException:
             tools.close()
             raise
@@ -192,7 +206,7 @@ class AgentServices(ToolServices):
     def keep_store(self, store: AgentStore, plan: Plan, workload: Path) -> None:
         """The agent keeps ``store`` (its files under ``workload``): announce ``store_result`` as it first holds each
         of ``plan``'s results (``store_seam``)."""
-        self.record.store = StoreSeam(store, plan, workload, self.record.inner)
+        self.record.store = StoreSeam(store, plan, workload, self.record.inner, self.record.replies)
 
     def started(self, launched: Launched) -> None:
         super().started(launched)

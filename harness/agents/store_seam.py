@@ -16,13 +16,15 @@ by the reader that quotes the store as evidence (``frameworks/_agent_store``,
 sandboxed as every store read is), and the first time the copy holds a result
 of the call, ``store_result`` is announced for it on the control socket, as
 the services announce every seam, while the agent stays held: a pausing kill
-there kills it frozen. The store is read once more before the agent's next
-request is announced (``sync``): a framework that saves before its next
-request is caught there, before the model has the result, every time. One
-that saves in the background (LangGraph's default durability) is caught
-wherever the watch catches it, so ``store_result``, like ``model_reply``, is a
-point where what the agent did by the kill can vary (hunt draws only the held
-seams). A result the store held once is announced once a run.
+there kills it frozen. A change seen while a reply's seam is still to be
+announced is read again later, for the result the reply carries follows its
+seam (``ReplyWrites``). The store is read once more before the agent's next
+request is announced (``sync``), once every reply's seam has been: a
+framework that saves before its next request is caught there, before the
+model has the result, every time. One that saves in the background
+(LangGraph's default durability) is caught wherever the watch catches it, so
+``store_result``, like ``model_reply``, is a point where what the agent did by
+the kill can vary (hunt draws only the held seams). A result the store held once is announced once a run.
 
 Where the incarnation cannot be held (a container; no cgroup freezer) only the
 reads before its requests announce, the copy read as the agent goes on (a copy
@@ -46,7 +48,7 @@ from inotify_simple import INotify, flags
 
 from killpoint import protocol
 from killpoint.harness._process_tree import process_gone
-from killpoint.harness.agents.seams import AgentKilled, SeamHook
+from killpoint.harness.agents.seams import AgentKilled, ReplyWrites, SeamHook
 from killpoint.harness.backends import Launched
 from killpoint.harness.frameworks._agent_store import AgentStore
 from killpoint.harness.model import Plan
@@ -66,6 +68,7 @@ class StoreSeam:
     plan: Plan
     workload: Path
     announce: SeamHook
+    replies: ReplyWrites = field(default_factory=ReplyWrites)  # the services' (a result follows its reply's seam)
     _pending: set[str] = field(default_factory=set)  # reached their tool, their result not yet held
     _held: set[str] = field(default_factory=set)  # announced: held once this run
     _seen: tuple[tuple[int, int, int] | None, ...] = ()  # the store files' identities when last read
@@ -183,6 +186,8 @@ class StoreSeam:
             with self._launched.held() as held:
                 if not (waiting or (held and not process_gone(self._launched.pid))):
                     return  # not held, or ended (an empty cgroup freezes too): the sync before its next request reads
+                if self.replies.in_flight():
+                    return  # a reply's seam is still to come, and the result it carries comes after it: read later
                 identities = self._identities()  # as the copy finds the store: a write just before the freeze is in
                 if identities is None:
                     return

@@ -58,7 +58,8 @@ from killpoint.harness._safe_files import open_regular
 from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, content_length, excerpt
 from killpoint.harness.agents.declared_tools import declared_tools
 from killpoint.harness.agents.seam_client import SeamClient
-from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled, SeamHook, free_running
+from killpoint.harness.agents.seams import (TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled, ReplyWrites, SeamHook,
+                                           free_running)
 
 VERIFY_TOOL = "verify_effect"
 MAX_BODY_BYTES = 1 << 24  # 16 MiB: a tool call's arguments; more is refused (413), never read into memory
@@ -129,8 +130,10 @@ class ToolService(LoopbackServer):
     """The fake tools of one run over HTTP on 127.0.0.1, writing the run's ledger; see the module's docstring."""
 
     def __init__(self, plan: dict[str, Any], world: Path, ledger: Path, hook: SeamHook = free_running, *,
-                 world_durable: bool = False, seams: SeamClient | None = None, by_arguments: bool = True) -> None:
+                 world_durable: bool = False, seams: SeamClient | None = None, by_arguments: bool = True,
+                 replies: ReplyWrites | None = None) -> None:
         """``seams``: where ``after_effect`` is announced for a call a runtime names (None: nowhere).
+        ``replies``: where the replies being written are counted (shared with the model's: ``ReplyWrites``).
         ``by_arguments``: requests that name no call are attributed to the plan's (an agent's run); a plan
         whose runtime names its calls may call one tool twice with the same arguments, and such requests are
         refused."""
@@ -141,6 +144,7 @@ class ToolService(LoopbackServer):
         self.ledger_path = ledger
         self.hook = hook
         self.seams = seams
+        self.replies = replies or ReplyWrites()
         self._incarnation = 0
         self._ledger: Ledger | None = None
         self._refused: str | None = None  # why the ledger or the world was not opened (begin)
@@ -292,9 +296,10 @@ class ToolService(LoopbackServer):
         result = self._invoke(tool, call, args, incarnation, recorded=True)
         exchange.update(ok=result.ok, error=result.error)
         self.hook(TOOL_EFFECT, (call,), exchange)
-        reply(200, {"ok": result.ok, "output": result.output, "error": result.error})
-        exchange["status"] = 200
-        self.hook(TOOL_REPLY, (call,), exchange)
+        with self.replies.writing():
+            reply(200, {"ok": result.ok, "output": result.output, "error": result.error})
+            exchange["status"] = 200
+            self.hook(TOOL_REPLY, (call,), exchange)
 
     def _probe(self, index: PlanIndex, args: Any, exchange: dict[str, Any], incarnation: int, reply: Reply) -> None:
         call = index.probed_call(args)

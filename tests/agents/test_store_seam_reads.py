@@ -99,6 +99,20 @@ def test_a_result_is_announced_once_the_call_reached_its_tool_and_never_twice(se
     assert announced.points == [(STORE_RESULT, ("c1",)), (STORE_RESULT, ("c2",))]
 
 
+def test_a_result_is_announced_only_once_the_seam_of_the_reply_carrying_it_was(seam) -> None:
+    """The agent may save a result before the service's thread has announced the reply it came in (the reply is
+    sent first): the store's point waits for that seam, and the change it read meanwhile is read again."""
+    store_seam, announced, journal = seam
+    store_seam.watch(FakeIncarnation(holds=True))
+    store_seam.expect("c1")
+    with store_seam.replies.writing():
+        journal.write_text(result_line("c1"))
+        store_seam.sync()
+        assert announced.points == []
+    store_seam.sync()
+    assert announced.points == [(STORE_RESULT, ("c1",))]
+
+
 def test_an_unchanged_store_is_not_read_again(seam) -> None:
     store_seam, announced, journal = seam
     (aside := journal.parent / "aside").mkdir()  # not a store folder: nothing written there wakes the watch
