@@ -69,20 +69,24 @@ class SeamClient:
             return self._struck
 
     def __call__(self, point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
-        """The ``SeamHook``: announce ``point`` for each call in turn (none: the final answer's, with no call)."""
+        """The ``SeamHook``: announce ``point`` for each call in turn (none: the final answer's, with no call), for
+        the incarnation the exchange came from (``exchange["incarnation"]``)."""
         for call in calls or (None,):
-            self.announce(point, call)
+            self.announce(point, call, incarnation=exchange.get("incarnation"))
 
-    def announce(self, point: str, call: str | None, op: str | None = None) -> None:
+    def announce(self, point: str, call: str | None, op: str | None = None, *, incarnation: int | None = None) -> None:
         """Announce ``point`` of ``call`` (``op``: the operation a workload journaled it as), and wait for the
-        harness there if it is armed; AgentKilled if the incarnation was killed before or meanwhile."""
+        harness there if it is armed; AgentKilled if the incarnation was killed before or meanwhile, or if
+        ``incarnation`` (the one the request came from) is not the one running."""
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             # Sent under the lock, so ``struck`` comes wholly before (nothing is sent) or after (the wait is ended):
-            # a point sent after the kill would be read as the next incarnation's.
+            # a point sent after the kill would be read as the next incarnation's. A request an earlier
+            # incarnation sent, held up past the next one's ``begin``, is that incarnation's, never the next's.
             with self._lock:
-                if self._struck:
-                    raise AgentKilled(f"incarnation {self.incarnation} was killed")
+                if self._struck or incarnation not in (None, self.incarnation):
+                    raise AgentKilled(f"incarnation {incarnation if incarnation is not None else self.incarnation} "
+                                      f"was killed")
                 waits = self.armed.waits(point, call)
                 message = {"point": point, "call": call, "op": op, "incarnation": self.incarnation,
                            **({} if waits else {protocol.NO_WAIT_FIELD: False, protocol.SENT_FIELD: time.monotonic()})}

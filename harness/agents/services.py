@@ -70,17 +70,18 @@ class SeamRecord:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self, point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
+        # A model request is this incarnation's from its arrival on, its reply with it; a tool's exchange is
+        # stamped by its service. The hold refuses an exchange of an incarnation that is no longer running.
+        arrived_in = exchange.setdefault("incarnation", self.incarnation)
         if point in (REQUEST, TOOL_REQUEST):
-            arrived_in = self.incarnation
             # Bounded: a reply the agent leaves unread ends at its socket's timeout, and the order is moot then.
             self.replies.settle(SETTLE_DEADLINE_S)
+            self._require_running(arrived_in, point)
             if self.store is not None:
-                self.store.sync()  # a result it saved before this request is its store_result, before the request
+                self.store.sync(arrived_in)  # a result saved before this request is its store_result, before it
                 if point == TOOL_REQUEST:
                     self.store.expect(*calls)
-            # struck first: ``begin`` numbers the next incarnation before it clears the strike.
-            if self.struck() or self.incarnation != arrived_in:
-                raise AgentKilled(f"incarnation {arrived_in} was struck before its {point} was taken")
+            self._require_running(arrived_in, point)
         if point in (REQUEST, REPLY):
             # The API rides in the line a finding quotes; the bodies are in the exchanges saved beside it.
             line = ({REQUEST: 0, "done": list(exchange.get("done", ())),
@@ -89,8 +90,14 @@ class SeamRecord:
                     {REPLY: 0, "calls": list(calls), "answer": bool(exchange.get("answer")), "api": exchange.get("api")})
             with self._lock:
                 line[point] = len(self.lines) + 1
-                self.lines.append({**line, "incarnation": self.incarnation})
+                self.lines.append({**line, "incarnation": arrived_in})
         self.inner(point, calls, exchange)
+
+    def _require_running(self, incarnation: int, point: str) -> None:
+        """AgentKilled if incarnation ``incarnation`` was struck, or a later one begun (struck is read first:
+        ``begin`` numbers the next incarnation before it clears the strike)."""
+        if self.struck() or self.incarnation != incarnation:
+            raise AgentKilled(f"incarnation {incarnation} was struck before its {point} was taken")
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -211,7 +218,7 @@ class AgentServices(ToolServices):
     def started(self, launched: Launched) -> None:
         super().started(launched)
         if self.record.store is not None:
-            self.record.store.watch(launched)
+            self.record.store.watch(launched, self.record.incarnation)
 
     def begin(self, incarnation: int, armed: ArmedPoints = ArmedPoints(), *, world_durable: bool = False) -> None:
         """As ``ToolServices.begin``, but every seam is waited at, whatever ``armed`` says: a hold at a seam after a

@@ -73,6 +73,7 @@ class StoreSeam:
     _held: set[str] = field(default_factory=set)  # announced: held once this run
     _seen: tuple[tuple[int, int, int] | None, ...] = ()  # the store files' identities when last read
     _launched: Launched | None = None
+    _incarnation: int = 0  # the number of the incarnation ``_launched`` is
     _ended: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _watching: threading.Thread | None = None
@@ -82,13 +83,13 @@ class StoreSeam:
     def __post_init__(self) -> None:
         self._files = self.store.files(self.plan)
 
-    def watch(self, launched: Launched) -> None:
-        """Incarnation ``launched`` started: watch the store for it."""
+    def watch(self, launched: Launched, incarnation: int) -> None:
+        """Incarnation number ``incarnation``, ``launched``, started: watch the store for it."""
         self.stop()
         with self._lock:
             self._pending.clear()
             self._seen = ()
-            self._launched = launched
+            self._launched, self._incarnation = launched, incarnation
             self._ended.clear()
         inotify = self._inotify()
         if inotify is None:
@@ -98,7 +99,8 @@ class StoreSeam:
         except OSError:
             inotify.close()
             return
-        watching = threading.Thread(target=self._watch, args=(inotify, wake[0]), name="store-seam", daemon=True)
+        watching = threading.Thread(target=self._watch, args=(inotify, wake[0], incarnation), name="store-seam",
+                                    daemon=True)
         try:
             watching.start()
         except BaseException:
@@ -127,10 +129,11 @@ class StoreSeam:
         with self._lock:
             self._pending.update(call for call in calls if self.plan.call(call) is not None and call not in self._held)
 
-    def sync(self) -> None:
+    def sync(self, incarnation: int) -> None:
         """Read the store if it changed since last read (before the agent's next request is announced: the agent
-        is alive, waiting on it); AgentKilled if the incarnation was killed at ``store_result`` meanwhile."""
-        self._look(waiting=True)
+        is alive, waiting on it); AgentKilled if incarnation ``incarnation``, whose request it is, was killed at
+        ``store_result`` meanwhile, or is no longer the one watched (a request held up past its kill)."""
+        self._look(incarnation, waiting=True)
 
     def _inotify(self) -> INotify | None:
         """Watches on the store's folders, made before the incarnation's first look; None if none can be made."""
@@ -145,7 +148,7 @@ class StoreSeam:
                 pass
         return inotify
 
-    def _watch(self, inotify: INotify, woken: int) -> None:
+    def _watch(self, inotify: INotify, woken: int, incarnation: int) -> None:
         with inotify:
             while True:
                 ready, _, _ = select.select([inotify.fileno(), woken], [], [])
@@ -154,7 +157,7 @@ class StoreSeam:
                 if ready:
                     inotify.read(timeout=0)
                     try:
-                        self._look(waiting=False)
+                        self._look(incarnation, waiting=False)
                     except AgentKilled:
                         return
 
@@ -173,11 +176,13 @@ class StoreSeam:
                 folders.add(folder)
         return sorted(folders)
 
-    def _look(self, *, waiting: bool) -> None:
+    def _look(self, incarnation: int, *, waiting: bool) -> None:
         """Read the store if a call is expected and a file changed; announce what it newly holds. ``waiting``: the
         agent waits on a request of its own, so it is alive; else it is only if it is held (exited, it may not
         be, and an announcement would wait on a harness no longer serving it)."""
         with self._lock:
+            if incarnation != self._incarnation:
+                raise AgentKilled(f"incarnation {incarnation} is no longer running")
             if not self._pending or self._launched is None or self._ended.is_set():
                 return
             identities = self._identities()
@@ -196,7 +201,7 @@ class StoreSeam:
                     self._pending.discard(call)
                     self._held.add(call)
                     try:
-                        self.announce(STORE_RESULT, (call,), {})
+                        self.announce(STORE_RESULT, (call,), {"incarnation": incarnation})
                     except AgentKilled:
                         # Killed here: stay frozen until the kill is confirmed, so the agent runs on no further.
                         self._ended.wait(DEATH_DEADLINE_S)

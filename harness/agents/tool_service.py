@@ -250,7 +250,7 @@ class ToolService(LoopbackServer):
         result = self._invoke(tool, call, args, incarnation, recorded=False)
         exchange.update(ok=result.ok, error=result.error)
         if self.seams is not None:
-            self.seams.announce(protocol.AFTER_EFFECT, call, op)
+            self.seams.announce(protocol.AFTER_EFFECT, call, op, incarnation=incarnation)
         reply(200, {"ok": result.ok, "output": result.output, "error": result.error})
         exchange["status"] = 200
 

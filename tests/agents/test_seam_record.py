@@ -4,7 +4,8 @@ A reply's seam (``tool_reply``, ``model_reply``) is announced after its bytes
 are sent, so the agent may already act on it: ``SeamRecord`` takes the agent's
 next request only once every reply sent before it has had its seam, and not at
 all once the incarnation was struck (or a later one begun) while it waited: a
-request sent after the kill's moment is never recorded as one the model had.
+request sent after the kill's moment is never recorded as one the model had,
+nor announced as a later incarnation's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import TOOL_REPLY, TOOL_REQUEST, AgentKilled
 from killpoint.harness.agents.services import SeamRecord
 from killpoint.harness.frameworks._agent_seams import REQUEST
@@ -71,7 +73,7 @@ class NextIncarnationBegins:
     def __init__(self, record: SeamRecord) -> None:
         self.record = record
 
-    def sync(self) -> None:
+    def sync(self, incarnation: int) -> None:
         self.record.incarnation += 1
 
     def expect(self, *calls: str) -> None:
@@ -85,3 +87,12 @@ def test_a_request_that_waited_past_the_next_incarnations_start_is_dropped() -> 
     with pytest.raises(AgentKilled):
         record(REQUEST, ("c3",), {"done": ["c1", "c2"]})
     assert record.snapshot() == [] and announced.points == []
+
+
+def test_the_hold_refuses_an_announcement_for_an_incarnation_that_is_not_running(tmp_path) -> None:
+    """A request incarnation 0 sent, held up (behind a reply's seam, a store read) until incarnation 1 began: its
+    seam is never announced as incarnation 1's, where the harness would hold or kill the wrong agent there."""
+    client = SeamClient(str(tmp_path / "no-harness.sock"))  # refused before any connection is made
+    client.begin(1)
+    with pytest.raises(AgentKilled, match="incarnation 0"):
+        client(TOOL_REQUEST, ("c2",), {"incarnation": 0})

@@ -83,19 +83,19 @@ def seam(tmp_path: Path) -> Iterator[tuple[StoreSeam, Announced, Path]]:
 def test_a_result_is_announced_once_the_call_reached_its_tool_and_never_twice(seam) -> None:
     store_seam, announced, journal = seam
     incarnation = FakeIncarnation(holds=True)
-    store_seam.watch(incarnation)
+    store_seam.watch(incarnation, 0)
     journal.write_text(result_line("c1"))
-    store_seam.sync()
+    store_seam.sync(0)
     assert announced.points == []  # c1 never reached its tool: its result there is no point of this run
     store_seam.expect("c1")
-    store_seam.sync()
+    store_seam.sync(0)
     assert announced.points == [(STORE_RESULT, ("c1",))]
     journal.write_text(result_line("c1") + choice_line("c2"))
-    store_seam.sync()
+    store_seam.sync(0)
     assert announced.points == [(STORE_RESULT, ("c1",))]  # held once already; c2 only named
     store_seam.expect("c1", "c2")
     journal.write_text(result_line("c1") + choice_line("c2") + result_line("c2"))
-    store_seam.sync()
+    store_seam.sync(0)
     assert announced.points == [(STORE_RESULT, ("c1",)), (STORE_RESULT, ("c2",))]
 
 
@@ -103,13 +103,25 @@ def test_a_result_is_announced_only_once_the_seam_of_the_reply_carrying_it_was(s
     """The agent may save a result before the service's thread has announced the reply it came in (the reply is
     sent first): the store's point waits for that seam, and the change it read meanwhile is read again."""
     store_seam, announced, journal = seam
-    store_seam.watch(FakeIncarnation(holds=True))
+    store_seam.watch(FakeIncarnation(holds=True), 0)
     store_seam.expect("c1")
     with store_seam.replies.writing():
         journal.write_text(result_line("c1"))
-        store_seam.sync()
+        store_seam.sync(0)
         assert announced.points == []
-    store_seam.sync()
+    store_seam.sync(0)
+    assert announced.points == [(STORE_RESULT, ("c1",))]
+
+
+def test_a_request_of_an_incarnation_no_longer_watched_reads_nothing_and_is_refused(seam) -> None:
+    store_seam, announced, journal = seam
+    store_seam.watch(FakeIncarnation(holds=True), 1)
+    store_seam.expect("c1")
+    journal.write_text(result_line("c1"))
+    with pytest.raises(AgentKilled):
+        store_seam.sync(0)  # incarnation 0's, held up past incarnation 1's start
+    assert announced.points == []
+    store_seam.sync(1)
     assert announced.points == [(STORE_RESULT, ("c1",))]
 
 
@@ -117,22 +129,22 @@ def test_an_unchanged_store_is_not_read_again(seam) -> None:
     store_seam, announced, journal = seam
     (aside := journal.parent / "aside").mkdir()  # not a store folder: nothing written there wakes the watch
     incarnation = FakeIncarnation(holds=True)
-    store_seam.watch(incarnation)
+    store_seam.watch(incarnation, 0)
     store_seam.expect("c2")
     # Written whole in one step: a write in two (truncate, then the text) is two changes, each its own read.
     (written := aside / "written").write_text(choice_line("c2"))
     written.replace(journal)
-    store_seam.sync()
+    store_seam.sync(0)
     reads = incarnation.held_times
-    store_seam.sync()
-    store_seam.sync()
+    store_seam.sync(0)
+    store_seam.sync(0)
     assert incarnation.held_times == reads == 1 and announced.points == []
 
 
 def test_the_watch_announces_a_result_written_between_requests(seam) -> None:
     store_seam, announced, journal = seam
     journal.write_text("")
-    store_seam.watch(FakeIncarnation(holds=True))
+    store_seam.watch(FakeIncarnation(holds=True), 0)
     store_seam.expect("c2")
     journal.write_text(result_line("c2"))
     deadline = time.monotonic() + DEADLINE_S
@@ -145,7 +157,7 @@ def test_the_watch_announces_nothing_for_an_incarnation_it_cannot_hold_but_the_n
     store_seam, announced, journal = seam
     journal.write_text("")
     incarnation = FakeIncarnation(holds=False)
-    store_seam.watch(incarnation)
+    store_seam.watch(incarnation, 0)
     store_seam.expect("c2")
     journal.write_text(result_line("c2"))
     deadline = time.monotonic() + DEADLINE_S
@@ -153,7 +165,7 @@ def test_the_watch_announces_nothing_for_an_incarnation_it_cannot_hold_but_the_n
         time.sleep(0.01)
     time.sleep(0.1)
     assert incarnation.held_times >= 1 and announced.points == []  # looked, could not hold it: said nothing
-    store_seam.sync()  # the agent waits on a request of its own: it is alive
+    store_seam.sync(0)  # the agent waits on a request of its own: it is alive
     assert announced.points == [(STORE_RESULT, ("c2",))]
 
 
@@ -163,14 +175,14 @@ def test_a_kill_at_the_point_keeps_the_incarnation_held_until_it_is_dead(seam) -
     store_seam, announced, journal = seam
     journal.write_text("")
     incarnation = FakeIncarnation(holds=True)
-    store_seam.watch(incarnation)
+    store_seam.watch(incarnation, 0)
     store_seam.expect("c1")
     announced.kill = True
     journal.write_text(result_line("c1"))
 
     def request() -> None:
         with contextlib.suppress(AgentKilled):
-            store_seam.sync()
+            store_seam.sync(0)
 
     requesting = threading.Thread(target=request)
     requesting.start()
@@ -197,18 +209,18 @@ def test_a_store_with_a_file_system_mounted_on_its_way_is_never_read(tmp_path: P
     try:
         announced = Announced()
         store_seam = StoreSeam(AgentStore(("notes/agent-journal.jsonl",)), PLAN, tmp_path, announced)
-        store_seam.watch(FakeIncarnation(holds=True))
+        store_seam.watch(FakeIncarnation(holds=True), 0)
         store_seam.expect("c1")
         (notes / "agent-journal.jsonl").write_text(result_line("c1"))
-        store_seam.sync()
+        store_seam.sync(0)
         store_seam.stop()
         assert announced.points == []
     finally:
         subprocess.run(["umount", str(notes)], check=True)
     moved = StoreSeam(AgentStore(("notes/agent-journal.jsonl",)), PLAN, tmp_path, announced)
-    moved.watch(FakeIncarnation(holds=True))
+    moved.watch(FakeIncarnation(holds=True), 0)
     moved.expect("c1")
     (notes / "agent-journal.jsonl").write_text(result_line("c1"))  # the same store, on the workload's own disk
-    moved.sync()
+    moved.sync(0)
     moved.stop()
     assert announced.points == [(STORE_RESULT, ("c1",))]

@@ -177,7 +177,7 @@ class Announced:
     def __init__(self) -> None:
         self.points: list[tuple[str, str | None, str | None]] = []
 
-    def announce(self, point: str, call: str | None, op: str | None = None) -> None:
+    def announce(self, point: str, call: str | None, op: str | None = None, *, incarnation: int | None = None) -> None:
         self.points.append((point, call, op))
 
 
