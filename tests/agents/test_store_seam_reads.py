@@ -115,7 +115,7 @@ def test_a_result_is_announced_only_once_the_seam_of_the_reply_carrying_it_was(s
 
 def test_a_request_of_an_incarnation_no_longer_watched_reads_nothing_and_is_refused(seam) -> None:
     store_seam, announced, journal = seam
-    store_seam.watch(FakeIncarnation(holds=True), 1)
+    store_seam.watch(FakeIncarnation(holds=False), 1)  # unheld: the watch reads, and says nothing
     store_seam.expect("c1")
     journal.write_text(result_line("c1"))
     with pytest.raises(AgentKilled):
