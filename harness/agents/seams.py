@@ -27,7 +27,7 @@ from typing import Any
 from killpoint.protocol import MODEL_REPLY, MODEL_REQUEST, SEAM_POINTS, TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST
 
 __all__ = ["MODEL_REPLY", "MODEL_REQUEST", "SEAM_POINTS", "TOOL_EFFECT", "TOOL_REPLY", "TOOL_REQUEST", "AgentKilled",
-           "ReplyWrites", "SeamHook", "free_running"]
+           "SETTLE_DEADLINE_S", "ReplyWrites", "SeamHook", "free_running"]
 
 
 class AgentKilled(Exception):
@@ -40,6 +40,9 @@ SeamHook = Callable[[str, tuple[str, ...], dict[str, Any]], None]
 
 def free_running(point: str, calls: tuple[str, ...], exchange: dict[str, Any]) -> None:
     """The hook of a service no harness holds: every request goes straight through."""
+
+
+SETTLE_DEADLINE_S = 60.0  # a reply's writing ends at its socket timeout (30 s) if its reader lives on unreading
 
 
 class ReplyWrites:

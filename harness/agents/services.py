@@ -33,7 +33,8 @@ from killpoint.harness.agents._loopback import LoopbackServer
 from killpoint.harness.agents.model_endpoint import ModelEndpoint
 from killpoint.harness.agents.script import Script
 from killpoint.harness.agents.seam_client import SeamClient
-from killpoint.harness.agents.seams import TOOL_REQUEST, AgentKilled, ReplyWrites, SeamHook, free_running
+from killpoint.harness.agents.seams import (SETTLE_DEADLINE_S, TOOL_REQUEST, AgentKilled, ReplyWrites, SeamHook,
+                                           free_running)
 from killpoint.harness.agents.store_seam import StoreSeam
 from killpoint.harness.agents.tool_service import ToolService
 from killpoint.harness.backends import Launched
@@ -44,7 +45,6 @@ from killpoint.harness.model import Plan
 
 TOOLS_URL_ENV = protocol.ENV_TOOLS_URL
 MODEL_URL_ENV = "KILLPOINT_MODEL_URL"
-SETTLE_DEADLINE_S = 60.0  # a reply's writing ends at its socket timeout (30 s) if its reader lives on unreading
 API_KEY = "killpoint-scripted-model"  # the SDKs refuse to start without a key; the scripted model reads none
 
 
@@ -218,13 +218,15 @@ class AgentServices(ToolServices):
     def started(self, launched: Launched) -> None:
         super().started(launched)
         if self.record.store is not None:
-            self.record.store.watch(launched, self.record.incarnation)
+            self.record.store.watch(launched)
 
     def begin(self, incarnation: int, armed: ArmedPoints = ArmedPoints(), *, world_durable: bool = False) -> None:
         """As ``ToolServices.begin``, but every seam is waited at, whatever ``armed`` says: a hold at a seam after a
         reply (``model_reply``, ``tool_reply``) holds a service's thread, not the agent, so only the agent's next
         request, held at its own seam while the harness strikes, keeps the agent from acting past the point."""
         self.model.new_secret()
+        if self.record.store is not None:
+            self.record.store.begin(incarnation)  # first: a request numbered for it finds its store seam ready
         self.record.incarnation = incarnation
         super().begin(incarnation, ArmedPoints(), world_durable=world_durable)
 

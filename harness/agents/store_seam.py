@@ -83,14 +83,21 @@ class StoreSeam:
     def __post_init__(self) -> None:
         self._files = self.store.files(self.plan)
 
-    def watch(self, launched: Launched, incarnation: int) -> None:
-        """Incarnation number ``incarnation``, ``launched``, started: watch the store for it."""
-        self.stop()
+    def begin(self, incarnation: int) -> None:
+        """Incarnation ``incarnation`` is about to start: its calls are expected from now on, its store read for
+        them once it has started (``watch``); a request of an earlier one reads nothing from now on."""
         with self._lock:
             self._pending.clear()
             self._seen = ()
-            self._launched, self._incarnation = launched, incarnation
+            self._launched, self._incarnation = None, incarnation
+
+    def watch(self, launched: Launched) -> None:
+        """The incarnation begun last started as ``launched``: watch the store for it."""
+        self.stop()
+        with self._lock:
+            self._launched = launched
             self._ended.clear()
+            incarnation = self._incarnation
         inotify = self._inotify()
         if inotify is None:
             return  # no inotify instance left to this user: the reads before the agent's requests remain
@@ -132,7 +139,8 @@ class StoreSeam:
     def sync(self, incarnation: int) -> None:
         """Read the store if it changed since last read (before the agent's next request is announced: the agent
         is alive, waiting on it); AgentKilled if incarnation ``incarnation``, whose request it is, was killed at
-        ``store_result`` meanwhile, or is no longer the one watched (a request held up past its kill)."""
+        ``store_result`` meanwhile. Nothing is read for a request of an incarnation that is not the one running
+        (held up past its kill), nor for one that has not started yet."""
         self._look(incarnation, waiting=True)
 
     def _inotify(self) -> INotify | None:
@@ -181,9 +189,8 @@ class StoreSeam:
         agent waits on a request of its own, so it is alive; else it is only if it is held (exited, it may not
         be, and an announcement would wait on a harness no longer serving it)."""
         with self._lock:
-            if incarnation != self._incarnation:
-                raise AgentKilled(f"incarnation {incarnation} is no longer running")
-            if not self._pending or self._launched is None or self._ended.is_set():
+            if (incarnation != self._incarnation or not self._pending or self._launched is None
+                    or self._ended.is_set()):
                 return
             identities = self._identities()
             if identities is None or identities == self._seen:

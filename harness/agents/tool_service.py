@@ -58,8 +58,8 @@ from killpoint.harness._safe_files import open_regular
 from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, content_length, excerpt
 from killpoint.harness.agents.declared_tools import declared_tools
 from killpoint.harness.agents.seam_client import SeamClient
-from killpoint.harness.agents.seams import (TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled, ReplyWrites, SeamHook,
-                                           free_running)
+from killpoint.harness.agents.seams import (SETTLE_DEADLINE_S, TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled,
+                                           ReplyWrites, SeamHook, free_running)
 
 VERIFY_TOOL = "verify_effect"
 MAX_BODY_BYTES = 1 << 24  # 16 MiB: a tool call's arguments; more is refused (413), never read into memory
@@ -287,6 +287,9 @@ class ToolService(LoopbackServer):
                                               f"{', '.join(self.index.tools())}"})
             return
         exchange["call"] = call
+        # Taken once every reply sent before it has had its seam (``ReplyWrites``): a kill at one of those seams
+        # freezes the service first, and the request then acts on nothing, its invocation unwritten.
+        self.replies.settle(SETTLE_DEADLINE_S)
         # The request reached its tool: the call is under way from here, its outcome unknown to the agent until
         # the reply comes, so the invocation is in the ledger before the request is held (a kill there leaves a
         # call a NON_IDEMPOTENT class makes the agent VERIFY, as the fake tools' own invoked line does).

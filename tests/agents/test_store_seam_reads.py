@@ -83,7 +83,7 @@ def seam(tmp_path: Path) -> Iterator[tuple[StoreSeam, Announced, Path]]:
 def test_a_result_is_announced_once_the_call_reached_its_tool_and_never_twice(seam) -> None:
     store_seam, announced, journal = seam
     incarnation = FakeIncarnation(holds=True)
-    store_seam.watch(incarnation, 0)
+    store_seam.watch(incarnation)
     journal.write_text(result_line("c1"))
     store_seam.sync(0)
     assert announced.points == []  # c1 never reached its tool: its result there is no point of this run
@@ -103,7 +103,7 @@ def test_a_result_is_announced_only_once_the_seam_of_the_reply_carrying_it_was(s
     """The agent may save a result before the service's thread has announced the reply it came in (the reply is
     sent first): the store's point waits for that seam, and the change it read meanwhile is read again."""
     store_seam, announced, journal = seam
-    store_seam.watch(FakeIncarnation(holds=True), 0)
+    store_seam.watch(FakeIncarnation(holds=True))
     store_seam.expect("c1")
     with store_seam.replies.writing():
         journal.write_text(result_line("c1"))
@@ -113,14 +113,28 @@ def test_a_result_is_announced_only_once_the_seam_of_the_reply_carrying_it_was(s
     assert announced.points == [(STORE_RESULT, ("c1",))]
 
 
-def test_a_request_of_an_incarnation_no_longer_watched_reads_nothing_and_is_refused(seam) -> None:
+def test_a_request_of_an_incarnation_no_longer_running_reads_nothing(seam) -> None:
     store_seam, announced, journal = seam
-    store_seam.watch(FakeIncarnation(holds=False), 1)  # unheld: the watch reads, and says nothing
+    store_seam.begin(1)
+    store_seam.watch(FakeIncarnation(holds=False))  # unheld: the watch reads, and says nothing
     store_seam.expect("c1")
     journal.write_text(result_line("c1"))
-    with pytest.raises(AgentKilled):
-        store_seam.sync(0)  # incarnation 0's, held up past incarnation 1's start
+    store_seam.sync(0)  # incarnation 0's, held up past incarnation 1's start (the services then drop it)
     assert announced.points == []
+    store_seam.sync(1)
+    assert announced.points == [(STORE_RESULT, ("c1",))]
+
+
+def test_a_request_before_the_incarnation_started_is_expected_and_read_once_it_has(seam) -> None:
+    """The agent may ask before the runner has told the services it started (the fork server starts it in
+    milliseconds): its request is taken, its call expected, and the store read for it once watched."""
+    store_seam, announced, journal = seam
+    store_seam.begin(1)
+    store_seam.expect("c1")
+    journal.write_text(result_line("c1"))
+    store_seam.sync(1)  # not started yet: nothing is read, and nothing refused
+    assert announced.points == []
+    store_seam.watch(FakeIncarnation(holds=False))
     store_seam.sync(1)
     assert announced.points == [(STORE_RESULT, ("c1",))]
 
@@ -129,7 +143,7 @@ def test_an_unchanged_store_is_not_read_again(seam) -> None:
     store_seam, announced, journal = seam
     (aside := journal.parent / "aside").mkdir()  # not a store folder: nothing written there wakes the watch
     incarnation = FakeIncarnation(holds=True)
-    store_seam.watch(incarnation, 0)
+    store_seam.watch(incarnation)
     store_seam.expect("c2")
     # Written whole in one step: a write in two (truncate, then the text) is two changes, each its own read.
     (written := aside / "written").write_text(choice_line("c2"))
@@ -144,7 +158,7 @@ def test_an_unchanged_store_is_not_read_again(seam) -> None:
 def test_the_watch_announces_a_result_written_between_requests(seam) -> None:
     store_seam, announced, journal = seam
     journal.write_text("")
-    store_seam.watch(FakeIncarnation(holds=True), 0)
+    store_seam.watch(FakeIncarnation(holds=True))
     store_seam.expect("c2")
     journal.write_text(result_line("c2"))
     deadline = time.monotonic() + DEADLINE_S
@@ -157,7 +171,7 @@ def test_the_watch_announces_nothing_for_an_incarnation_it_cannot_hold_but_the_n
     store_seam, announced, journal = seam
     journal.write_text("")
     incarnation = FakeIncarnation(holds=False)
-    store_seam.watch(incarnation, 0)
+    store_seam.watch(incarnation)
     store_seam.expect("c2")
     journal.write_text(result_line("c2"))
     deadline = time.monotonic() + DEADLINE_S
@@ -175,7 +189,7 @@ def test_a_kill_at_the_point_keeps_the_incarnation_held_until_it_is_dead(seam) -
     store_seam, announced, journal = seam
     journal.write_text("")
     incarnation = FakeIncarnation(holds=True)
-    store_seam.watch(incarnation, 0)
+    store_seam.watch(incarnation)
     store_seam.expect("c1")
     announced.kill = True
     journal.write_text(result_line("c1"))
@@ -209,7 +223,7 @@ def test_a_store_with_a_file_system_mounted_on_its_way_is_never_read(tmp_path: P
     try:
         announced = Announced()
         store_seam = StoreSeam(AgentStore(("notes/agent-journal.jsonl",)), PLAN, tmp_path, announced)
-        store_seam.watch(FakeIncarnation(holds=True), 0)
+        store_seam.watch(FakeIncarnation(holds=True))
         store_seam.expect("c1")
         (notes / "agent-journal.jsonl").write_text(result_line("c1"))
         store_seam.sync(0)
@@ -218,7 +232,7 @@ def test_a_store_with_a_file_system_mounted_on_its_way_is_never_read(tmp_path: P
     finally:
         subprocess.run(["umount", str(notes)], check=True)
     moved = StoreSeam(AgentStore(("notes/agent-journal.jsonl",)), PLAN, tmp_path, announced)
-    moved.watch(FakeIncarnation(holds=True), 0)
+    moved.watch(FakeIncarnation(holds=True))
     moved.expect("c1")
     (notes / "agent-journal.jsonl").write_text(result_line("c1"))  # the same store, on the workload's own disk
     moved.sync(0)

@@ -107,6 +107,25 @@ def test_a_request_held_when_its_agent_is_killed_acts_on_nothing_and_is_dropped_
         ("append", "c2")]
 
 
+def test_a_request_behind_a_reply_whose_seam_is_struck_writes_no_invocation(world, tmp_path):
+    """The agent had a reply and called its tool before the reply's seam was announced; the harness killed there.
+    The request waits on that seam (``ReplyWrites``), finds the service frozen, and the ledger says nothing of
+    it: the call never reached its tool before the kill."""
+    with ToolService(PLAN, world, tmp_path / "ledger.jsonl") as tools:
+        tools.begin(0)
+        outcome: list[Any] = []
+        with tools.replies.writing():  # a model reply written, its seam not yet announced
+            caller = threading.Thread(target=lambda: outcome.append(_post_or_error(tools.url)))
+            caller.start()
+            time.sleep(0.2)
+            assert ledger_lines(tmp_path / "ledger.jsonl") == []  # waiting on the seam, nothing written
+            tools.freeze()  # the harness strikes at that seam
+        tools.release_drops()
+        caller.join(30)
+    assert outcome and isinstance(outcome[0], Exception), outcome
+    assert ledger_lines(tmp_path / "ledger.jsonl") == [] and not (world / "files" / "log.txt").exists()
+
+
 def _post_or_error(url: str) -> Any:
     try:
         return post(f"{url}/tools/append", PLAN["calls"][1]["args"])
