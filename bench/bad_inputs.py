@@ -64,15 +64,14 @@ import tomli_w
 
 from killpoint import protocol
 from killpoint.catalogue import REFERENCE_CATALOGUE
-from killpoint.harness.explore import shard_of
-from killpoint.harness.model import AtPoint, GoldenRun, Incarnation, Scenario, Verdict
-from killpoint.harness.report import session_fields, write_json_report
-from killpoint.harness.run_record import new_run_record
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.session import Job, RunOutcome, outcome_to_json
-from killpoint.harness.spec import build_spec
-from killpoint.harness.summary import summarise
-from killpoint.harness.token import PREFIX, ReproToken
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.execute.run_record import new_run_record
+from killpoint.harness.frontends.spec import build_spec
+from killpoint.harness.model import AtPoint, GoldenRun, Incarnation, Job, RunOutcome, Scenario, Verdict
+from killpoint.harness.reporting.report import session_fields, write_json_report
+from killpoint.harness.reporting.summary import summarise
+from killpoint.harness.repro.token import PREFIX, ReproToken
+from killpoint.harness.schedules.explore import shard_of
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
@@ -398,11 +397,11 @@ def run_dir_files(scenario: Scenario, outcome: RunOutcome,
                             drift=None, token=token, backend="subprocess", backend_options={},
                             argv=("killpoint", "run", SCENARIO))
     judged = replace(outcome, token=token)
-    return asdict(record), outcome_to_json(judged), [asdict(incarnation) for incarnation in judged.incarnations]
+    return asdict(record), judged.to_json(), [asdict(incarnation) for incarnation in judged.incarnations]
 
 
 def encode_token(payload: bytes) -> str:
-    """A token around ``payload``, made as harness/token.py makes one: kp1. + base64(zlib(JSON))."""
+    """A token around ``payload``, made as harness/repro/token.py makes one: kp1. + base64(zlib(JSON))."""
     return PREFIX + base64.urlsafe_b64encode(zlib.compress(payload, 9)).decode().rstrip("=")
 
 

@@ -28,10 +28,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from killpoint.harness.backends._engine import DEFAULT_IMAGE
-from killpoint.harness.model import GoldenRun, Plan, PlannedCall, Scenario
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.session import Job, JobBatches, RunOutcome
-from killpoint.harness.spec import build_spec, run_spec
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.frontends.spec import build_spec, run_spec
+from killpoint.harness.model import GoldenRun, Job, JobBatches, Plan, PlannedCall, RunOutcome, Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "scenarios" / "demo.toml"
@@ -99,7 +98,7 @@ print((time.perf_counter() - started) / int(sys.argv[2]))
 
 
 def rendezvous_round_trip(directory: Path, points: int = 5000) -> float:
-    from killpoint.harness.rendezvous import RendezvousServer
+    from killpoint.harness.execute.rendezvous import RendezvousServer
 
     server = RendezvousServer(directory / "rv.sock")
     child = subprocess.Popen([sys.executable, "-c", RENDEZVOUS_CLIENT, str(server.path), str(points)],

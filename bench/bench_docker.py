@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from killpoint.harness.backends import Backend, Launched, make_backend
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.execute.runner import execute_run
 from killpoint.harness.model import AtPoint
-from killpoint.harness.runner import execute_run
-from killpoint.harness.scenario import load_scenario
 from killpoint.protocol import AFTER_DECISIONS, AFTER_EFFECT
 
 DEMO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.toml"

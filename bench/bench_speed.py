@@ -4,14 +4,14 @@
 
 - The baseline is a ``git worktree`` of ``--baseline`` (default c90d7ca, the code path before issue 18) in a
   temporary folder; the current code is ``--after`` (default this checkout). Both run as
-  ``python -m killpoint.harness.cli`` with this venv's interpreter, ``PYTHONPATH`` and ``cwd`` set to the
+  ``python -m killpoint.harness.frontends.cli`` with this venv's interpreter, ``PYTHONPATH`` and ``cwd`` set to the
   checkout (its ``killpoint/`` links to its own ``harness/``), after their bytecode caches are dropped.
   Rounds alternate baseline and current, so drift in the machine's load falls on both; medians are printed.
 - The sweeps run with default settings otherwise, their runs directories on this checkout's disk.
 - The floor of a sweep: the incarnations it started × a fork()+wait of a warm interpreter, plus the journal
   records its runtime writes (counted in one ``--keep-all`` run of the current code) × an fsync where the runs
   are carried out (the scratch tmpfs), plus the kills it struck × a SIGKILL and reap of a sleeping child, all
-  divided by the jobs. An incarnation shared between runs (harness/prefixes.py) was started and killed once.
+  divided by the jobs. An incarnation shared between runs (harness/execute/prefixes.py) was started and killed once.
 - A cProfile of the harness process of one current-code session (-j 1, one shard) says where the time goes.
 - ``--flat``: one 30,000-schedule session of the current code; ms per schedule over its first and last
   1,000 schedules, the harness's peak memory at 1k, 10k and 30k schedules, and its reports' sizes.
@@ -132,7 +132,7 @@ def checkout_environment(checkout: Path) -> dict[str, str]:
 
 
 def cli(arguments: Sequence[str]) -> list[str]:
-    return [str(PYTHON), "-m", "killpoint.harness.cli", *arguments]
+    return [str(PYTHON), "-m", "killpoint.harness.frontends.cli", *arguments]
 
 
 def run_session(checkout: Path, arguments: Sequence[str], timeout: float = SWEEP_TIMEOUT) -> None:
@@ -184,12 +184,12 @@ def worktree(commit: str) -> Iterator[Path]:
 
 def imported_from(checkout: Path) -> str:
     """Where the checkout's interpreter imports the harness from: it must be the checkout itself."""
-    probe = "import killpoint.harness.session as s; print(s.__file__)"
+    probe = "import killpoint.harness.execute.session as s; print(s.__file__)"
     done = subprocess.run([str(PYTHON), "-c", probe], cwd=checkout, env=checkout_environment(checkout),
                           capture_output=True, text=True, check=True)
     where = done.stdout.strip()
     if not where.startswith(str(checkout)):
-        sys.exit(f"{checkout} imports killpoint.harness.session from {where}, not from itself")
+        sys.exit(f"{checkout} imports killpoint.harness.execute.session from {where}, not from itself")
     return where
 
 
@@ -231,7 +231,7 @@ def targets(baseline: Path, current: Path, rounds: int, labels: dict[Path, str])
                 took, counts[sweep.name] = timed_sweep(checkout, sweep, current)
                 seconds.setdefault((checkout, sweep.name), []).append(took)
                 print(f"round {round_number + 1}: {labels[checkout]} {sweep.name}: {took:.1f} s", flush=True)
-    # The runs are carried out in the session's scratch folder on tmpfs (harness/scratch.py), so their journals'
+    # The runs are carried out in the session's scratch folder on tmpfs (harness/execute/scratch.py), so their journals'
     # fsyncs are paid there.
     with tempfile.TemporaryDirectory(prefix="bench-speed-floors-", dir=tmpfs_or_disk()) as scratch:
         floors = Floors(fork=fork_floor(), fsync=fsync_floor(Path(scratch)), kill=kill_floor())
@@ -252,7 +252,7 @@ def targets(baseline: Path, current: Path, rounds: int, labels: dict[Path, str])
             (f"Medians of {rounds} alternating rounds; each sweep `--exhaustive --depth 2 --backend forkserver "
              f"-j {JOBS} -q`, default settings otherwise, runs directory on this checkout's disk. Incarnations "
              "and kills are the current code's, started and struck: a shared incarnation (one a run took from the "
-             "state its shorter schedule's kills left, harness/prefixes.py) is counted once, in the run that "
+             "state its shorter schedule's kills left, harness/execute/prefixes.py) is counted once, in the run that "
              "started it. ms per incarnation is wall time × jobs / incarnations."), "",
             ("The floor is (incarnations × fork + journal records × fsync + kills × kill) / jobs, measured in the "
              "same run:"),
@@ -299,7 +299,7 @@ def profile(current: Path) -> list[str]:
     sweep = SWEEPS[0]
     with tempfile.TemporaryDirectory(prefix="bench-speed-profile-", dir=RUNS_PARENT) as scratch:
         stats_file = Path(scratch) / "session.prof"
-        arguments = ["-m", "cProfile", "-o", str(stats_file), "-m", "killpoint.harness.cli",
+        arguments = ["-m", "cProfile", "-o", str(stats_file), "-m", "killpoint.harness.frontends.cli",
                      *sweep.arguments(current, "-q", "--shard", PROFILE_SHARD, "--runs-dir", f"{scratch}/runs")]
         arguments[arguments.index("-j") + 1] = "1"
         subprocess.run([str(PYTHON), *arguments], cwd=current, env=checkout_environment(current), check=True,

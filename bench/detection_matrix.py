@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from killpoint.errors import ConfigError
-from killpoint.harness.hunt import hunt
-from killpoint.harness.scenario import load_scenario, with_workload
-from killpoint.harness.session import RunOutcome
-from killpoint.harness.spec import SessionSpec, build_spec, run_spec
+from killpoint.harness.config.scenario import load_scenario, with_workload
+from killpoint.harness.frontends.spec import SessionSpec, build_spec, run_spec
+from killpoint.harness.model import RunOutcome
+from killpoint.harness.schedules.hunt import hunt
 from killpoint.scenarios.mutants import Mutant, zoo
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -27,9 +27,9 @@ from typing import Any
 
 from killpoint.errors import ConfigError
 from killpoint.harness.backends import _engine
-from killpoint.harness.lazyfs import LazyFsUnavailable, probe
-from killpoint.harness.scenario import load_scenario, with_workload
-from killpoint.harness.spec import build_spec, run_spec
+from killpoint.harness.config.scenario import load_scenario, with_workload
+from killpoint.harness.faults.lazyfs import LazyFsUnavailable, probe
+from killpoint.harness.frontends.spec import build_spec, run_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"

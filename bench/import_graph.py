@@ -5,8 +5,8 @@
 Counts every import of one project module by another, at module level and
 inside functions (a lazy import that hides a cycle is still a cycle), and
 prints the strongly connected components of more than one module, the package
-edges (harness -> fake_tools, ...) and how many modules ``import
-killpoint.harness.checker`` loads. ROOT defaults to this checkout; pointed at an
+edges (harness -> fake_tools, ...) and how many project modules the checker
+and each report reach (``ROLES``). ROOT defaults to this checkout; pointed at an
 old checkout (``git worktree add``) it reads the pre-namespace layout too.
 """
 
@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 FOLDERS = ("killpoint", "harness", "fake_tools", "scenarios")
+ROLES = ("checker", "summary", "report", "show", "merge")  # how much of the project importing each one reaches
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -126,8 +127,9 @@ def main() -> None:
             if package_of(source) != package_of(target):
                 edges[package_of(source), package_of(target)] += 1
     print("package edges: " + "; ".join(f"{a} -> {b} ({n})" for (a, b), n in sorted(edges.items())))
-    checker = next(name for name in known if name.endswith("harness.checker"))
-    print(f"{checker} reaches {len(closure(graph, checker)) - 1} project modules")
+    for role in ROLES:  # found by their last name, so an older checkout's flat harness/ is read too
+        module = next(name for name in known if ".harness." in name and name.rsplit(".", 1)[-1] == role)
+        print(f"{module} reaches {len(closure(graph, module)) - 1} project modules")
 
 
 if __name__ == "__main__":

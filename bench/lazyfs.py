@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from killpoint.harness.lazyfs import LazyMount, probe
+from killpoint.harness.faults.lazyfs import LazyMount, probe
 
 RECORD = b'{"kind": "started", "op": "c3", "attempt": 1, "t": 1.0}\n'  # 55 bytes
 

@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.spec import build_spec, run_spec
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.frontends.spec import build_spec, run_spec
 
 DEMO = Path(__file__).resolve().parent.parent / "scenarios" / "demo.toml"
 

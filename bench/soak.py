@@ -37,17 +37,10 @@ from functools import partial
 from pathlib import Path
 
 from killpoint.harness.backends import make_backend
-from killpoint.harness.hunt import (
-    FOUND_NAME,
-    CallPool,
-    Example,
-    ExampleJudge,
-    call_pool,
-    draw_examples,
-)
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.frontends.spec import build_spec, resolve_backend, run_spec
 from killpoint.harness.model import BACKENDS
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.spec import build_spec, resolve_backend, run_spec
+from killpoint.harness.schedules.hunt import FOUND_NAME, CallPool, Example, ExampleJudge, call_pool, draw_examples
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))

@@ -16,12 +16,13 @@ from typing import Any
 
 from killpoint import protocol
 from killpoint.client import Rendezvous
+from killpoint.errors import InternalError
 from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.schema import schema_errors
 from killpoint.fake_tools.world import SandboxError, World
 
 
-class ToolFailed(Exception):
+class ToolFailed(InternalError):
     """The tool ran and refused: the call is FAILED, with this message."""
 
 

@@ -28,8 +28,10 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from killpoint.errors import InternalError
 
-class SandboxError(ValueError):
+
+class SandboxError(InternalError, ValueError):
     """A path argument would leave the world's sandbox, or names what the world must not open."""
 
 

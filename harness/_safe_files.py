@@ -19,6 +19,8 @@ import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from killpoint.errors import InternalError
+
 # Evidence files past this size are not read whole: no honest run writes that much.
 READ_LIMIT_BYTES = 64 * 1024 * 1024
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # a copy: never opened if it exists
@@ -26,7 +28,7 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC 
 Screen = Callable[[str, bytes], "str | None"]
 
 
-class UntrustedFile(OSError):
+class UntrustedFile(InternalError, OSError):
     """A workload-writable path that is not a regular file of bounded size; the message says why."""
 
 

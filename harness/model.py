@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from killpoint import protocol
+from killpoint.errors import InternalError
 
 if TYPE_CHECKING:
     from killpoint.catalogue import Catalogue
@@ -257,7 +258,8 @@ class Incarnation:
     catalogue_drift: str | None = None  # "tool=CLASS" when it was handed a drifted catalogue
     kill_latency_s: float | None = None  # event kills: from the event's write to the confirmed kill
     protocol_problems: tuple[str, ...] = ()  # control messages that were not crash points
-    # Processes that had left its containment and held the run's files (harness/_escapees.py), killed: the run is unknown.
+    # Processes that had left its containment and held the run's files (execute/_escapees.py), killed: the run is
+    # unknown.
     escaped: tuple[str, ...] = ()
     # Seconds it waited for the lazy file system of a power-loss run (``power_loss.StorageWait``), by which its
     # deadline moved; None off one.
@@ -448,12 +450,15 @@ RENDEZVOUS_KILLS = (AtPoint, AfterPoint)  # the kills that wait for the workload
 Schedule = tuple[Kill, ...]  # kill k is incarnation k's; incarnations after the last run freely
 
 
-class KillSyntaxError(ValueError):
+class KillSyntaxError(InternalError, ValueError):
     """A kill's text that is no kill; its message names the flag it is written with and the fix."""
 
     def __init__(self, text: str, reason: str, flag: str = KILL_AT_FLAG) -> None:
         super().__init__(f"{flag} {text!r}: {reason}")
         self.text, self.reason, self.flag = text, reason, flag
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.text, self.reason, self.flag)
 
 
 def parse_kill(text: str) -> Kill:
@@ -533,3 +538,81 @@ def _seconds(trigger: str) -> float:
     if not (math.isfinite(seconds) and seconds >= 0):
         raise KillSyntaxError(trigger, "a timed kill is @SECONDS, a finite number >= 0, e.g. @0.05")
     return seconds
+
+
+# -- runs: what a session schedules, and what each run came to ---------------------------------------
+
+@dataclass(frozen=True)
+class Job:
+    """One schedule to run; ``seed`` is set for runs drawn at random."""
+
+    index: int
+    schedule: Schedule
+    seed: int | None = None
+    drift: Drift | None = None
+    saves_prefix: bool = False  # its state after its last kill starts the runs that kill once more (execute/prefixes.py)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one run came to: its job, where its evidence is, its verdict, its incarnations and its repro token."""
+
+    job: Job
+    run_dir: Path
+    verdict: Verdict
+    incarnations: tuple[Incarnation, ...]
+    token: str
+    seconds: float
+    shared: int = 0  # its first incarnations are another run's, started from the state they left (execute/prefixes.py)
+
+    @property
+    def kills_landed(self) -> frozenset[int]:
+        """Numbers of the scheduled kills that landed (kill k is incarnation k's); a kill at the timeout is not one."""
+        return frozenset(incarnation.number for incarnation in self.incarnations
+                         if incarnation.killed_at is not None and not incarnation.timed_out)
+
+    @property
+    def killed_any(self) -> bool:
+        """Some scheduled kill really landed, so the run tested a recovery."""
+        return bool(self.kills_landed)
+
+    @property
+    def unreached(self) -> tuple[str, ...]:
+        """Scheduled kills whose moment never came (the workload finished, exited or hung first)."""
+        return tuple(str(kill) for number, kill in enumerate(self.job.schedule) if number not in self.kills_landed)
+
+    @property
+    def result(self) -> str:
+        """How the run is reported: one of ``RESULTS``.
+
+        A valid verdict counts as "passed" only when a kill landed: a run none of
+        whose kills came tested no recovery, so it is "untested", not a pass.
+        """
+        if self.verdict.valid is None:
+            return "unknown"
+        if not self.verdict.valid:
+            return "failed"
+        return "passed" if self.killed_any else "untested"
+
+    def to_json(self) -> dict[str, object]:
+        """The run as verdict.json and the JSON report hold it (``merge`` reads it back)."""
+        return {
+            "index": self.job.index,
+            "schedule": [str(kill) for kill in self.job.schedule],
+            "seed": self.job.seed,
+            "drift": str(self.job.drift) if self.job.drift else None,
+            "run_dir": str(self.run_dir),
+            **self.verdict.to_json(),
+            "outcome": self.result,
+            "unreached": list(self.unreached),
+            "incarnations": [asdict(incarnation) for incarnation in self.incarnations],
+            "shared_incarnations": self.shared,
+            "token": self.token,
+            "seconds": self.seconds,
+        }
+
+
+RESULTS = ("passed", "failed", "unknown", "untested")
+
+# Given the golden run and every outcome so far, yield the next batch of jobs.
+JobBatches = Callable[[GoldenRun, list[RunOutcome]], Iterator[list[Job]]]

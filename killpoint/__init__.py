@@ -19,33 +19,36 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.2.0"
 
 _HOMES = {
-    "load_scenario": "killpoint.harness.scenario",
-    "Scenario": "killpoint.harness.scenario",
-    "Plan": "killpoint.harness.scenario",
-    "check": "killpoint.harness.checker",
+    "load_scenario": "killpoint.harness.config.scenario",
+    "Scenario": "killpoint.harness.model",
+    "Plan": "killpoint.harness.model",
+    "read_evidence": "killpoint.harness.judge.evidence",
+    "Evidence": "killpoint.harness.judge.evidence",
+    "GoldenRun": "killpoint.harness.model",
+    "check": "killpoint.harness.judge.checker",
     "Verdict": "killpoint.harness.model",
     "Finding": "killpoint.harness.model",
+    "RunOutcome": "killpoint.harness.model",
+    "RunPaths": "killpoint.harness.layout",
     "HarnessError": "killpoint.errors",
     "ConfigError": "killpoint.errors",
     "WorkloadError": "killpoint.errors",
     "InfrastructureError": "killpoint.errors",
 }
 
+# Held by tests/test_public_api.py: a name added here is a promise, one removed a breaking change.
 __all__ = [
-    "ConfigError", "Finding", "HarnessError", "InfrastructureError", "Plan", "Scenario", "Verdict",
-    "WorkloadError", "__version__", "check", "load_scenario",
+    "ConfigError", "Evidence", "Finding", "GoldenRun", "HarnessError", "InfrastructureError", "Plan", "RunOutcome",
+    "RunPaths", "Scenario", "Verdict", "WorkloadError", "__version__", "check", "load_scenario", "read_evidence",
 ]
 
 if TYPE_CHECKING:
-    from killpoint.errors import (
-        ConfigError,
-        HarnessError,
-        InfrastructureError,
-        WorkloadError,
-    )
-    from killpoint.harness.checker import check
-    from killpoint.harness.model import Finding, Plan, Scenario, Verdict
-    from killpoint.harness.scenario import load_scenario
+    from killpoint.errors import ConfigError, HarnessError, InfrastructureError, WorkloadError
+    from killpoint.harness.config.scenario import load_scenario
+    from killpoint.harness.judge.checker import check
+    from killpoint.harness.judge.evidence import Evidence, read_evidence
+    from killpoint.harness.layout import RunPaths
+    from killpoint.harness.model import Finding, GoldenRun, Plan, RunOutcome, Scenario, Verdict
 
 
 def __getattr__(name: str) -> Any:

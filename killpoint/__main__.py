@@ -2,6 +2,6 @@
 
 import sys
 
-from killpoint.harness.cli import main
+from killpoint.harness.frontends.cli import main
 
 sys.exit(main())

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from killpoint import protocol
+from killpoint.errors import HarnessError, InternalError
 
 
 def encode_record(record: dict[str, Any]) -> bytes:
@@ -114,7 +115,7 @@ def parse_json_lines(data: bytes) -> ParsedLines:
     return ParsedLines(tuple(records), tuple(problems), tail or None)
 
 
-class _KeyTwice(ValueError):
+class _KeyTwice(InternalError, ValueError):
     """A JSON object names one key twice."""
 
 
@@ -144,7 +145,7 @@ def read_json_lines(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]],
     return [record for _, record in parsed.records], parsed.torn_tail
 
 
-class ControlReplyError(ConnectionError):
+class ControlReplyError(HarnessError, ConnectionError):
     """The harness replied to a crash point with a line that is neither ``ok`` nor ``kill``."""
 
 

@@ -1,11 +1,14 @@
 """The harness's errors: one root, each also a builtin where one fits, all picklable.
 
-A ``ConfigError`` is bad input (scenario, plan, catalogue, flags): the CLI
+Every exception killpoint raises is a ``HarnessError`` (a stop asked for by
+SIGINT or SIGTERM stays a ``KeyboardInterrupt``, so that no ``except
+Exception`` swallows it). A ``ConfigError`` is bad input (scenario, plan, catalogue, flags): the CLI
 prints its message and exits 2. A ``WorkloadError`` means the workload could not
 run its task even without a crash (it does not start, exits at once, hangs):
 that is no recovery verdict, and also exits 2. An ``InfrastructureError`` is
 the harness's own machinery failing (a process that survives SIGKILL, a fork
-server that died): no verdict either, and its own exit code, 4.
+server that died): no verdict either, and its own exit code, 4. An
+``InternalError`` never leaves killpoint: one that does is a bug (exit 4).
 """
 
 from __future__ import annotations
@@ -13,6 +16,12 @@ from __future__ import annotations
 
 class HarnessError(Exception):
     """Root of every error killpoint raises on purpose."""
+
+
+class InternalError(HarnessError):
+    """Raised and caught inside killpoint: a killed agent's request, a tool's refusal, evidence that cannot be
+    read, a rule that cannot decide. Each is handled where it is raised; one that escapes is a bug in killpoint,
+    reported with its traceback and no verdict (exit 4), never as bad input."""
 
 
 class ConfigError(HarnessError, ValueError):

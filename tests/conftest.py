@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from killpoint import protocol
-from killpoint.harness import cli
+from killpoint.harness.frontends import cli
 from tests.helpers import CliResult
 
 TESTS = Path(__file__).resolve().parent

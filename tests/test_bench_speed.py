@@ -2,20 +2,8 @@
 
 from __future__ import annotations
 
-from bench.bench_speed import (
-    Counts,
-    Floors,
-    MemorySample,
-    ProfileTable,
-    counts_of,
-    floor_seconds,
-    markdown_table,
-    peak_until,
-    replace_section,
-    short_path,
-    top_cumulative,
-    window_ms,
-)
+from bench.bench_speed import (Counts, Floors, MemorySample, ProfileTable, counts_of, floor_seconds, markdown_table,
+                               peak_until, replace_section, short_path, top_cumulative, window_ms)
 
 
 def test_counts_include_the_golden_run_and_read_schedules_and_kills_from_the_summary() -> None:
@@ -54,12 +42,12 @@ def test_peak_memory_counts_only_samples_taken_before_the_mark() -> None:
 
 
 def test_the_profile_table_ranks_by_cumulative_time_and_shortens_paths() -> None:
-    stats: ProfileTable = {("/x/site-packages/killpoint/harness/runner.py", 12, "run"): (1, 4, 0.5, 2.0, {}),
+    stats: ProfileTable = {("/x/site-packages/killpoint/harness/execute/runner.py", 12, "run"): (1, 4, 0.5, 2.0, {}),
              ("~", 0, "<built-in method posix.fork>"): (9, 9, 1.0, 1.0, {}),
-             ("/x/killpoint/harness/spec.py", 3, "build"): (1, 1, 0.1, 3.0, {})}
+             ("/x/killpoint/harness/frontends/spec.py", 3, "build"): (1, 1, 0.1, 3.0, {})}
     rows = top_cumulative(stats, 2)
-    assert rows == [["`build` (killpoint/harness/spec.py:3)", "1", "0.10", "3.00"],
-                    ["`run` (killpoint/harness/runner.py:12)", "4", "0.50", "2.00"]]
+    assert rows == [["`build` (killpoint/harness/frontends/spec.py:3)", "1", "0.10", "3.00"],
+                    ["`run` (killpoint/harness/execute/runner.py:12)", "4", "0.50", "2.00"]]
     assert short_path("/somewhere/else.py") == "/somewhere/else.py"
 
 
@@ -80,5 +68,5 @@ def test_a_section_is_appended_once_then_replaced_between_its_markers_leaving_th
 def test_the_profile_table_leaves_out_the_frames_that_only_wrap_the_session() -> None:
     stats: ProfileTable = {("<frozen runpy>", 201, "run_module"): (1, 1, 0.0, 9.0, {}),
              ("~", 0, "<built-in method builtins.exec>"): (1, 1, 0.0, 9.0, {}),
-             ("/x/killpoint/harness/cli.py", 186, "main"): (1, 1, 0.0, 8.0, {})}
-    assert [row[0] for row in top_cumulative(stats, 5)] == ["`main` (killpoint/harness/cli.py:186)"]
+             ("/x/killpoint/harness/frontends/cli.py", 186, "main"): (1, 1, 0.0, 8.0, {})}
+    assert [row[0] for row in top_cumulative(stats, 5)] == ["`main` (killpoint/harness/frontends/cli.py:186)"]

@@ -12,11 +12,12 @@ import pytest
 from killpoint import protocol as p
 from killpoint.catalogue import REFERENCE_CATALOGUE, load_catalogue
 from killpoint.errors import ConfigError
-from killpoint.harness.evidence import STORE_FINAL, StoreReading, read_evidence, refusal_path, store_at_kill_path
-from killpoint.harness.frameworks import reader_for
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.faults.nemesis import copy_store
+from killpoint.harness.judge.evidence import StoreReading, read_evidence
+from killpoint.harness.judge.stores import reader_for
+from killpoint.harness.layout import STORE_FINAL, RunPaths, refusal_path
 from killpoint.harness.model import Incarnation
-from killpoint.harness.nemesis import copy_store
-from killpoint.harness.scenario import load_scenario
 from tests.test_checker import PLAN
 
 STARTED_C1 = {"kind": "started", "op": "t-op1", "call": "c1", "tool": "read_file", "class": "READ_ONLY",
@@ -79,8 +80,9 @@ def _run_dir(tmp_path: Path) -> tuple[Path, StoreReading]:
     run.mkdir()
     (run / "incarnations.json").write_text(json.dumps([asdict(incarnation) for incarnation in incarnations]))
     (run / "catalogue.json").write_text(json.dumps(load_catalogue(REFERENCE_CATALOGUE).to_protocol()))
-    for folder, records in ((store_at_kill_path(run, 0), (STARTED_C1,)), (run / STORE_FINAL, (STARTED_C1, FINISHED_C1)),
-                            (golden / STORE_FINAL, (STARTED_C1, FINISHED_C1))):
+    for folder, records in ((RunPaths(run).store_at_kill(0), (STARTED_C1,)),
+                            (RunPaths(run).store_final, (STARTED_C1, FINISHED_C1)),
+                            (RunPaths(golden).store_final, (STARTED_C1, FINISHED_C1))):
         folder.mkdir(parents=True)
         (folder / p.JOURNAL_NAME).write_text(journal(*records))
     return run, StoreReading(reader_for({"format": "killpoint"}), PLAN, golden)
@@ -98,7 +100,7 @@ def test_the_copies_are_read_into_durable_states_through_the_reader(tmp_path):
 
 def test_a_refused_a_lost_or_an_unreadable_copy_is_unreadable_with_its_reason(tmp_path):
     run, reading = _run_dir(tmp_path)
-    copy = store_at_kill_path(run, 0)
+    copy = RunPaths(run).store_at_kill(0)
     (copy / p.JOURNAL_NAME).unlink()
     copy.rmdir()
     assert read_evidence(run, reading).unreadable == {"store-at-kill-0": "store-at-kill-0 is missing"}
@@ -129,7 +131,7 @@ def test_a_journal_table_with_problems_is_refused_with_the_scenario_naming_field
 
 def test_a_store_file_that_cannot_be_read_is_a_refusal_not_a_crash(tmp_path, monkeypatch):
     # Root reads through a chmod 000; an I/O error (or a non-root harness) does not: the copy says why.
-    from killpoint.harness import nemesis
+    from killpoint.harness.faults import nemesis
 
     def failing_copy(source, target):
         raise OSError(5, "Input/output error")

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from killpoint import protocol as p
-from killpoint.harness.blackbox import NO_PROBE_HINT
-from killpoint.harness.checker import BLACK_BOX_RULES, check
-from killpoint.harness.evidence import CATALOGUE_FILE, DRIFTED_CATALOGUE_FILE, Evidence
-from killpoint.harness.frameworks import DurableState, StepRecord
+from killpoint.harness.judge.blackbox import NO_PROBE_HINT
+from killpoint.harness.judge.checker import BLACK_BOX_RULES, check
+from killpoint.harness.judge.evidence import Evidence
+from killpoint.harness.judge.stores import DurableState, StepRecord
+from killpoint.harness.layout import CATALOGUE_FILE, DRIFTED_CATALOGUE_FILE
 from killpoint.harness.model import Incarnation
 from tests.test_checker import CATALOGUE, GOLDEN, SCENARIO, WORLD, effect, invoked, lines
 

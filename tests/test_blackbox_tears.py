@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from killpoint.errors import ConfigError
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.spec import build_spec
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.frontends.spec import build_spec
 from tests.helpers import DEMO
 
 OWN_STORE = {"format": "json", "path": "tasks/{task_id}.json", "records": "operations",

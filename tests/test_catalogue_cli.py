@@ -9,13 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.catalogue import (
-    REFERENCE_CATALOGUE,
-    catalogue_problems,
-    load_catalogue,
-)
-from killpoint.harness._command import killpoint_command
-from killpoint.harness.catalogue_cli import classify
+from killpoint.catalogue import REFERENCE_CATALOGUE, catalogue_problems, load_catalogue
+from killpoint.harness.frontends._command import killpoint_command
+from killpoint.harness.frontends.catalogue_cli import classify
 
 REFERENCE_CLASSES = Counter(load_catalogue(REFERENCE_CATALOGUE).tools.values())
 

@@ -10,9 +10,10 @@ import pytest
 
 from killpoint import protocol as p
 from killpoint.catalogue import REFERENCE_CATALOGUE, load_catalogue
-from killpoint.harness import checker
-from killpoint.harness.checker import check, expected_action
-from killpoint.harness.evidence import CATALOGUE_FILE, Evidence, JsonLines, Line
+from killpoint.harness.judge import checker
+from killpoint.harness.judge.checker import check, expected_action
+from killpoint.harness.judge.evidence import Evidence, JsonLines, Line
+from killpoint.harness.layout import CATALOGUE_FILE
 from killpoint.harness.model import GoldenRun, Incarnation, Plan, PlannedCall, Scenario
 
 CATALOGUE = load_catalogue(REFERENCE_CATALOGUE)

@@ -20,8 +20,9 @@ import pytest
 
 from killpoint import protocol as p
 from killpoint.catalogue import REFERENCE_CATALOGUE, load_catalogue
-from killpoint.harness.checker import check
-from killpoint.harness.evidence import CATALOGUE_FILE, DRIFTED_CATALOGUE_FILE, Evidence, JsonLines, Line
+from killpoint.harness.judge.checker import check
+from killpoint.harness.judge.evidence import Evidence, JsonLines, Line
+from killpoint.harness.layout import CATALOGUE_FILE, DRIFTED_CATALOGUE_FILE
 from killpoint.harness.model import GoldenRun, Incarnation, Plan, PlannedCall, Scenario
 from tests.helpers import DEMO, ROOT
 

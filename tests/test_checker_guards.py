@@ -17,23 +17,12 @@ import pytest
 
 from killpoint import protocol as p
 from killpoint.fake_tools.world import World
-from killpoint.harness.checker import check
-from killpoint.harness.evidence import journal_at_kill_path, read_evidence, run_paths
+from killpoint.harness.judge.checker import check
+from killpoint.harness.judge.evidence import read_evidence
+from killpoint.harness.layout import RunPaths
 from killpoint.harness.model import GoldenRun, Incarnation, Verdict
-from tests.test_checker import (
-    AT_KILL,
-    CATALOGUE,
-    GOLDEN,
-    INCARNATIONS,
-    LEDGER,
-    RECOVERY,
-    SCENARIO,
-    decision,
-    effect,
-    finished,
-    invoked,
-    started,
-)
+from tests.test_checker import (AT_KILL, CATALOGUE, GOLDEN, INCARNATIONS, LEDGER, RECOVERY, SCENARIO, decision, effect,
+                                finished, invoked, started)
 
 
 def jsonl(records: list[dict]) -> bytes:
@@ -48,18 +37,18 @@ def judge(tmp_path: Path, *, journal: list[dict], copies: list[list[dict]], ledg
     ``ledger`` is its records, or its bytes as they stand.
     """
     run_dir = tmp_path / "run"
-    paths = run_paths(run_dir)
-    world = World(paths["world"])
+    paths = RunPaths(run_dir)
+    world = World(paths.world)
     world.files_root.mkdir(parents=True)
-    paths["workload"].mkdir()
+    paths.workload.mkdir()
     (world.files_root / "a").write_text("x")
-    paths["journal"].write_bytes(jsonl(journal))
+    paths.journal.write_bytes(jsonl(journal))
     for number, copy in enumerate(copies):
-        journal_at_kill_path(run_dir, number).write_bytes(jsonl(copy))
+        RunPaths(run_dir).journal_at_kill(number).write_bytes(jsonl(copy))
     for number, copy in (torn or {}).items():
-        journal_at_kill_path(run_dir, number).with_suffix(".torn.jsonl").write_bytes(jsonl(copy))
-    paths["ledger"].write_bytes(ledger if isinstance(ledger, bytes) else jsonl(ledger))
-    paths["incarnations"].write_text(json.dumps([asdict(incarnation) for incarnation in incarnations]))
+        RunPaths(run_dir).journal_at_kill(number).with_suffix(".torn.jsonl").write_bytes(jsonl(copy))
+    paths.ledger.write_bytes(ledger if isinstance(ledger, bytes) else jsonl(ledger))
+    paths.incarnations.write_text(json.dumps([asdict(incarnation) for incarnation in incarnations]))
     for name, catalogue in ({"catalogue.json": CATALOGUE.to_protocol()} if catalogues is None else catalogues).items():
         (run_dir / name).write_text(json.dumps(catalogue))
     return check(SCENARIO, read_evidence(run_dir), replace(golden, world=world.snapshot()))
@@ -179,11 +168,12 @@ def test_the_verdict_serialises_each_rules_result(tmp_path):
 @pytest.mark.integration
 def test_the_checker_imports_no_runner_backend_or_process_library():
     """The checker judges values: importing it starts nothing and loads none of what runs a session."""
-    probe = ("import sys, killpoint.harness.checker; print(' '.join(sorted(sys.modules)))")
+    probe = ("import sys, killpoint.harness.judge.checker; print(' '.join(sorted(sys.modules)))")
     loaded = set(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split())
-    forbidden = {"psutil", "inotify_simple", "killpoint.harness.runner", "killpoint.harness.backends",
-                 "killpoint.harness.nemesis", "killpoint.harness.rendezvous", "killpoint.harness.watch",
-                 "killpoint.harness.scenario", "killpoint.harness.session"}
+    forbidden = {"psutil", "inotify_simple", "killpoint.harness.execute.runner", "killpoint.harness.backends",
+                 "killpoint.harness.faults.nemesis", "killpoint.harness.execute.rendezvous",
+                 "killpoint.harness.execute.watch", "killpoint.harness.config.scenario",
+                 "killpoint.harness.execute.session"}
     assert not loaded & forbidden, loaded & forbidden
 
 

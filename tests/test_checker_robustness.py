@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from killpoint.harness.checker import PROPERTIES, check
-from killpoint.harness.evidence import JsonLines, Line
-from killpoint.harness.validate import ledger_problem
+from killpoint.harness.judge.checker import PROPERTIES, check
+from killpoint.harness.judge.evidence import JsonLines, Line
+from killpoint.harness.judge.validate import ledger_problem
 from tests.test_checker import AT_KILL, GOLDEN, LEDGER, RECOVERY, SCENARIO, evidence
 
 pytestmark = pytest.mark.hostile  # the bad-input fuzz of the hostile-input suite (docs/security.md)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from killpoint.harness import cli
+from killpoint.harness.frontends import cli
 from tests.helpers import DEMO
 
 

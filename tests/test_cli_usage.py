@@ -9,9 +9,9 @@ import io
 
 import pytest
 
-from killpoint.harness import cli
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.spec import spec_from_args
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.frontends import cli
+from killpoint.harness.frontends.spec import spec_from_args
 from tests.helpers import DEMO
 
 KILL = ("--kill-at", "c3:after_effect")

@@ -15,9 +15,9 @@ import pytest
 from killpoint import protocol
 from killpoint.client import AppendOnlyFile, Rendezvous, WorkloadEnv, parse_json_lines, read_json_lines
 from killpoint.fake_tools.__main__ import main as fake_tools_main
-from killpoint.harness.evidence import read_lines
+from killpoint.harness.execute.watch import EventWatcher, _Tail
+from killpoint.harness.judge.evidence import read_lines
 from killpoint.harness.model import OnEvent
-from killpoint.harness.watch import EventWatcher, _Tail
 
 
 def test_append_only_file_writes_one_line_per_record(tmp_path):

@@ -8,19 +8,12 @@ import io
 from pathlib import Path
 
 from killpoint import protocol as p
-from killpoint.harness.html_report import Slots, render_html
-from killpoint.harness.model import AtPoint, Finding, GoldenRun, Incarnation, Verdict
-from killpoint.harness.report import (
-    CALL_ORDER,
-    call_points,
-    coverage_legend,
-    coverage_points,
-    no_call_row,
-    write_coverage,
-)
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.session import Job, RunOutcome
-from killpoint.harness.summary import summarise
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.model import AtPoint, Finding, GoldenRun, Incarnation, Job, RunOutcome, Verdict
+from killpoint.harness.reporting.html_report import Slots, render_html
+from killpoint.harness.reporting.report import (CALL_ORDER, call_points, coverage_legend, coverage_points, no_call_row,
+                                                write_coverage)
+from killpoint.harness.reporting.summary import summarise
 from tests.helpers import ROOT
 
 GRAPH = load_scenario(ROOT / "scenarios" / "frameworks" / "langgraph_graph_sync.toml")

@@ -43,6 +43,6 @@ def test_the_fake_tools_import_nothing_of_killpoint_but_the_workload_side():
 def test_the_check_reads_lazy_and_from_imports(tmp_path):
     source = tmp_path / "tool.py"
     source.write_text("from killpoint import protocol, harness\n"
-                      "def f():\n    from killpoint.harness.scenario import strict_json\n")
+                      "def f():\n    from killpoint.harness.config.scenario import strict_json\n")
     assert [module for module in killpoint_imports(source) if not is_allowed(module)] == [
-        "killpoint.harness", "killpoint.harness.scenario"]
+        "killpoint.harness", "killpoint.harness.config.scenario"]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol as p
-from killpoint.harness.checker import check
+from killpoint.harness.judge.checker import check
 from killpoint.harness.model import AtPoint, GoldenRun, Incarnation, parse_kill
-from killpoint.harness.report import call_points
+from killpoint.harness.reporting.report import call_points
 from tests.test_blackbox_rules import BLACK_BOX, INCARNATIONS, evidence, store
 from tests.test_checker import GOLDEN, effect, invoked
 

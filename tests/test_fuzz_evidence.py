@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 
 from killpoint.client import parse_json_lines
 from killpoint.fake_tools.world import World
-from killpoint.harness.checker import check
-from killpoint.harness.evidence import journal_at_kill_path, read_evidence, run_paths
+from killpoint.harness.judge.checker import check
+from killpoint.harness.judge.evidence import read_evidence
+from killpoint.harness.layout import RunPaths
 from killpoint.harness.model import Verdict
 from tests.test_checker import AT_KILL, CATALOGUE, GOLDEN, INCARNATIONS, LEDGER, RECOVERY, SCENARIO
 from tests.test_checker_robustness import FIELDS, JSON_VALUES
@@ -212,16 +213,16 @@ def judge(files: RunFiles) -> Verdict:
         run_dir = Path(temporary) / "run"
         secret = Path(temporary) / "host-secret.jsonl"
         secret.write_bytes(jsonl(AT_KILL + RECOVERY))
-        paths = run_paths(run_dir)
-        World(paths["world"]).files_root.mkdir(parents=True)
-        (World(paths["world"]).files_root / "a").write_text("x")
-        files.journal.write(paths["journal"], secret)
-        files.copy_at_kill.write(journal_at_kill_path(run_dir, 0), secret)
-        files.torn_copy.write(journal_at_kill_path(run_dir, 0).with_suffix(".torn.jsonl"), secret)
-        files.ledger.write(paths["ledger"], secret)
-        files.incarnations.write(paths["incarnations"], secret)
-        paths["catalogue"].write_text(json.dumps(CATALOGUE.to_protocol()))  # as the runner hands it
-        golden = replace(GOLDEN, world=World(paths["world"]).snapshot())
+        paths = RunPaths(run_dir)
+        World(paths.world).files_root.mkdir(parents=True)
+        (World(paths.world).files_root / "a").write_text("x")
+        files.journal.write(paths.journal, secret)
+        files.copy_at_kill.write(RunPaths(run_dir).journal_at_kill(0), secret)
+        files.torn_copy.write(RunPaths(run_dir).journal_at_kill(0).with_suffix(".torn.jsonl"), secret)
+        files.ledger.write(paths.ledger, secret)
+        files.incarnations.write(paths.incarnations, secret)
+        paths.catalogue.write_text(json.dumps(CATALOGUE.to_protocol()))  # as the runner hands it
+        golden = replace(GOLDEN, world=World(paths.world).snapshot())
         return check(SCENARIO, read_evidence(run_dir), golden)
 
 

@@ -35,17 +35,12 @@ from hypothesis import strategies as st
 
 from killpoint.errors import ConfigError
 from killpoint.fake_tools.world import seed_world
-from killpoint.harness import cli
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.scenario_fields import (
-    CALL_FIELDS,
-    PLAN_FIELDS,
-    SCENARIO_FIELDS,
-    SCHEDULE_FIELDS,
-    WORLD_FIELDS,
-)
-from killpoint.harness.schedule import parse_kill_point
-from killpoint.harness.token import PREFIX, ReproToken
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.config.scenario_fields import (CALL_FIELDS, PLAN_FIELDS, SCENARIO_FIELDS, SCHEDULE_FIELDS,
+                                                      WORLD_FIELDS)
+from killpoint.harness.frontends import cli
+from killpoint.harness.repro.token import PREFIX, ReproToken
+from killpoint.harness.schedules.schedule import parse_kill_point
 from tests.conftest import SPAWNS
 from tests.test_hostile_inputs import deadline_and_memory_cap
 from tests.test_merge import session, shard_reports
@@ -255,7 +250,7 @@ def test_a_plan_and_a_catalogue_of_any_bytes_get_an_answer(plan, catalogues, nam
 
 
 def encode_payload(payload: bytes) -> str:
-    """A token around ``payload``, made the way harness/token.py makes one: kp1. + base64(zlib(JSON))."""
+    """A token around ``payload``, made the way harness/repro/token.py makes one: kp1. + base64(zlib(JSON))."""
     return PREFIX + base64.urlsafe_b64encode(zlib.compress(payload, 9)).decode().rstrip("=")
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from killpoint.harness import leftovers
+from killpoint.harness.execute import leftovers
 
 pytestmark = pytest.mark.hostile
 

@@ -72,8 +72,8 @@ BAD_VALUES = [
 def nothing_runs(monkeypatch):
     """A session, hunt or certification that starts is a bug of these checks: it raises (exit 4, a traceback)."""
     import killpoint.harness.certify.run as certify_run
-    import killpoint.harness.hunt as hunt
-    import killpoint.harness.spec as spec
+    import killpoint.harness.frontends.spec as spec
+    import killpoint.harness.schedules.hunt as hunt
 
     def started(*args, **kwargs):
         raise AssertionError("the bad value was accepted and work started")
@@ -108,8 +108,8 @@ def test_the_message_says_what_to_give(killpoint, nothing_runs, argv, bound):
 
 def test_a_scenario_file_and_the_flag_share_their_bounds(tmp_path):
     """[schedule] runs, seed and depth refuse exactly what --random, --seed and --depth refuse."""
-    from killpoint.harness import limits
-    from killpoint.harness.scenario_fields import SCHEDULE_FIELDS
+    from killpoint.harness.config import limits
+    from killpoint.harness.config.scenario_fields import SCHEDULE_FIELDS
 
     checks = {row.key: row.check for row in SCHEDULE_FIELDS}
     for key, limit in (("runs", "runs"), ("seed", "seed"), ("depth", "depth")):
@@ -121,6 +121,6 @@ def test_a_scenario_file_and_the_flag_share_their_bounds(tmp_path):
 @pytest.mark.parametrize("reference", ["killpoint-host:1", "localhost:5000/team/image:v1.2-rc_3",
                                        "registry.example.com/a__b/c.d-e", "image@sha256:" + "a" * 64, "[::1]:5000/x"])
 def test_a_docker_reference_of_the_grammar_is_accepted(reference):
-    from killpoint.harness import limits
+    from killpoint.harness.config import limits
 
     assert limits.image_reference(reference) == reference

@@ -14,7 +14,7 @@ import pytest
 import tomli_w
 
 from killpoint import _toml
-from killpoint.harness import limits
+from killpoint.harness.config import limits
 from tests.test_hostile_inputs import CATALOGUE, PLAN, inputs, refused  # noqa: F401
 
 pytestmark = pytest.mark.hostile

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from killpoint.harness.checker import check
-from killpoint.harness.evidence import read_incarnations
+from killpoint.harness.judge.checker import check
+from killpoint.harness.judge.evidence import read_incarnations
 from tests.test_checker import GOLDEN, INCARNATIONS, LEDGER, SCENARIO, evidence
 
 pytestmark = pytest.mark.hostile

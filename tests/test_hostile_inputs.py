@@ -26,7 +26,7 @@ import pytest
 import tomli_w
 
 from killpoint._input_files import DOCUMENT_LIMIT_BYTES, REPORT_LIMIT_BYTES
-from killpoint.harness import cli
+from killpoint.harness.frontends import cli
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.hostile

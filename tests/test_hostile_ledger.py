@@ -18,19 +18,9 @@ import pytest
 
 from killpoint import protocol as p
 from killpoint.client import encode_record
-from killpoint.harness import nemesis
+from killpoint.harness.faults import nemesis
 from killpoint.harness.model import Incarnation, Verdict
-from tests.test_checker import (
-    AT_KILL,
-    GOLDEN,
-    INCARNATIONS,
-    LEDGER,
-    decision,
-    effect,
-    finished,
-    invoked,
-    started,
-)
+from tests.test_checker import AT_KILL, GOLDEN, INCARNATIONS, LEDGER, decision, effect, finished, invoked, started
 from tests.test_checker_guards import correct_run, status
 
 pytestmark = pytest.mark.hostile

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from killpoint.harness.explore import shard_of
+from killpoint.harness.schedules.explore import shard_of
 from tests.test_hostile_inputs import refused
 from tests.test_merge import POINTS, SHARDS, edited, run, session, shard_reports, spec_fields, write
 

@@ -20,7 +20,7 @@ from typing import TextIO
 
 import pytest
 
-from killpoint.harness import cli
+from killpoint.harness.frontends import cli
 from tests.helpers import DEMO
 from tests.test_hostile_inputs import NOT_FILES, deadline_and_memory_cap
 from tests.test_show_inputs import started_run, verdict_json
@@ -53,8 +53,8 @@ def refused(*argv: str | Path) -> str:
 def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """A session, hunt or certification that starts is a bug of the checks before it: it raises (exit 4)."""
     import killpoint.harness.certify.run as certify_run
-    import killpoint.harness.hunt as hunt
-    import killpoint.harness.spec as spec
+    import killpoint.harness.frontends.spec as spec
+    import killpoint.harness.schedules.hunt as hunt
 
     def started(*args: object, **kwargs: object) -> None:
         raise AssertionError("the output was accepted and work started")
@@ -124,9 +124,9 @@ def test_certify_refuses_a_certificate_file_it_cannot_write_before_any_trial(fol
 # --- repro, hunt: their folders, checked as run checks its own
 
 def demo_token() -> str:
-    from killpoint.harness.model import Verdict, parse_kill
-    from killpoint.harness.scenario import load_scenario
-    from killpoint.harness.session import Job, token_for
+    from killpoint.harness.config.scenario import load_scenario
+    from killpoint.harness.execute.session import token_for
+    from killpoint.harness.model import Job, Verdict, parse_kill
 
     return token_for(load_scenario(DEMO), Job(0, (parse_kill("c1:after_effect"),)), Verdict(None))
 

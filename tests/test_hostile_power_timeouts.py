@@ -11,13 +11,14 @@ import pytest
 
 from killpoint import protocol as p
 from killpoint.errors import InfrastructureError
-from killpoint.harness.checker import check
-from killpoint.harness.evidence import read_incarnations
+from killpoint.harness.faults.power_loss import MAX_STORAGE_TIMEOUTS, STORAGE_WAIT_FACTOR, StorageWait
+from killpoint.harness.judge.checker import check
+from killpoint.harness.judge.evidence import read_incarnations
 from killpoint.harness.model import TIMEOUT, Incarnation
-from killpoint.harness.power_loss import MAX_STORAGE_TIMEOUTS, STORAGE_WAIT_FACTOR, StorageWait
-from tests.test_blackbox_rules import BLACK_BOX, store
+from tests.test_blackbox_rules import BLACK_BOX
 from tests.test_blackbox_rules import INCARNATIONS as BLACK_BOX_INCARNATIONS
 from tests.test_blackbox_rules import evidence as store_evidence
+from tests.test_blackbox_rules import store
 from tests.test_checker import GOLDEN, INCARNATIONS, RECOVERY, SCENARIO, evidence
 
 pytestmark = pytest.mark.hostile

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from killpoint.harness.checker import check
-from killpoint.harness.frameworks import journal_problems
-from killpoint.harness.frameworks._sqlite_copy import JOURNAL_MAGIC, super_journal_name
+from killpoint.harness.judge.checker import check
+from killpoint.harness.judge.stores import journal_problems
+from killpoint.harness.judge.stores._sqlite_copy import JOURNAL_MAGIC, super_journal_name
 from tests.test_blackbox_rules import BLACK_BOX, evidence
 from tests.test_checker import GOLDEN
 

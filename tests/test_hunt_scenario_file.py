@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from killpoint.harness.hunt import write_scenario
-from killpoint.harness.scenario import load_scenario
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.schedules.hunt import write_scenario
 from tests.helpers import DEMO
 
 JOURNAL = {"format": "killpoint", "path": "journal.jsonl"}

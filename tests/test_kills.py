@@ -10,26 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from killpoint import protocol
-from killpoint.harness.evidence import read_incarnations
-from killpoint.harness.explore import GivenMode
-from killpoint.harness.model import (
-    EVENT_SOURCES,
-    POWER_VARIANTS,
-    TIMEOUT,
-    AfterDelay,
-    AfterPoint,
-    AtPoint,
-    Incarnation,
-    KillSyntaxError,
-    OnEvent,
-    PlainKill,
-    PowerLoss,
-    TornTail,
-    parse_kill,
-)
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.spec import spec_for_token
-from killpoint.harness.token import ReproToken
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.frontends.spec import spec_for_token
+from killpoint.harness.judge.evidence import read_incarnations
+from killpoint.harness.model import (EVENT_SOURCES, POWER_VARIANTS, TIMEOUT, AfterDelay, AfterPoint, AtPoint,
+                                     Incarnation, KillSyntaxError, OnEvent, PlainKill, PowerLoss, TornTail, parse_kill)
+from killpoint.harness.repro.token import ReproToken
+from killpoint.harness.schedules.explore import GivenMode
 from tests.helpers import DEMO
 
 FAULTS = (st.just(PlainKill()) | st.builds(TornTail, st.integers(1, 999)) | st.just(PowerLoss())

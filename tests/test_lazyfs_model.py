@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from killpoint.harness.lazyfs.model import DIR, FILE, HOLE, DropReport, Node, PersistenceModel
+from killpoint.harness.faults.lazyfs.model import DIR, FILE, HOLE, DropReport, Node, PersistenceModel
 
 ROOT = 1
 

@@ -13,15 +13,14 @@ from typing import Any
 import pytest
 
 from killpoint import protocol as p
-from killpoint.harness.cli import main
-from killpoint.harness.explore import shard_of
-from killpoint.harness.merge import merge_reports
-from killpoint.harness.model import AtPoint, Finding, GoldenRun, Incarnation, Plan, Scenario, Verdict
-from killpoint.harness.report import session_fields, write_coverage, write_json_report
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.session import Job, RunOutcome
-from killpoint.harness.spec import build_spec
-from killpoint.harness.summary import summarise
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.frontends.cli import main
+from killpoint.harness.frontends.spec import build_spec
+from killpoint.harness.model import AtPoint, Finding, GoldenRun, Incarnation, Job, Plan, RunOutcome, Scenario, Verdict
+from killpoint.harness.reporting.merge import merge_reports
+from killpoint.harness.reporting.report import session_fields, write_coverage, write_json_report
+from killpoint.harness.reporting.summary import summarise
+from killpoint.harness.schedules.explore import shard_of
 from tests.helpers import DEMO
 
 SCENARIO = load_scenario(DEMO)

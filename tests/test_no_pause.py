@@ -16,27 +16,15 @@ from hypothesis import strategies as st
 from killpoint import protocol
 from killpoint.client import ControlReplyError, Rendezvous
 from killpoint.errors import ConfigError
-from killpoint.harness.explore import coverage
-from killpoint.harness.hunt import call_pool, draw_examples
-from killpoint.harness.model import (
-    RENDEZVOUS_KILLS,
-    AfterDelay,
-    AfterPoint,
-    AtPoint,
-    GoldenRun,
-    Incarnation,
-    KillSyntaxError,
-    OnEvent,
-    TornTail,
-    Verdict,
-    parse_kill,
-)
-from killpoint.harness.pytest_plugin import Settings, session_choices
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import EveryKill, non_pausing
-from killpoint.harness.session import Job, RunOutcome
-from killpoint.harness.spec import build_spec, spec_for_token
-from killpoint.harness.token import ReproToken
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.frontends.pytest_plugin import Settings, session_choices
+from killpoint.harness.frontends.spec import build_spec, spec_for_token
+from killpoint.harness.model import (RENDEZVOUS_KILLS, AfterDelay, AfterPoint, AtPoint, GoldenRun, Incarnation, Job,
+                                     KillSyntaxError, OnEvent, RunOutcome, TornTail, Verdict, parse_kill)
+from killpoint.harness.reporting.coverage import coverage
+from killpoint.harness.repro.token import ReproToken
+from killpoint.harness.schedules.hunt import call_pool, draw_examples
+from killpoint.harness.schedules.schedule import EveryKill, non_pausing
 from tests.helpers import DEMO
 from tests.test_kills import CALLS, FAULTS, KILLS
 

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.harness import point_snapshots
-from killpoint.harness.evidence import journal_at_kill_path, read_incarnations, run_paths
+from killpoint.harness.execute import point_snapshots
+from killpoint.harness.execute.point_snapshots import PointSnapshots, RunSharing
+from killpoint.harness.execute.prefixes import Prefixes
+from killpoint.harness.execute.rendezvous import Served
+from killpoint.harness.judge.evidence import read_incarnations
+from killpoint.harness.layout import RunPaths
 from killpoint.harness.model import AtPoint, Incarnation
-from killpoint.harness.point_snapshots import PointSnapshots, RunSharing
-from killpoint.harness.prefixes import Prefixes
-from killpoint.harness.rendezvous import Served
-from killpoint.harness.schedule import point_reached
+from killpoint.harness.schedules.schedule import point_reached
 from tests.test_prefixes import FIRST, GOLDEN, killed_run
 
 RECOVERY = (("before_started", "c1"), ("after_decisions", None), ("after_started", "c1"), ("after_effect", "c1"))
@@ -78,11 +79,11 @@ def test_each_point_is_copied_as_the_kill_there_would_leave_it(tmp_path):
     assert killed.stderr_tail == "recovering"
     journal = (state / "workload" / "journal.jsonl").read_text()
     assert journal.count('"kind": "note"') == 3  # the record written after the point is not in it
-    assert journal_at_kill_path(state, 1).read_text() == journal
-    marker = json.loads(run_paths(state)["ledger"].read_text().splitlines()[-1])
+    assert RunPaths(state).journal_at_kill(1).read_text() == journal
+    marker = json.loads(RunPaths(state).ledger.read_text().splitlines()[-1])
     assert marker == {"killed": 1, "point": "c1:after_effect"}
     assert "held at its point" in prefix.note(2) and "run-00007's" in prefix.note(2)
-    assert read_incarnations(run_paths(state)["incarnations"])[0] == tuple(incarnations)
+    assert read_incarnations(RunPaths(state).incarnations)[0] == tuple(incarnations)
 
 
 def test_a_kill_at_a_point_of_no_call_first_matches_it_in_an_earlier_call(tmp_path):

@@ -12,21 +12,13 @@ import pytest
 
 from killpoint import protocol
 from killpoint.errors import ConfigError
-from killpoint.harness import lazyfs
-from killpoint.harness.model import (
-    AfterDelay,
-    AtPoint,
-    KillSyntaxError,
-    OnEvent,
-    PlainKill,
-    PowerLoss,
-    TornTail,
-    parse_kill,
-)
-from killpoint.harness.pytest_plugin import Settings, session_choices
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import EveryKill, power_lost
-from killpoint.harness.spec import build_spec
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.faults import lazyfs
+from killpoint.harness.frontends.pytest_plugin import Settings, session_choices
+from killpoint.harness.frontends.spec import build_spec
+from killpoint.harness.model import (AfterDelay, AtPoint, KillSyntaxError, OnEvent, PlainKill, PowerLoss, TornTail,
+                                     parse_kill)
+from killpoint.harness.schedules.schedule import EveryKill, power_lost
 from tests.helpers import DEMO
 from tests.test_no_pause import golden_of_demo
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from killpoint.harness.execute.prefixes import Prefixes
+from killpoint.harness.execute.runner import save_incarnations
 from killpoint.harness.model import AfterDelay, AtPoint, Drift, Incarnation
-from killpoint.harness.prefixes import Prefixes
-from killpoint.harness.runner import save_incarnations
 
 GOLDEN = ("c1:before_started", "c1:after_started", "c1:after_effect", "c2:before_started")
 FIRST = AtPoint("after_started", "c1")

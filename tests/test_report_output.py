@@ -18,25 +18,14 @@ from xml.etree import ElementTree
 import pytest
 
 from killpoint import protocol as p
-from killpoint.harness.html_report import render_html
-from killpoint.harness.model import AfterDelay, AtPoint, Finding, GoldenRun, Incarnation, Kill, Verdict
-from killpoint.harness.progress import SessionPrinter
-from killpoint.harness.report import (
-    COVERAGE_HEADINGS,
-    HEADING_PREFIXES,
-    describe_failure,
-    failure_message,
-    killpoint_command,
-    repro_command,
-    summary_line,
-    summary_rows,
-    write_coverage,
-    write_json_report,
-    write_timeline,
-)
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.session import Job, RunOutcome
-from killpoint.harness.summary import NO_REASON, Summary, summarise
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.model import AfterDelay, AtPoint, Finding, GoldenRun, Incarnation, Job, Kill, RunOutcome, Verdict
+from killpoint.harness.reporting.html_report import render_html
+from killpoint.harness.reporting.progress import SessionPrinter
+from killpoint.harness.reporting.report import (COVERAGE_HEADINGS, HEADING_PREFIXES, describe_failure, failure_message,
+                                                killpoint_command, repro_command, summary_line, summary_rows,
+                                                write_coverage, write_json_report, write_timeline)
+from killpoint.harness.reporting.summary import NO_REASON, Summary, summarise
 from tests.helpers import DEMO
 
 pytest_plugins = ["pytester"]

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from killpoint.harness import cli
+from killpoint.harness.frontends import cli
 from killpoint.harness.model import Finding, Verdict
-from killpoint.harness.repro import (
-    EXIT_DID_NOT_REPRODUCE,
-    EXIT_REPRODUCED_FAILURE,
-    EXIT_REPRODUCED_PASS,
-    EXIT_UNKNOWN,
-    reproduction,
-)
+from killpoint.harness.repro.reproduced import (EXIT_DID_NOT_REPRODUCE, EXIT_REPRODUCED_FAILURE, EXIT_REPRODUCED_PASS,
+                                                EXIT_UNKNOWN, reproduction)
 
 PASSED = Verdict(True)
 

@@ -12,19 +12,13 @@ import pytest
 
 import killpoint
 from killpoint.errors import ConfigError
-from killpoint.harness import run_record
-from killpoint.harness.model import AtPoint, Verdict
-from killpoint.harness.run_record import (
-    FORMAT,
-    RUN_RECORD_NAME,
-    new_run_record,
-    read_run_record,
-    scenario_digest,
-    write_json_atomically,
-    write_run_record,
-)
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.session import Job, token_for
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.execute import run_record
+from killpoint.harness.execute.run_record import (FORMAT, new_run_record, read_run_record, scenario_digest,
+                                                  write_json_atomically, write_run_record)
+from killpoint.harness.execute.session import token_for
+from killpoint.harness.layout import RUN_RECORD_NAME
+from killpoint.harness.model import AtPoint, Job, Verdict
 from tests.helpers import DEMO
 
 JOB = Job(3, (AtPoint("after_effect", "c5"), AtPoint("after_started", "c7")), seed=99)

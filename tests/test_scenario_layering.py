@@ -27,10 +27,10 @@ def modules_loaded_by(statement: str) -> set[str]:
 
 
 def test_reading_a_scenario_loads_no_backend_runner_nemesis_or_psutil():
-    loaded = modules_loaded_by("from killpoint.harness.scenario import load_scenario\n"
+    loaded = modules_loaded_by("from killpoint.harness.config.scenario import load_scenario\n"
                                f"load_scenario({str(DEMO)!r})")
     machinery = {name for name in loaded if name in ("psutil", "inotify_simple") or name.startswith(
-        ("killpoint.harness.backends", "killpoint.harness.runner", "killpoint.harness.nemesis"))}
+        ("killpoint.harness.backends", "killpoint.harness.execute.runner", "killpoint.harness.faults.nemesis"))}
     assert not machinery, sorted(machinery)
 
 
@@ -49,10 +49,10 @@ def test_no_module_of_the_package_imports_itself_back():
     assert cycles({name: imports_of(name, path, known) for name, path in known.items()}) == []
 
 
-def test_the_model_imports_only_the_standard_library_and_the_protocol_names():
+def test_the_model_imports_only_the_standard_library_the_protocol_names_and_the_error_root():
     from bench.import_graph import imports_of, modules_of
 
     known = modules_of(DEMO.parent.parent)
     model = "killpoint.harness.model"
-    # the catalogue only for a type hint (under TYPE_CHECKING), never at run time
-    assert imports_of(model, known[model], known) <= {"killpoint.protocol", "killpoint.catalogue"}
+    # the catalogue only for a type hint (under TYPE_CHECKING), never at run time; the error root (KillSyntaxError)
+    assert imports_of(model, known[model], known) <= {"killpoint.protocol", "killpoint.errors", "killpoint.catalogue"}

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from killpoint.catalogue import load_catalogue
+from killpoint.harness.config.scenario import load_scenario, unknown_tool_problems, unlisted_tools, unlisted_tools_note
 from killpoint.harness.model import Plan, PlannedCall
-from killpoint.harness.scenario import load_scenario, unknown_tool_problems, unlisted_tools, unlisted_tools_note
 from tests.helpers import ROOT
 from tests.test_config_errors import GOOD_CALL, assert_usage_error, write
 

@@ -10,15 +10,11 @@ from hypothesis import strategies as st
 
 from killpoint import protocol
 from killpoint.errors import ConfigError
-from killpoint.harness.explore import ExhaustiveMode
+from killpoint.harness.config.scenario import load_scenario
 from killpoint.harness.model import AtPoint, GoldenRun
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import (
-    derived_seed,
-    parse_kill_point,
-    random_schedule,
-)
-from killpoint.harness.token import ReproToken
+from killpoint.harness.repro.token import ReproToken
+from killpoint.harness.schedules.explore import ExhaustiveMode
+from killpoint.harness.schedules.schedule import derived_seed, parse_kill_point, random_schedule
 from tests.helpers import DEMO
 
 PLAN = load_scenario(DEMO).plan

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from killpoint.errors import ConfigError
-from killpoint.harness import scratch
-from killpoint.harness._process_tree import own_identity
 from killpoint.harness._safe_files import copy_tree
+from killpoint.harness.execute import scratch
+from killpoint.harness.execute._process_tree import own_identity
+from killpoint.harness.execute.session import _MovedRun
+from killpoint.harness.layout import RunPaths
 from killpoint.harness.model import Finding, Incarnation, RuleResult, Verdict
-from killpoint.harness.session import _MovedRun
 
 needs_tmpfs_shm = pytest.mark.skipif(scratch.mount_type(Path("/dev/shm")) != "tmpfs", reason="/dev/shm is no tmpfs")
 
@@ -139,7 +140,7 @@ def test_a_scratch_run_is_kept_on_disk_with_what_was_left_out_said(tmp_path):
                 "workload/linked.txt"} & set(kept)
     assert all(path.stat().st_nlink == 1 for path in kept.values() if path.is_file())
     assert not any(b"host secret" in path.read_bytes() for path in kept.values() if path.is_file())
-    said = (disk_run / scratch.SCRATCH_COPY_NAME).read_text()
+    said = RunPaths(disk_run).scratch_copy.read_text()
     for planted in ("passwd-link", "folder-link", "pipe", "socket", "linked.txt"):
         assert f"workload/{planted}" in said
         assert any(f"workload/{planted}" in problem for problem in left_out)
@@ -154,7 +155,7 @@ def test_an_honest_scratch_run_is_copied_whole_and_says_nothing(tmp_path):
     disk_run.mkdir(parents=True)
     assert scratch.Scratch(tmp_path).keep_on_disk(scratch_run, disk_run) == []
     assert (disk_run / "world" / "files" / "notes.txt").read_text() == "notes"
-    assert not (disk_run / scratch.SCRATCH_COPY_NAME).exists()
+    assert not RunPaths(disk_run).scratch_copy.exists()
 
 
 def test_the_copy_never_writes_through_a_link_where_its_folder_should_be(tmp_path):

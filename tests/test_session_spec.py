@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from killpoint.harness import cli, defaults, pytest_plugin
-from killpoint.harness.explore import ExhaustiveMode, GivenMode, RandomMode, TimedMode
-from killpoint.harness.hunt import call_pool, draw_examples
+from killpoint.harness.config import defaults
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.execute.scratch import default_root
+from killpoint.harness.frontends import cli, pytest_plugin
+from killpoint.harness.frontends.spec import CHOICES, SessionSpec, build_spec, spec_from_args
 from killpoint.harness.model import AtPoint
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.scratch import default_root
-from killpoint.harness.schedule import RandomFaults, derived_seed, random_schedule
-from killpoint.harness.spec import CHOICES, SessionSpec, build_spec, spec_from_args
+from killpoint.harness.schedules.explore import ExhaustiveMode, GivenMode, RandomMode, TimedMode
+from killpoint.harness.schedules.hunt import call_pool, draw_examples
+from killpoint.harness.schedules.schedule import RandomFaults, derived_seed, random_schedule
 from tests.helpers import DEMO, ROOT
 
 RUNS_DIR = Path("spec-runs")

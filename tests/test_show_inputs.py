@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from killpoint.errors import ConfigError
-from killpoint.harness._process_tree import process_identity
+from killpoint.harness.execute._process_tree import process_identity
+from killpoint.harness.execute.run_record import write_run_record
 from killpoint.harness.model import Incarnation
-from killpoint.harness.run_record import write_run_record
-from killpoint.harness.show import describe_run_dir
+from killpoint.harness.reporting.show import describe_run_dir
 from tests.test_run_record import demo_record
 
 pytestmark = pytest.mark.hostile  # the bad-input fuzz of the hostile-input suite (docs/security.md)

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from killpoint.harness.stop_signals import Terminated, raise_if_stopped, stop_signals
+from killpoint.harness.execute.stop_signals import Terminated, raise_if_stopped, stop_signals
 
 
 def swallowed(signum: signal.Signals) -> None:

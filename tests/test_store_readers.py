@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol as p
-from killpoint.harness.frameworks import DurableState, _store_file, journal_problems, reader_for
+from killpoint.harness.judge.stores import DurableState, _store_file, journal_problems, reader_for
 from killpoint.harness.model import Plan, PlannedCall
 
 PLAN = Plan("task-1", (PlannedCall("c1", "read_config"), PlannedCall("c2", "charge_card"),

@@ -13,11 +13,11 @@ from itertools import accumulate
 from pathlib import Path
 
 from killpoint import protocol
-from killpoint.harness.explore import TimedMode, timed_stretches
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.execute.rendezvous import Served, _timed_kill_at
+from killpoint.harness.execute.runner import CpuWaits, work_period
 from killpoint.harness.model import AfterDelay, GoldenRun
-from killpoint.harness.rendezvous import Served, _timed_kill_at
-from killpoint.harness.runner import CpuWaits, work_period
-from killpoint.harness.scenario import load_scenario
+from killpoint.harness.schedules.explore import TimedMode, timed_stretches
 from tests.helpers import DEMO
 
 PLAN = load_scenario(DEMO).plan

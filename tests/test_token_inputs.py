@@ -16,21 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from killpoint.errors import ConfigError
-from killpoint.harness import repro_safety
-from killpoint.harness.model import AtPoint, Verdict
-from killpoint.harness.repro_safety import (
-    RUN_EMBEDDED_FLAG,
-    decide,
-    needs_run_flag,
-    project_root,
-    recorded_origin,
-    repro_line,
-    scenario_for_token,
-    shipped_workload,
-)
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.session import Job, token_for
-from killpoint.harness.token import LONGEST_PAYLOAD, ReproToken
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.execute.session import token_for
+from killpoint.harness.model import AtPoint, Job, Verdict
+from killpoint.harness.repro import safety as repro_safety
+from killpoint.harness.repro.safety import (RUN_EMBEDDED_FLAG, decide, needs_run_flag, project_root, recorded_origin,
+                                            repro_line, scenario_for_token, shipped_workload)
+from killpoint.harness.repro.token import LONGEST_PAYLOAD, ReproToken
 from tests.helpers import DEMO, ROOT, mutant_workload
 
 pytestmark = pytest.mark.hostile  # the bad-input fuzz of the hostile-input suite (docs/security.md)

@@ -11,8 +11,9 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
+from killpoint.errors import InternalError
 from killpoint.harness.agents.script import Conversation, Reply
 
 # How many characters one streamed delta carries: small enough that every reply is split, as real ones are.
@@ -22,7 +23,7 @@ DELTA_CHARS = 16
 MAX_BODY_BYTES = 1 << 24
 
 
-class WireError(Exception):
+class WireError(InternalError):
     """A request the real API would refuse: its HTTP status, message and the fields of its error JSON."""
 
     def __init__(self, status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None,
@@ -33,6 +34,9 @@ class WireError(Exception):
         self.kind = kind
         self.param = param
         self.code = code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _wire_error, (self.status, self.message, self.kind, self.param, self.code)
 
 
 @dataclass(frozen=True)
@@ -166,3 +170,8 @@ def tool_names(tools: object, name_of: str | None = None) -> frozenset[str]:
         if isinstance(holder, dict) and isinstance(holder.get("name"), str):
             names.add(holder["name"])
     return frozenset(names)
+
+
+def _wire_error(status: int, message: str, kind: str, param: str | None, code: str | None) -> WireError:
+    """A ``WireError`` unpickled (its keyword arguments are not in ``args``)."""
+    return WireError(status, message, kind=kind, param=param, code=code)

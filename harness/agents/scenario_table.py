@@ -4,7 +4,7 @@ Its keys say how the scripted model follows the plan: ``turns`` (lists of
 call_ids, several in one turn being parallel tool calls; default one call a
 turn, in order) and ``answer`` (the final answer's text); ``tools`` declares
 the agent's own tools (``declared_tools``). Such a scenario is
-judged black-box from what the model had received (``frameworks/_agent_seams``),
+judged black-box from what the model had received (``judge/stores/_agent_seams``),
 so it takes no ``[journal]`` of its own.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 from killpoint.harness.agents.declared_tools import declared_tool_problems
 from killpoint.harness.agents.script import Script, ScriptError
 from killpoint.harness.agents.tool_service import PlanIndex
-from killpoint.harness.frameworks import AGENT_SEAMS
-from killpoint.harness.frameworks._agent_seams import EXCHANGES_FILE, SEAMS_FILE
-from killpoint.harness.frameworks._table import path_problems
+from killpoint.harness.judge.stores import AGENT_SEAMS
+from killpoint.harness.judge.stores._agent_seams import EXCHANGES_FILE, SEAMS_FILE
+from killpoint.harness.judge.stores._table import path_problems
 from killpoint.harness.model import Plan
 
 AGENT_KEYS = {"turns": 'turns = [["c1"], ["c2", "c3"]] (call_ids; a turn of several is parallel tool calls)',

@@ -15,6 +15,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from killpoint.errors import InternalError
 from killpoint.harness.agents._loopback import excerpt
 
 PROBE_TOOL = "verify_effect"
@@ -44,7 +45,7 @@ def quoted(values: Iterable[str]) -> str:
     return shown + (f" and {len(listed) - QUOTED_VALUES} more" if len(listed) > QUOTED_VALUES else "")
 
 
-class ScriptError(ValueError):
+class ScriptError(InternalError, ValueError):
     """A plan the script cannot express, or a conversation it cannot answer from (the message says why)."""
 
 

@@ -24,13 +24,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from killpoint.errors import InternalError
 from killpoint.protocol import MODEL_REPLY, MODEL_REQUEST, SEAM_POINTS, TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST
 
 __all__ = ["MODEL_REPLY", "MODEL_REQUEST", "SEAM_POINTS", "TOOL_EFFECT", "TOOL_REPLY", "TOOL_REQUEST", "AgentKilled",
            "SETTLE_DEADLINE_S", "ReplyWrites", "SeamHook", "free_running"]
 
 
-class AgentKilled(Exception):
+class AgentKilled(InternalError):
     """The agent was killed while its request was held: drop the request, answer nothing, change nothing."""
 
 

@@ -10,7 +10,7 @@ tree is killed (no held request goes on, no tool call acts past it: every
 effect is in the ledger before the kill marker), ``save`` once the incarnation
 is dead (for an agent, a copy of what the model had received into a store
 folder, at each kill and at the end: the ``agent-seams`` record the checker
-reads, ``frameworks/_agent_seams``, with the exchanges beside it), and ``close``.
+reads, ``judge/stores/_agent_seams``, with the exchanges beside it), and ``close``.
 """
 
 from __future__ import annotations
@@ -38,10 +38,9 @@ from killpoint.harness.agents.seams import (SETTLE_DEADLINE_S, TOOL_REQUEST, Age
 from killpoint.harness.agents.store_seam import StoreSeam
 from killpoint.harness.agents.tool_service import ToolService
 from killpoint.harness.backends import Launched
-from killpoint.harness.frameworks._agent_store import AgentStore
-from killpoint.harness.frameworks._agent_seams import EXCHANGES_FILE, REPLY, REQUEST, SEAMS_FILE
+from killpoint.harness.judge.stores._agent_seams import EXCHANGES_FILE, REPLY, REQUEST, SEAMS_FILE
+from killpoint.harness.judge.stores._agent_store import AgentStore
 from killpoint.harness.model import Plan
-
 
 TOOLS_URL_ENV = protocol.ENV_TOOLS_URL
 MODEL_URL_ENV = "KILLPOINT_MODEL_URL"

@@ -12,7 +12,7 @@ The store's folders are watched (inotify; those that exist when the
 incarnation starts). From the moment a call reaches its tool until the store
 holds its result, each change is read with the incarnation held still
 (``Launched.held``: its cgroup frozen): the store's files are copied and read
-by the reader that quotes the store as evidence (``frameworks/_agent_store``,
+by the reader that quotes the store as evidence (``judge/stores/_agent_store``,
 sandboxed as every store read is), and the first time the copy holds a result
 of the call, ``store_result`` is announced for it on the control socket, as
 the services announce every seam, while the agent stays held: a pausing kill
@@ -47,12 +47,12 @@ from pathlib import Path, PurePosixPath
 from inotify_simple import INotify, flags
 
 from killpoint import protocol
-from killpoint.harness._process_tree import process_gone
 from killpoint.harness.agents.seams import AgentKilled, ReplyWrites, SeamHook
 from killpoint.harness.backends import Launched
-from killpoint.harness.frameworks._agent_store import AgentStore
+from killpoint.harness.execute._process_tree import process_gone
+from killpoint.harness.faults.nemesis import copy_store
+from killpoint.harness.judge.stores._agent_store import AgentStore
 from killpoint.harness.model import Plan
-from killpoint.harness.nemesis import copy_store
 
 STORE_RESULT = protocol.STORE_RESULT
 WATCHED = flags.MODIFY | flags.CREATE | flags.MOVED_TO | flags.DELETE | flags.ONLYDIR | flags.DONT_FOLLOW

@@ -51,6 +51,7 @@ from typing import Any
 
 from killpoint import protocol
 from killpoint._json import strict_json
+from killpoint.errors import InternalError
 from killpoint.fake_tools.base import ToolResult, invoke, lookup, verify
 from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.world import World
@@ -59,7 +60,7 @@ from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, con
 from killpoint.harness.agents.declared_tools import declared_tools
 from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import (SETTLE_DEADLINE_S, TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled,
-                                           ReplyWrites, SeamHook, free_running)
+                                            ReplyWrites, SeamHook, free_running)
 
 VERIFY_TOOL = "verify_effect"
 MAX_BODY_BYTES = 1 << 24  # 16 MiB: a tool call's arguments; more is refused (413), never read into memory
@@ -75,11 +76,11 @@ _TOOL_CALL_ID = re.compile(r"call_kp_(?P<call>.+?)(?:_(?:\d+|verify))?")
 Reply = Callable[[int, dict[str, Any]], None]
 
 
-class RunFolderRefused(Exception):
+class RunFolderRefused(InternalError):
     """The run's ledger or world was replaced by something the service will not open: no call acts."""
 
 
-class BadRequest(ValueError):
+class BadRequest(InternalError, ValueError):
     """A request naming its call whose body is not the one the service reads: answered 400, nothing runs."""
 
 

@@ -1,7 +1,7 @@
 """Backends start one incarnation of a workload and expose what the nemesis needs to strike it.
 
 The runner is the same for every backend: it serves the rendezvous, decides
-when to kill, and collects evidence; the nemesis (``killpoint.harness.nemesis``)
+when to kill, and collects evidence; the nemesis (``killpoint.harness.faults.nemesis``)
 strikes. A backend only knows how to start the workload (a subprocess, a
 container, a fork of a warm interpreter), how to tell when it has exited (a host
 pid the runner watches through a pidfd), and its own primitives for a kill:
@@ -11,8 +11,8 @@ prove it dead, and sweep what it left elsewhere.
 
 from __future__ import annotations
 
-from pathlib import Path
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Protocol
 
 from killpoint.errors import ConfigError
@@ -39,7 +39,7 @@ class Launched(Protocol):
     def held(self) -> AbstractContextManager[bool]:
         """Hold every process of the running incarnation still for the body; True once all are, False if it cannot.
 
-        A run held at a crash point leaves what a kill there would (``harness/prefixes.py``).
+        A run held at a crash point leaves what a kill there would (``harness/execute/prefixes.py``).
         """
 
 

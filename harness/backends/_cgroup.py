@@ -22,11 +22,11 @@ server starts each child inside the cgroup (``clone3`` with ``CLONE_INTO_CGROUP`
 moves its child in before the exec (``preexec_joiner``).
 
 Where there is no cgroup v2 hierarchy this process may write, or no ``cgroup.kill``, the
-backends fall back to the tree walk and the environment sweep of ``killpoint.harness._process_tree`` and say so
+backends fall back to the tree walk and the environment sweep of ``killpoint.harness.execute._process_tree`` and say so
 once per process on stderr: there a process that leaves the tree and drops the protocol's
 environment outlives its run. A root workload can also leave its cgroup (a write to another
 cgroup's ``cgroup.procs``): the runner then finds it only by what of the run it holds
-(``killpoint.harness._escapees``).
+(``killpoint.harness.execute._escapees``).
 """
 
 from __future__ import annotations
@@ -43,10 +43,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from killpoint.errors import HarnessError
-from killpoint.harness import _process_tree
-from killpoint.harness.leftovers import owner_gone, owner_prefix
+from killpoint.harness.execute import _process_tree
+from killpoint.harness.execute.leftovers import owner_gone, owner_prefix
 
 # killpoint-PID.TICKS-N: incarnation N of the harness process PID that started at TICKS (leftovers.owner_prefix),
 # so that a cgroup whose harness is gone is told from a live one's even when its pid has been reused.

@@ -30,7 +30,7 @@ import requests
 
 import killpoint.harness
 from killpoint.errors import ConfigError
-from killpoint.harness._process_tree import identity_running, own_identity
+from killpoint.harness.execute._process_tree import identity_running, own_identity
 
 DEFAULT_IMAGE = "killpoint-host:1"
 LABEL_OWNER = "killpoint.owner"

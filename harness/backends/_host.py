@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from killpoint.harness import _process_tree
 from killpoint.harness.backends._cgroup import IncarnationCgroup, usable_parent
+from killpoint.harness.execute import _process_tree
 
 
 def prepare_containment() -> None:

@@ -38,9 +38,9 @@ import requests
 
 from killpoint import protocol
 from killpoint.errors import ConfigError, WorkloadError
-from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed, confirm_dead
 from killpoint.harness._safe_files import write_fresh
 from killpoint.harness.backends import _engine
+from killpoint.harness.execute._process_tree import CONFIRM_TIMEOUT_S, KillFailed, confirm_dead
 from killpoint.harness.model import RESTART_MODES
 
 PIDS_LIMIT = 128

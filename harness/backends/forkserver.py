@@ -24,10 +24,10 @@ from typing import IO, Any
 
 from killpoint import protocol
 from killpoint.errors import ConfigError, InfrastructureError
-from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed
 from killpoint.harness._safe_files import fresh_file
 from killpoint.harness.backends._cgroup import IncarnationCgroup
 from killpoint.harness.backends._host import HostIncarnation, prepare_containment
+from killpoint.harness.execute._process_tree import CONFIRM_TIMEOUT_S, KillFailed
 
 
 class ForkServerDied(InfrastructureError):

@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from killpoint.harness._process_tree import kill_tree
 from killpoint.harness.backends._cgroup import IncarnationCgroup
 from killpoint.harness.certify.points import Child
+from killpoint.harness.execute._process_tree import kill_tree
 
 STDERR_NAME = "child-stderr.txt"  # in a job's scratch folder: where its child's stderr goes
 SERVER_MODULE = "killpoint.harness.certify._child"

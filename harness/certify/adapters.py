@@ -27,20 +27,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from killpoint import protocol
 from killpoint._json import strict_json
-from killpoint.errors import ConfigError
+from killpoint.errors import ConfigError, InternalError
 from killpoint.fake_tools.schema import TYPES
 from killpoint.fake_tools.world import World, seed_world
 from killpoint.harness.certify._fork_server import child_stderr, start_python
 from killpoint.harness.certify.identity import command_identity, source_digest
-from killpoint.harness.certify.points import (
-    RETURN_LABEL,
-    ChildRun,
-    Instrumented,
-    OnPoint,
-    count_only,
-    drive,
-    start_command,
-)
+from killpoint.harness.certify.points import (RETURN_LABEL, ChildRun, Instrumented, OnPoint, count_only, drive,
+                                              start_command)
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -59,7 +52,7 @@ SUPPORTED_KEYWORDS = frozenset({
 DESCRIPTIVE_KEYWORDS = frozenset({"title", "description", "default", "examples", "$schema", "$id", "$comment"})
 
 
-class TrialError(Exception):
+class TrialError(InternalError):
     """A trial could not be carried out (a snapshot failed, a child hung): the verdict is INCONCLUSIVE."""
 
 
@@ -280,9 +273,7 @@ def fake_target(tool: str) -> PythonTarget:
         return result.ok, result.error
 
     def seed(folder: Path) -> Path:
-        from killpoint.harness.certify.fake_seeds import (
-            world_of,  # the parent seeds; a child never needs hypothesis
-        )
+        from killpoint.harness.certify.fake_seeds import world_of  # the parent seeds; a child never needs hypothesis
 
         return seed_world(folder / "world", *world_of(fake.family)).root
 

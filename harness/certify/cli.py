@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from killpoint.errors import ConfigError
-from killpoint.harness import limits
-from killpoint.harness._ci import CI_SEED, ci_profile
-from killpoint.harness.outputs import check_outputs
+from killpoint.harness.config import limits
+from killpoint.harness.frontends._ci import CI_SEED, ci_profile
+from killpoint.harness.frontends.outputs import check_outputs
 
 DEFAULT_TRIALS = 25
 DEFAULT_MCP_BUDGET_S = 600.0  # a server start costs ~1-2.5 s, so 25 draws with their kills fit; a hung tool does not
@@ -93,13 +93,8 @@ def command_certify(args: argparse.Namespace, out: TextIO) -> int:
     if args.check:
         return _check(args.check, out)
     from killpoint.harness.certify.adapters import ExternalSpec
-    from killpoint.harness.certify.run import (
-        catalogue_of,
-        certify,
-        claims_from_catalogue,
-        claims_from_mcp,
-        single_claim,
-    )
+    from killpoint.harness.certify.run import (catalogue_of, certify, claims_from_catalogue, claims_from_mcp,
+                                               single_claim)
 
     _check_flags(args)
     _check_outputs(args)

@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from killpoint.errors import ConfigError
-from killpoint.harness.catalogue_cli import classify
 from killpoint.harness.certify.adapters import CallResult, ExternalSpec, TrialError, schema_problems, split_command
 from killpoint.harness.certify.certificate import AFTER, MAX_TOOL_NAME, shown_name
 from killpoint.harness.certify.identity import command_identity
@@ -60,7 +59,8 @@ from killpoint.harness.certify.mcp_worlds import GIT_ENV, PRESETS, Vocabulary, m
 from killpoint.harness.certify.points import ChildRun
 from killpoint.harness.certify.trials import TEMPORARY_NAME, Setup
 from killpoint.harness.certify.world_events import WorldEvents, kills_at_changes
-from killpoint.harness.leftovers import owner_prefix
+from killpoint.harness.execute.leftovers import owner_prefix
+from killpoint.harness.frontends.catalogue_cli import classify
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy

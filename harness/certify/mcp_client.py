@@ -44,10 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed, kill_stragglers, kill_tree
+from killpoint.errors import InternalError
 from killpoint.harness.backends._cgroup import IncarnationCgroup, preexec_joiner
 from killpoint.harness.certify import npx
 from killpoint.harness.certify.world_events import WorldEvents
+from killpoint.harness.execute._process_tree import CONFIRM_TIMEOUT_S, KillFailed, kill_stragglers, kill_tree
 
 PROTOCOL_VERSION = "2025-11-25"  # what we offer; the server answers with the version it speaks
 METHOD_NOT_FOUND = -32601
@@ -58,7 +59,7 @@ MAX_PAGES = 100  # of one tools/list
 MAX_TOOLS = 1000  # of one server
 
 
-class ServerError(Exception):
+class ServerError(InternalError):
     """The server did not start, did not answer, printed something that is not JSON-RPC, or died."""
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from killpoint.harness._process_tree import CONFIRM_TIMEOUT_S, KillFailed, kill_stragglers, kill_tree
+from killpoint.harness.execute._process_tree import CONFIRM_TIMEOUT_S, KillFailed, kill_stragglers, kill_tree
 
 OnPoint = Callable[[str], None]
 ENV_POINT_SCRIPT = "KILLPOINT_POINT"

@@ -13,36 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from killpoint import protocol
-from killpoint.catalogue import (
-    REFERENCE_CATALOGUE,
-    Catalogue,
-    load_catalogue,
-)
+from killpoint.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue
 from killpoint.errors import ConfigError
-from killpoint.harness._command import killpoint_command
 from killpoint.harness.certify._fork_server import close_fork_server
-from killpoint.harness.certify.adapters import (
-    ExternalSpec,
-    Target,
-    external_target,
-    fake_target,
-    target_from_spec,
-)
-from killpoint.harness.catalogue_cli import catalogue_toml
-from killpoint.harness.certify.certificate import (
-    INCONCLUSIVE,
-    Certificate,
-    certificate_name_problems,
-    certificate_path,
-    judge,
-    hints_in,
-    make_certificate,
-    read_certificate,
-    staleness,
-    write_certificate,
-)
+from killpoint.harness.certify.adapters import ExternalSpec, Target, external_target, fake_target, target_from_spec
+from killpoint.harness.certify.certificate import (INCONCLUSIVE, Certificate, certificate_name_problems,
+                                                   certificate_path, hints_in, judge, make_certificate,
+                                                   read_certificate, staleness, write_certificate)
 from killpoint.harness.certify.mcp import McpTarget, external_from_json, listed_tools, mcp_target
 from killpoint.harness.certify.trials import SearchResult, search
+from killpoint.harness.frontends._command import killpoint_command
+from killpoint.harness.frontends.catalogue_cli import catalogue_toml
 
 DEFAULT_TRIALS = 25
 

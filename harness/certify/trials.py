@@ -41,13 +41,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given
 from hypothesis import seed as hypothesis_seed
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from killpoint import protocol
+from killpoint.errors import InternalError
 from killpoint.harness.certify.adapters import Target, TrialError
-from killpoint.harness.leftovers import owner_prefix
+from killpoint.harness.execute.leftovers import owner_prefix
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -156,7 +158,7 @@ def debris(at_kill: Snapshot, recovered: Snapshot, expected: Snapshot) -> tuple[
     return tuple(extra) if rest == expected else ()
 
 
-class _Found(Exception):
+class _Found(InternalError):
     """The property failed; Hypothesis shrinks, and the last one raised is the minimal example."""
 
 

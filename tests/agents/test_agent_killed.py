@@ -26,8 +26,8 @@ from killpoint.client import parse_json_lines
 from killpoint.fake_tools.world import seed_world
 from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST
 from killpoint.harness.agents.services import AgentServices
+from killpoint.harness.execute.rendezvous import RendezvousServer
 from killpoint.harness.model import AtPoint
-from killpoint.harness.rendezvous import RendezvousServer
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.integration

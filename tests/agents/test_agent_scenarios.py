@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from killpoint.harness.frameworks import AGENT_SEAMS
-from killpoint.harness.scenario import load_scenario
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.judge.stores import AGENT_SEAMS
 from tests.helpers import ROOT
 from tests.test_config_errors import assert_usage_error, write
 

@@ -16,12 +16,11 @@ import ormsgpack
 import pytest
 
 from killpoint import protocol
-from killpoint.harness.frameworks import reader_for
-from killpoint.harness.frameworks import _agent_store
-from killpoint.harness.frameworks._agent_store import AgentStore
-from killpoint.harness.frameworks._sqlite_copy import JOURNAL_MAGIC
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.judge.stores import _agent_store, reader_for
+from killpoint.harness.judge.stores._agent_store import AgentStore
+from killpoint.harness.judge.stores._sqlite_copy import JOURNAL_MAGIC
 from killpoint.harness.model import Plan, PlannedCall
-from killpoint.harness.scenario import load_scenario
 from tests.agents.test_agent_scenarios import CALLS, HEADER
 from tests.test_config_errors import write
 

@@ -15,7 +15,7 @@ from killpoint.errors import ConfigError
 from killpoint.fake_tools.world import seed_world
 from killpoint.harness.agents.declared_tools import declared_tool_problems
 from killpoint.harness.agents.tool_service import ToolService
-from killpoint.harness.scenario import load_scenario
+from killpoint.harness.config.scenario import load_scenario
 from tests.agents.test_tool_service import ledger_lines, post
 from tests.helpers import ROOT
 

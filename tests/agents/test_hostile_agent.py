@@ -41,9 +41,9 @@ from killpoint.harness.agents.model_endpoint import MAX_BODY_BYTES, ModelEndpoin
 from killpoint.harness.agents.script import Script
 from killpoint.harness.agents.services import EXCHANGES_FILE, AgentServices
 from killpoint.harness.agents.tool_service import ToolService
-from killpoint.harness.frameworks._agent_seams import SEAMS_FILE
+from killpoint.harness.execute.rendezvous import RendezvousServer
+from killpoint.harness.judge.stores._agent_seams import SEAMS_FILE
 from killpoint.harness.model import AtPoint
-from killpoint.harness.rendezvous import RendezvousServer
 from tests.agents.scripted import PLAN as MODEL_PLAN
 from tests.agents.scripted import chat_tools, responses_tools
 

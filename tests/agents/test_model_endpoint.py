@@ -19,7 +19,7 @@ from killpoint.fake_tools.world import seed_world
 from killpoint.harness.agents.model_endpoint import MAX_BODY_BYTES, AgentKilled, ModelEndpoint
 from killpoint.harness.agents.script import Script
 from killpoint.harness.agents.services import AgentServices, SeamRecord
-from killpoint.harness.frameworks._agent_seams import SEAMS_FILE
+from killpoint.harness.judge.stores._agent_seams import SEAMS_FILE
 from tests.agents.scripted import PLAN, chat_tools, result_of
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from killpoint.harness.properties import Facts, world_differs
-from killpoint.harness.scenario import load_scenario
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.judge.properties import Facts, world_differs
 from tests.helpers import ROOT
 
 REFERENCE = load_scenario(ROOT / "scenarios" / "agents" / "reference_agent.toml")  # turns [["c1"], ["c2", "c3"]]

@@ -13,9 +13,9 @@ import pytest
 from killpoint.client import ArmedPoints
 from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import MODEL_REQUEST, TOOL_EFFECT, TOOL_REQUEST, AgentKilled
-from killpoint.protocol import AFTER_EFFECT
+from killpoint.harness.execute.rendezvous import RendezvousServer, Served
 from killpoint.harness.model import AtPoint
-from killpoint.harness.rendezvous import RendezvousServer, Served
+from killpoint.protocol import AFTER_EFFECT
 
 pytestmark = pytest.mark.integration  # a stand-in agent process, whose pid the server watches
 

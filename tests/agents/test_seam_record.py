@@ -19,7 +19,7 @@ import pytest
 from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import TOOL_REPLY, TOOL_REQUEST, AgentKilled
 from killpoint.harness.agents.services import SeamRecord
-from killpoint.harness.frameworks._agent_seams import REQUEST
+from killpoint.harness.judge.stores._agent_seams import REQUEST
 
 DEADLINE_S = 10.0
 

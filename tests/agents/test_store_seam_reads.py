@@ -22,7 +22,7 @@ import pytest
 
 from killpoint.harness.agents.seams import AgentKilled
 from killpoint.harness.agents.store_seam import STORE_RESULT, StoreSeam
-from killpoint.harness.frameworks._agent_store import AgentStore
+from killpoint.harness.judge.stores._agent_store import AgentStore
 from killpoint.harness.model import Plan, PlannedCall
 
 PLAN = Plan("order", (PlannedCall("c1", "read_file", {"path": "a"}), PlannedCall("c2", "append", {"path": "b"})))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import killpoint as killpoint_package
-from killpoint.harness._command import killpoint_command
+from killpoint.harness.frontends._command import killpoint_command
 from tests.helpers import CliResult
 
 TOOLS = Path(__file__).parent / "tools"
@@ -118,7 +118,7 @@ def test_a_changed_script_makes_its_certificate_stale(killpoint: Killpoint, tmp_
 def test_a_changed_python_tool_makes_its_certificate_stale(tmp_path: Path) -> None:
     """Run as separate processes, as CI would: a module already imported here would hide the change."""
     (tmp_path / "mytool.py").write_text("def put(world, args):\n    (world / 'a.txt').write_text('a')\n")
-    killpoint = [sys.executable, "-m", "killpoint.harness.cli", "certify"]
+    killpoint = [sys.executable, "-m", "killpoint.harness.frontends.cli", "certify"]
     subprocess.run([*killpoint, "put", "--claim", "IDEMPOTENT_WRITE", "--python", "mytool:put", "--trials", "2",
                     "--seed", "0", "--out", "c"], cwd=tmp_path, check=True, capture_output=True)
     assert subprocess.run([*killpoint, "--check", "c"], cwd=tmp_path, capture_output=True).returncode == 0

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from killpoint import protocol as p
-from killpoint.harness._command import killpoint_command
 from killpoint.harness.certify.adapters import ExternalSpec, external_target
 from killpoint.harness.certify.certificate import CONFIRMED, REFUTED, debris_found, debris_text, judge
 from killpoint.harness.certify.trials import KILL, REPLAY, Observation, SearchResult, debris, kill_trial, replay_trial
+from killpoint.harness.frontends._command import killpoint_command
 from tests.helpers import ROOT, CliResult
 
 TOOLS = Path(__file__).parent / "tools"

@@ -27,8 +27,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from killpoint.harness._ci import ci_profile
-from killpoint.harness._command import killpoint_command
+from killpoint.harness.frontends._ci import ci_profile
+from killpoint.harness.frontends._command import killpoint_command
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.integration

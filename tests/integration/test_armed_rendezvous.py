@@ -20,9 +20,9 @@ import pytest
 
 from killpoint import protocol
 from killpoint.client import ArmedPoints, Rendezvous
+from killpoint.harness.execute.rendezvous import RendezvousServer
+from killpoint.harness.execute.runner import armed_points
 from killpoint.harness.model import AfterDelay, AfterPoint, AtPoint, OnEvent
-from killpoint.harness.rendezvous import RendezvousServer
-from killpoint.harness.runner import armed_points
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 10.0

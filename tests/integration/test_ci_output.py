@@ -15,8 +15,8 @@ from typing import TextIO
 
 import pytest
 
-from killpoint.harness.progress import SessionPrinter
-from killpoint.harness.report import killpoint_command
+from killpoint.harness.reporting.progress import SessionPrinter
+from killpoint.harness.reporting.report import killpoint_command
 from tests.helpers import DEMO, mutant_workload
 
 HIDE_CURSOR, SHOW_CURSOR, ERASE_LINE = b"\x1b[?25l", b"\x1b[?25h", b"\x1b[2K"

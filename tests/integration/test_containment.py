@@ -24,12 +24,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from killpoint.harness import _process_tree
 from killpoint.harness.backends import _cgroup
 from killpoint.harness.backends.subprocess import SubprocessBackend
-from killpoint.harness.runner import execute_run
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import parse_kill_point
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.execute import _process_tree
+from killpoint.harness.execute.runner import execute_run
+from killpoint.harness.schedules.schedule import parse_kill_point
 from tests.helpers import DEMO, workload_command
 from tests.integration.test_docker_backend import backend, docker_engine, leftover_sweeps_serialised  # noqa: F401
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.harness import explore
 from killpoint.harness.backends import make_backend
+from killpoint.harness.config.scenario import load_scenario, with_workload
+from killpoint.harness.execute.runner import run_golden
 from killpoint.harness.model import AfterDelay, GoldenRun
-from killpoint.harness.runner import run_golden
-from killpoint.harness.scenario import load_scenario, with_workload
-from killpoint.harness.schedule import RandomFaults
+from killpoint.harness.schedules import explore
+from killpoint.harness.schedules.schedule import RandomFaults
 from tests.helpers import DEMO, mutant_workload, workload_command
 
 SILENT_REFERENCE = "{python} -m killpoint.scenarios.silent killpoint.scenarios.reference_runtime"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol
-from killpoint.harness.scenario import load_scenario
+from killpoint.harness.config.scenario import load_scenario
 from killpoint.scenarios.mutants import zoo
 from tests.helpers import DEMO, ROOT
 

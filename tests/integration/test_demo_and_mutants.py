@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from killpoint.harness.report import killpoint_command
+from killpoint.harness.reporting.report import killpoint_command
 from tests.helpers import DEMO, MUTANTS, mutant_workload
 
 

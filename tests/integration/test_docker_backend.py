@@ -3,7 +3,7 @@ docker), then what only containers add — isolation that a breakout workload ca
 ``--restart same``, and no container left behind even when the harness itself is SIGKILLed.
 
 Without an engine the docker tests skip, saying why; under the CI profile (``CI`` set, see
-harness/_ci.py) they fail instead (CI starts dockerd in .ci/run, so a missing engine there is a
+harness/frontends/_ci.py) they fail instead (CI starts dockerd in .ci/run, so a missing engine there is a
 broken build, not a reason to skip).
 """
 
@@ -23,16 +23,16 @@ from pathlib import Path
 import pytest
 
 from killpoint.errors import ConfigError
-from killpoint.harness._ci import ci_profile
 from killpoint.harness.backends import _engine
 from killpoint.harness.backends.docker import PIDS_LIMIT, DockerBackend
-from killpoint.harness.checker import check
-from killpoint.harness.evidence import read_evidence
+from killpoint.harness.config.scenario import load_scenario, with_workload
+from killpoint.harness.execute.runner import execute_run, run_golden
+from killpoint.harness.frontends._ci import ci_profile
+from killpoint.harness.judge.checker import check
+from killpoint.harness.judge.evidence import read_evidence
 from killpoint.harness.model import BACKENDS
-from killpoint.harness.runner import execute_run, run_golden
-from killpoint.harness.scenario import load_scenario, with_workload
-from killpoint.harness.schedule import parse_kill_point
-from killpoint.harness.token import ReproToken
+from killpoint.harness.repro.token import ReproToken
+from killpoint.harness.schedules.schedule import parse_kill_point
 from tests.helpers import DEMO, ROOT, WORKLOADS, mutant_workload
 from tests.helpers import workload_command as workload
 
@@ -278,7 +278,7 @@ def test_restart_same_starts_the_killed_container_again(docker_engine, tmp_path)
 def test_containers_of_a_sigkilled_harness_are_removed(docker_engine, killpoint, tmp_path, cleanup):
     runs_dir = tmp_path / "killed"
     harness = subprocess.Popen(
-        [sys.executable, "-m", "killpoint.harness.cli", "run", str(DEMO), "--backend", "docker", "--workload",
+        [sys.executable, "-m", "killpoint.harness.frontends.cli", "run", str(DEMO), "--backend", "docker", "--workload",
          workload("hangs.py"), "--timeout", "120", "--kill-at", "c1:after_effect", "--runs-dir", str(runs_dir)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.token import ReproToken
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.repro.token import ReproToken
 from tests.helpers import DEMO, mutant_workload
 
 

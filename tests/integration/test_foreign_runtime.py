@@ -29,8 +29,8 @@ import pytest
 
 from killpoint import protocol
 from killpoint.fake_tools.world import seed_world
-from killpoint.harness.frameworks import journal_problems, reader_for
-from killpoint.harness.scenario import load_plan_file, resolve_catalogue
+from killpoint.harness.config.scenario import load_plan_file, resolve_catalogue
+from killpoint.harness.judge.stores import journal_problems, reader_for
 from tests.helpers import ROOT
 
 FOREIGN = ROOT / "scenarios" / "foreign"

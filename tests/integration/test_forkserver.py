@@ -127,8 +127,8 @@ def test_a_package_runs_its_main_module_on_the_fork_server_as_python_m_would(kil
 
 def test_dead_server_is_restarted_and_said(tmp_path, capsys):
     from killpoint.harness.backends.forkserver import ForkServerBackend
-    from killpoint.harness.runner import execute_run
-    from killpoint.harness.scenario import load_scenario
+    from killpoint.harness.config.scenario import load_scenario
+    from killpoint.harness.execute.runner import execute_run
 
     scenario = load_scenario(DEMO)
     backend = ForkServerBackend()
@@ -149,8 +149,8 @@ def test_child_reaped_before_it_is_watched_is_an_exit_not_a_crash(tmp_path):
     """The server reaps its children itself, so a workload that exits at once may be gone
     before the runner opens its pidfd; that is an exit with its code, every time."""
     from killpoint.harness.backends.forkserver import ForkServerBackend
-    from killpoint.harness.runner import execute_run
-    from killpoint.harness.scenario import load_scenario, with_workload
+    from killpoint.harness.config.scenario import load_scenario, with_workload
+    from killpoint.harness.execute.runner import execute_run
 
     scenario = with_workload(load_scenario(DEMO), workload_command("exits_at_once.py"))
     backend = ForkServerBackend()
@@ -175,8 +175,8 @@ def test_kill_before_the_child_opened_its_streams_still_leaves_them(tmp_path):
     lands there: it counts from the incarnation's first sign of work.)"""
     from killpoint import protocol
     from killpoint.harness.backends.forkserver import ForkServerBackend
-    from killpoint.harness.nemesis import kill_confirmed
-    from killpoint.harness.scenario import load_scenario
+    from killpoint.harness.config.scenario import load_scenario
+    from killpoint.harness.faults.nemesis import kill_confirmed
 
     scenario = load_scenario(DEMO)
     backend = ForkServerBackend()

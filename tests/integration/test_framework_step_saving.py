@@ -108,8 +108,8 @@ def test_an_unguarded_async_graph_killed_at_step_saving_fails_exactly_when_the_s
     """StateGraph, durability async: the superstep's checkpoint, saved from another thread, may hold c3's
     result though its writes were not saved (then resume rightly skips c3). The verdict follows the store:
     a finding on c3 when the store at the kill holds no record of it, none when it does."""
-    from killpoint.harness.frameworks import reader_for
-    from killpoint.harness.scenario import load_scenario
+    from killpoint.harness.config.scenario import load_scenario
+    from killpoint.harness.judge.stores import reader_for
 
     result = killpoint("run", scenario("langgraph_graph_async"), "--kill-at", "c3:step_saving/now", "--keep-all",
                        "--runs-dir", tmp_path)

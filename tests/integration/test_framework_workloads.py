@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol
-from killpoint.harness.frameworks import reader_for
-from killpoint.harness.scenario import load_scenario
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.judge.stores import reader_for
 from tests.helpers import ROOT
 
 FRAMEWORKS = ROOT / "scenarios" / "frameworks"

@@ -21,8 +21,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from killpoint.harness.progress import SessionPrinter
-from killpoint.harness.runner import control_root
+from killpoint.harness.execute.runner import control_root
+from killpoint.harness.reporting.progress import SessionPrinter
 from tests.helpers import DEMO
 
 pytestmark = pytest.mark.integration
@@ -43,7 +43,7 @@ def start_harness(runs_dir: Path, tmp_path: Path, *flags: str) -> tuple[subproce
     stderr = tmp_path / f"{runs_dir.name}.stderr"
     with stderr.open("wb") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "killpoint.harness.cli", "run", DEMO, *flags, "--runs-dir", str(runs_dir)],
+            [sys.executable, "-m", "killpoint.harness.frontends.cli", "run", DEMO, *flags, "--runs-dir", str(runs_dir)],
             stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True,
             preexec_fn=_as_from_a_terminal)
     return process, stderr
@@ -189,7 +189,7 @@ def test_a_closed_output_stops_the_session_without_a_traceback(tmp_path):
     """`killpoint run --machine | head -1`: the reader goes, the next line cannot be written; the harness stops
     as a pipe's writer does (128 + SIGPIPE), says so in one line, and keeps what finished."""
     runs_dir = tmp_path / "runs"
-    harness = subprocess.Popen([sys.executable, "-m", "killpoint.harness.cli", "run", DEMO, "--machine",
+    harness = subprocess.Popen([sys.executable, "-m", "killpoint.harness.frontends.cli", "run", DEMO, "--machine",
                                 "--runs-dir", str(runs_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                stdin=subprocess.DEVNULL)
     assert harness.stdout is not None and harness.stderr is not None

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from killpoint.harness.backends._cgroup import IncarnationCgroup, preexec_joiner, usable_parent
-from killpoint.harness.rendezvous import RendezvousServer, Served
+from killpoint.harness.execute.rendezvous import RendezvousServer, Served
 
 pytestmark = pytest.mark.integration
 

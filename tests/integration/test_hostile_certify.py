@@ -23,11 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.harness._command import killpoint_command
 from killpoint.harness.backends import _cgroup
 from killpoint.harness.certify import mcp_client
+from killpoint.harness.frontends._command import killpoint_command
 from tests.helpers import ROOT
-from tests.integration.test_containment import marker, sleepers, sleepers_after_deadline  # noqa: F401  (marker: a fixture)
+from tests.integration.test_containment import (marker, sleepers,  # noqa: F401  (marker: a fixture)
+                                                sleepers_after_deadline)
 
 pytestmark = [pytest.mark.integration, pytest.mark.hostile]
 

@@ -20,8 +20,8 @@ import psutil
 import pytest
 
 from killpoint.harness.backends import _cgroup
-from killpoint.harness.explore import children, shard_of
-from killpoint.harness.session import Job
+from killpoint.harness.model import Job
+from killpoint.harness.schedules.explore import children, shard_of
 from tests.helpers import DEMO, ROOT, workload_command
 from tests.integration.test_harness_signals import wait_for
 
@@ -171,7 +171,7 @@ def test_a_store_copy_of_a_sigkilled_reader_is_removed(tmp_path, reaped):
     """The SQLite store reader's private copy (killpoint-store-*), held by a process SIGKILLed while it reads."""
     reader = subprocess.Popen([sys.executable, "-c", (
         "import time\n"
-        "from killpoint.harness.frameworks._sandbox import private_folder\n"
+        "from killpoint.harness.judge.stores._sandbox import private_folder\n"
         "with private_folder():\n"
         "    print('reading', flush=True); time.sleep(600)\n")],
         cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True)

@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-from killpoint.harness import nemesis
-from killpoint.harness.backends import make_backend
 from killpoint.harness._safe_files import remove_tree
-from killpoint.harness.checker import check
-from killpoint.harness.evidence import read_lines
-from killpoint.harness.runner import run_golden
-from killpoint.harness.scenario import load_scenario, with_workload
+from killpoint.harness.backends import make_backend
+from killpoint.harness.config.scenario import load_scenario, with_workload
+from killpoint.harness.execute.runner import run_golden
+from killpoint.harness.faults import nemesis
+from killpoint.harness.judge.checker import check
+from killpoint.harness.judge.evidence import read_lines
 from tests.helpers import DEMO, WORKLOADS
 from tests.test_checker import GOLDEN, LEDGER, SCENARIO, evidence
 
@@ -123,7 +123,7 @@ def test_a_journal_swapped_for_a_symlink_at_the_kill_is_neither_copied_nor_torn(
     result = killpoint("run", DEMO, "--backend", backend, "--kill-at", "c1:after_started/torn:500",
                        "--workload", f"{{python}} -m killpoint.scenarios.hostile.swaps_journal_for_symlink {secret}",
                        "--runs-dir", runs, "--json", tmp_path / "report.json")
-    # An unknown run is never a pass; which non-zero code says "unknown" is the CLI's (harness/cli.py EXIT_CODES).
+    # An unknown run is never a pass; which non-zero code says "unknown" is the CLI's (frontends/cli.py EXIT_CODES).
     assert result.exit_code not in (0, 2) and "Traceback" not in result.err, result.out + result.err
     assert secret.read_bytes() == b"root's secret\n" and secret.stat().st_mode & 0o777 == 0o600
     assert not any(b"root's secret" in path.read_bytes() for path in runs.rglob("*")

@@ -67,7 +67,7 @@ SLEEPS = "import time; time.sleep(60)"
 
 
 def serve_sleeper(tmp_path: Path, storage) -> tuple[object, float]:
-    from killpoint.harness.rendezvous import RendezvousServer
+    from killpoint.harness.execute.rendezvous import RendezvousServer
 
     server = RendezvousServer(tmp_path / "c.sock")
     process = subprocess.Popen([sys.executable, "-c", SLEEPS])

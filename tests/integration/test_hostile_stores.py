@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from killpoint.harness.frameworks import _sqlite_copy, reader_for
+from killpoint.harness.judge.stores import _sqlite_copy, reader_for
 from tests.helpers import ROOT
 from tests.integration.test_docker_backend import docker_engine  # noqa: F401
 from tests.integration.test_hostile_world import run_harness
@@ -52,15 +52,15 @@ time.sleep(600)
 READER = """
 import json, sys
 from pathlib import Path
-from killpoint.harness.frameworks import _sqlite_copy, reader_for
+from killpoint.harness.judge.stores import _sqlite_copy, reader_for
 from killpoint.harness.model import Plan, PlannedCall
-from killpoint.harness.stop_signals import stop_signals
+from killpoint.harness.execute.stop_signals import stop_signals
 PLAN = Plan("task-1", tuple(PlannedCall(call, "read_config") for call in ("c1", "c2", "c3")))
 folder, table, bypass, seconds = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "bypass", sys.argv[4]
 if bypass:
     _sqlite_copy.super_journal_name = lambda journal: None
 if seconds:
-    from killpoint.harness.frameworks import _sandbox
+    from killpoint.harness.judge.stores import _sandbox
     _sandbox.READ_SECONDS = float(seconds)
 with stop_signals():
     state = reader_for(table).read(folder, PLAN)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.harness._ci import ci_profile
+from killpoint.harness.frontends._ci import ci_profile
 from tests.helpers import DEMO, mutant_workload
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

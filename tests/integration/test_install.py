@@ -64,7 +64,7 @@ def test_a_user_project_keeps_its_own_harness_and_scenarios_beside_killpoint(ins
     probe = textwrap.dedent("""
         import harness, scenarios, fake_tools
         import killpoint
-        from killpoint.harness.scenario import load_scenario
+        from killpoint.harness.config.scenario import load_scenario
         import killpoint.fake_tools, killpoint.scenarios
         print(harness.OWNER, scenarios.OWNER, fake_tools.OWNER)
         print(sorted(killpoint.__all__))

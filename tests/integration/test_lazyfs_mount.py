@@ -19,9 +19,9 @@ import psutil
 import pytest
 
 from killpoint.errors import ConfigError
-from killpoint.harness import _ci
 from killpoint.harness.backends import _engine
-from killpoint.harness.lazyfs import FSNAME, LazyFsUnavailable, LazyMount, mount, probe, unmount_stale
+from killpoint.harness.faults.lazyfs import FSNAME, LazyFsUnavailable, LazyMount, mount, probe, unmount_stale
+from killpoint.harness.frontends import _ci
 
 DEADLINE = 10.0
 
@@ -296,7 +296,7 @@ def test_unmount_stale_removes_the_mount_a_killed_daemon_left(tmp_path: Path, fu
 OWNER = """
     import sys, time
     from pathlib import Path
-    from killpoint.harness.lazyfs import LazyMount
+    from killpoint.harness.faults.lazyfs import LazyMount
     lazy = LazyMount.start(Path(sys.argv[1]), Path(sys.argv[2]))
     (lazy.mount / "written.txt").write_text("through the mount")
     print(lazy._process.pid, flush=True)

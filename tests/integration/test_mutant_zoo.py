@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from killpoint.harness.hunt import hunt
+from killpoint.harness.schedules.hunt import hunt
 from killpoint.scenarios.mutants import zoo
 from tests.helpers import ROOT
 

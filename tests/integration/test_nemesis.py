@@ -16,11 +16,12 @@ import psutil
 import pytest
 
 from killpoint import protocol
-from killpoint.harness import _process_tree, nemesis
-from killpoint.harness._process_tree import KillFailed
 from killpoint.harness.backends import Launched
 from killpoint.harness.backends._host import HostIncarnation
 from killpoint.harness.backends.subprocess import SubprocessBackend
+from killpoint.harness.execute import _process_tree
+from killpoint.harness.execute._process_tree import KillFailed
+from killpoint.harness.faults import nemesis
 from killpoint.harness.model import TIMEOUT, AtPoint, PlainKill, TornTail
 
 THREE_GENERATIONS = "sleep 60 & sh -c 'sleep 60 & wait' & wait"  # a shell, two children, a grandchild

@@ -20,11 +20,11 @@ import pytest
 
 from killpoint import protocol
 from killpoint.harness.backends import Backend, Launched, make_backend
-from killpoint.harness.evidence import journal_at_kill_path, run_paths, torn_journal_path
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.execute.rendezvous import RendezvousServer
+from killpoint.harness.execute.runner import prepare_run_dir
+from killpoint.harness.layout import RunPaths
 from killpoint.harness.model import AtPoint
-from killpoint.harness.rendezvous import RendezvousServer
-from killpoint.harness.runner import prepare_run_dir
-from killpoint.harness.scenario import load_scenario
 from tests.helpers import DEMO, ROOT, WORKLOADS, mutant_workload
 from tests.helpers import workload_command as workload
 from tests.integration.test_blackbox_runs import SHORT_PLAN
@@ -75,13 +75,13 @@ def killed_at_its_point(backend: Backend, tmp_path: Path, *, now: bool) -> Itera
     """
     run_dir = tmp_path / "run"
     prepare_run_dir(load_scenario(DEMO), run_dir, None)
-    paths = run_paths(run_dir)
+    paths = RunPaths(run_dir)
     server = RendezvousServer(tmp_path / "control.sock")
-    env = {protocol.ENV_RUN_DIR: str(paths["workload"]), protocol.ENV_PLAN: str(paths["plan"]),
-           protocol.ENV_CATALOGUE: str(paths["catalogue"]), protocol.ENV_WORLD: str(paths["world"]),
-           protocol.ENV_LEDGER: str(paths["ledger"]), protocol.ENV_CONTROL: str(server.path),
+    env = {protocol.ENV_RUN_DIR: str(paths.workload), protocol.ENV_PLAN: str(paths.plan),
+           protocol.ENV_CATALOGUE: str(paths.catalogue), protocol.ENV_WORLD: str(paths.world),
+           protocol.ENV_LEDGER: str(paths.ledger), protocol.ENV_CONTROL: str(server.path),
            protocol.ENV_INCARNATION: "0"}
-    report = paths["workload"] / "pids"
+    report = paths.workload / "pids"
     try:
         launched = backend.launch((sys.executable, str(WORKLOADS / "announces_one_point.py"), str(report)),
                                   cwd=tmp_path, env=env, stdout=tmp_path / "out", stderr=tmp_path / "err")
@@ -166,7 +166,7 @@ def test_a_non_pausing_kill_leaves_the_evidence_and_marker_of_a_pausing_one(kill
     evidence = {kill: sorted(path.name for path in (folder / "run-00000").iterdir()) for kill, folder in runs.items()}
     assert evidence["c3:after_started"] == evidence["c3:after_started/now"]
     paused, now = (folder / "run-00000" for folder in runs.values())
-    for copy in (journal_at_kill_path(paused, 0), torn_journal_path(paused, 0)):
+    for copy in (RunPaths(paused).journal_at_kill(0), RunPaths(paused).torn_journal(0)):
         assert copy.read_bytes() == (now / copy.name).read_bytes()  # the journal as the kill left it, then torn
     for kill, folder in runs.items():
         run = folder / "run-00000"

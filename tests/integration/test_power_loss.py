@@ -22,15 +22,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from killpoint.harness import lazyfs
-from killpoint.harness.hunt import FOUND_NAME
-from killpoint.harness.evidence import (
-    disk_after_drop_path,
-    disk_at_kill_path,
-    journal_after_drop_path,
-    power_loss_report_path,
-    run_paths,
-)
+from killpoint.harness.faults import lazyfs
+from killpoint.harness.layout import RunPaths
+from killpoint.harness.schedules.hunt import FOUND_NAME
 from tests.conftest import workload_processes
 from tests.helpers import DEMO, ROOT, mutant_workload
 from tests.integration.test_docker_backend import docker_engine  # noqa: F401  (a fixture)
@@ -64,14 +58,14 @@ def test_the_reference_runtime_passes_every_exhaustive_power_loss_and_each_keeps
     assert mounts_under(tmp_path) == []
     for run in data["runs"]:
         run_dir = Path(run["run_dir"])
-        dropped = json.loads(power_loss_report_path(run_dir, 0).read_text())
+        dropped = json.loads(RunPaths(run_dir).power_loss_report(0).read_text())
         assert dropped["variant"] == "plain" and dropped["entries"] == []
         # Every record the reference journaled was fsynced before the point it was killed at: nothing to lose.
         assert all(not file["dropped"] for file in dropped["files"]), dropped
-        assert (disk_at_kill_path(run_dir, 0) / "journal.jsonl").read_bytes() == \
-            (disk_after_drop_path(run_dir, 0) / "journal.jsonl").read_bytes() == \
-            journal_after_drop_path(run_dir, 0).read_bytes()
-        workload = run_paths(run_dir)["workload"]
+        assert (RunPaths(run_dir).disk_at_kill(0) / "journal.jsonl").read_bytes() == \
+            (RunPaths(run_dir).disk_after_drop(0) / "journal.jsonl").read_bytes() == \
+            RunPaths(run_dir).journal_after_drop(0).read_bytes()
+        workload = RunPaths(run_dir).workload
         assert workload.is_dir() and not os.path.ismount(workload) and (workload / "journal.jsonl").exists()
         assert not (run_dir / ".lazyfs").exists()
         marker = next(json.loads(line) for line in (run_dir / "ledger.jsonl").read_text().splitlines()
@@ -139,7 +133,7 @@ def test_a_world_on_the_device_is_dropped_too_and_the_fake_tools_keep_it_by_sync
     run_dir = Path(data["runs"][-1]["run_dir"])
     assert json.loads((run_dir / "power-loss-0.world.json").read_text())["variant"] == "plain"
     assert (run_dir / "world-at-kill-0").is_dir() and (run_dir / "world-after-drop-0").is_dir()
-    assert not os.path.ismount(run_paths(run_dir)["world"]) and mounts_under(tmp_path) == []
+    assert not os.path.ismount(RunPaths(run_dir).world) and mounts_under(tmp_path) == []
     # Fake tools that never sync the world (the workload drops the flag that asks them to): their effects are lost.
     code, data, out = report(killpoint, tmp_path, world_on_device, "--kill-at", "c4:before_started/power",
                              "--workload", "env -u KILLPOINT_WORLD_DURABLE {python} -m killpoint.scenarios.reference_runtime")
@@ -217,7 +211,7 @@ def daemons_of(runs: Path) -> list[int]:
     found = []
     for process in psutil.process_iter(["pid", "cmdline"]):
         cmdline = process.info["cmdline"] or []
-        if "killpoint.harness.lazyfs.daemon" in cmdline and any(str(runs) in word for word in cmdline):
+        if "killpoint.harness.faults.lazyfs.daemon" in cmdline and any(str(runs) in word for word in cmdline):
             found.append(process.info["pid"])
     return found
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from killpoint.harness.frameworks import reader_for
-from killpoint.harness.scenario import load_scenario
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.judge.stores import reader_for
 from tests.helpers import ROOT
 from tests.integration.test_framework_workloads import findings
 

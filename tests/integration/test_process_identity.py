@@ -16,8 +16,8 @@ import time
 import psutil
 import pytest
 
-from killpoint.harness._process_tree import identity_running, process_identity
 from killpoint.harness.backends import _engine
+from killpoint.harness.execute._process_tree import identity_running, process_identity
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

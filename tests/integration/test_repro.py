@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from killpoint.harness.model import AtPoint, Verdict
-from killpoint.harness.repro import EXIT_DID_NOT_REPRODUCE
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.session import Job, token_for
-from killpoint.harness.token import ReproToken
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.execute.session import token_for
+from killpoint.harness.model import AtPoint, Job, Verdict
+from killpoint.harness.repro.reproduced import EXIT_DID_NOT_REPRODUCE
+from killpoint.harness.repro.token import ReproToken
 from tests.helpers import DEMO, mutant_workload
 
 KILL = (AtPoint("after_effect", "c5"),)

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from killpoint.errors import ConfigError
-from killpoint.harness import cli
-from killpoint.harness.retention import is_session_dir, prune
-from killpoint.harness.scenario import load_scenario, with_workload
-from killpoint.harness.spec import build_spec, run_spec
+from killpoint.harness.config.scenario import load_scenario, with_workload
+from killpoint.harness.frontends import cli
+from killpoint.harness.frontends.retention import is_session_dir, prune
+from killpoint.harness.frontends.spec import build_spec, run_spec
 from tests.helpers import DEMO, mutant_workload
 
 DAY = 86400.0

@@ -18,8 +18,8 @@ from killpoint.catalogue import REFERENCE_CATALOGUE, load_catalogue
 from killpoint.fake_tools.base import REGISTRY, invoke, lookup
 from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.world import seed_world
+from killpoint.harness.config.scenario import load_scenario
 from killpoint.harness.model import Scenario
-from killpoint.harness.scenario import load_scenario
 from tests.helpers import ROOT
 
 SCENARIO_FILES = sorted((ROOT / "scenarios").glob("*.toml"))

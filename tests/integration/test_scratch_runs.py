@@ -19,17 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.harness import scratch
-from killpoint.harness.scratch import PREFIX, SCRATCH_COPY_NAME, default_root
+from killpoint.harness.execute import scratch
+from killpoint.harness.execute.scratch import PREFIX, default_root
+from killpoint.harness.layout import SCRATCH_COPY_NAME
 from tests.helpers import DEMO, mutant_workload
-from tests.integration.test_harness_signals import (
-    DEADLINE_S,
-    finished_runs,
-    interrupt_midway,
-    start_harness,
-    survivors,
-    wait_for,
-)
+from tests.integration.test_harness_signals import (DEADLINE_S, finished_runs, interrupt_midway, start_harness,
+                                                    survivors, wait_for)
 from tests.integration.test_hostile_world import run_harness
 
 pytestmark = [pytest.mark.integration,

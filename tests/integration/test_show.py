@@ -14,15 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.harness import cli
 from killpoint.harness.backends import make_backend
-from killpoint.harness.repro_safety import repro_line
-from killpoint.harness.run_record import new_run_record, write_run_record
-from killpoint.harness.runner import execute_run, run_golden
-from killpoint.harness.scenario import load_scenario, with_workload
-from killpoint.harness.schedule import parse_kill_point
-from killpoint.harness.session import Job, run_job
-from killpoint.harness.show import describe_run_dir
+from killpoint.harness.config.scenario import load_scenario, with_workload
+from killpoint.harness.execute.run_record import new_run_record, write_run_record
+from killpoint.harness.execute.runner import execute_run, run_golden
+from killpoint.harness.execute.session import run_job
+from killpoint.harness.frontends import cli
+from killpoint.harness.model import Job
+from killpoint.harness.reporting.show import describe_run_dir
+from killpoint.harness.repro.safety import repro_line
+from killpoint.harness.schedules.schedule import parse_kill_point
 from tests.helpers import DEMO, mutant_workload
 from tests.integration.test_harness_signals import DEADLINE_S, family, survivors, wait_for
 

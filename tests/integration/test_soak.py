@@ -12,8 +12,8 @@ from __future__ import annotations
 import tempfile
 
 from bench.soak import AGENT_SCENARIOS, SCENARIOS, soak
-from killpoint.harness.hunt import call_pool, draw_examples
 from killpoint.harness.model import TornTail
+from killpoint.harness.schedules.hunt import call_pool, draw_examples
 from tests.helpers import DEMO
 
 

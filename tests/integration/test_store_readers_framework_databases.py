@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol as p
-from killpoint.harness.frameworks import _langgraph, _sqlite_copy, framework_versions, journal_problems, reader_for
+from killpoint.harness.judge.stores import _langgraph, _sqlite_copy, framework_versions, journal_problems, reader_for
 from tests.test_store_readers import PLAN, states
 
 GRAPH = {"format": "langgraph-sqlite"}

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol as p
-from killpoint.harness.frameworks import DurableState, StoreReader, reader_for
+from killpoint.harness.judge.stores import DurableState, StoreReader, reader_for
 from tests.test_store_readers import PLAN, states
 
 pytest.importorskip("langgraph.checkpoint.sqlite")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from killpoint import protocol as p
-from killpoint.harness.frameworks import _sqlite_copy, _store_file, reader_for
-from killpoint.harness.frameworks._sandbox import read_in_child
+from killpoint.harness.judge.stores import _sqlite_copy, _store_file, reader_for
+from killpoint.harness.judge.stores._sandbox import read_in_child
 from tests.test_store_readers import PLAN, states
 
 TABLE = {"format": "sqlite", "path": "journal.db",

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from killpoint.harness.backends.subprocess import SubprocessBackend
-from killpoint.harness.runner import execute_run, sweep_abandoned_control_dirs
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import parse_kill_point
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.execute.runner import execute_run, sweep_abandoned_control_dirs
+from killpoint.harness.schedules.schedule import parse_kill_point
 from tests.helpers import DEMO, ROOT
 
 # A harness that carries out "kill at c2:after_effect" and is SIGKILLed as it launches the recovery.
@@ -23,9 +23,9 @@ HARNESS_KILLED_AT_SECOND_LAUNCH = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
     from killpoint.harness.backends.subprocess import SubprocessBackend
-    from killpoint.harness.runner import execute_run
-    from killpoint.harness.scenario import load_scenario
-    from killpoint.harness.schedule import parse_kill_point
+    from killpoint.harness.execute.runner import execute_run
+    from killpoint.harness.config.scenario import load_scenario
+    from killpoint.harness.schedules.schedule import parse_kill_point
 
     class DiesAtTheSecondLaunch(SubprocessBackend):
         launches = 0

@@ -44,4 +44,4 @@ def test_the_workload_side_imports_no_harness_module(code):
 
 def test_the_probe_sees_a_harness_import():
     # Without this the test above could pass because the probe never sees anything.
-    assert "killpoint.harness.checker" in harness_modules_loaded_by("import killpoint.harness.checker")
+    assert "killpoint.harness.judge.checker" in harness_modules_loaded_by("import killpoint.harness.judge.checker")

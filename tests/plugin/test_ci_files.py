@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from killpoint.harness.explore import shard_of
-from killpoint.harness.scenario import load_scenario
-from killpoint.harness.schedule import parse_kill_point
-from killpoint.harness.session import Job
+from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.model import Job
+from killpoint.harness.schedules.explore import shard_of
+from killpoint.harness.schedules.schedule import parse_kill_point
 from tests.helpers import DEMO, ROOT
 
 pytest_plugins = ["pytester"]
@@ -74,7 +74,8 @@ def test_the_ci_files_pytest_command_runs_as_written(pytester, monkeypatch, ci_f
 
     # The last line reproduces the failure from the project's root, as a developer would run it.
     token = next(line for line in reversed(output.splitlines()) if "killpoint repro kp1." in line).split()[-1]
-    repro = subprocess.run([sys.executable, "-m", "killpoint.harness.cli", "repro", token, "--runs-dir", "repro-runs"],
+    repro = subprocess.run([sys.executable, "-m", "killpoint.harness.frontends.cli", "repro", token,
+                            "--runs-dir", "repro-runs"],
                            cwd=pytester.path, capture_output=True, text=True, timeout=120)
     assert repro.returncode == 1 and "[interrupted-action]" in repro.stdout, repro.stdout + repro.stderr
 

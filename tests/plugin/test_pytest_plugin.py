@@ -76,7 +76,7 @@ def test_the_shards_json_reports_merge_into_the_unsharded_sessions_verdict(pytes
         result.assert_outcomes(passed=1)
     reports = [str(pytester.path / f"shard-{shard}" / "test_shards.py_test_reference_runtime_recovers" /
                    "killpoint-1.json") for shard in (1, 2)]
-    merged = subprocess.run([sys.executable, "-m", "killpoint.harness.cli", "merge", *reports],
+    merged = subprocess.run([sys.executable, "-m", "killpoint.harness.frontends.cli", "merge", *reports],
                             capture_output=True, text=True, timeout=120)
     assert merged.returncode == 0, merged.stdout + merged.stderr
     assert "30 runs: 30 passed, 0 failed" in merged.stdout
@@ -99,8 +99,8 @@ def test_a_shard_that_holds_no_schedule_is_skipped_saying_so(pytester):
 
 def test_options_reach_every_session(pytester):
     pytester.makepyfile(test_options=f"""
-        from killpoint.harness.explore import shard_of
-        from killpoint.harness.schedule import derived_seed
+        from killpoint.harness.schedules.explore import shard_of
+        from killpoint.harness.schedules.schedule import derived_seed
 
         def test_random_runs_and_seed(killpoint_run):
             result = killpoint_run({str(DEMO)!r})
@@ -214,8 +214,9 @@ def test_the_plugin_imports_no_harness_until_used(pytester):
     # _ci and defaults import nothing, limits only the error root: the plugin reads the CI profile, words its
     # help and checks its options' values with them.
     assert loaded.strip().splitlines()[-1] == (
-        "['killpoint', 'killpoint.errors', 'killpoint.harness', 'killpoint.harness._ci', "
-        "'killpoint.harness.defaults', 'killpoint.harness.limits', 'killpoint.harness.pytest_plugin']")
+        "['killpoint', 'killpoint.errors', 'killpoint.harness', 'killpoint.harness.config', "
+        "'killpoint.harness.config.defaults', 'killpoint.harness.config.limits', 'killpoint.harness.frontends', "
+        "'killpoint.harness.frontends._ci', 'killpoint.harness.frontends.pytest_plugin']")
 
 
 def test_power_loss_option_and_keyword_make_every_kill_lose_what_was_never_fsynced(pytester):
@@ -238,7 +239,7 @@ def test_power_loss_option_and_keyword_make_every_kill_lose_what_was_never_fsync
 def test_a_long_session_shows_its_progress_past_the_output_capture(pytester, monkeypatch):
     """A 75 s chaos session once showed nothing until it ended; its progress lines reach the terminal while
     pytest captures the test's own output (here every run's line: the period is set to 0)."""
-    from killpoint.harness import progress
+    from killpoint.harness.reporting import progress
 
     monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.0)
     pytester.makepyfile(test_chaos=f"""
@@ -255,7 +256,7 @@ def test_every_kill_of_the_demo(killpoint_run):
 def test_a_long_session_under_xdist_shows_its_progress_on_standard_error(pytester):
     """An xdist worker's terminal reporter shows nothing until its test ends; its progress lines reach the
     controller's standard error as the session runs, named by the worker."""
-    pytester.makeconftest("from killpoint.harness import progress\nprogress.PROGRESS_EVERY_S = 0.0\n")
+    pytester.makeconftest("from killpoint.harness.reporting import progress\nprogress.PROGRESS_EVERY_S = 0.0\n")
     pytester.makepyfile(test_chaos=f"""
 def test_every_kill_of_the_demo(killpoint_run):
     killpoint_run({str(DEMO)!r}, depth=1)

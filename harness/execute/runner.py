@@ -1,0 +1,516 @@
+"""The runner: launches incarnations through a backend, waits for each kill's moment, restarts.
+
+``execute_run`` carries out one schedule in one run directory and leaves all
+its evidence there; it judges nothing. The backend starts; the rendezvous
+server decides the moment; the nemesis strikes (kills through the backend,
+confirms, and writes down what it did: kill markers, journal copies, torn
+tails, copies of a runtime's own store). ``incarnations.json`` is rewritten as
+each incarnation ends, so a harness killed mid-run leaves a readable list of
+those it finished.
+
+A ``[journal]`` scenario's runtime writes no killpoint journal: an incarnation
+of it that exits 0 has completed the task, and its store is copied once more
+when the run ends (``store-final``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from killpoint import protocol
+from killpoint.client import ArmedPoints
+from killpoint.errors import WorkloadError
+from killpoint.fake_tools.world import World, seed_world
+from killpoint.harness._safe_files import read_bounded
+from killpoint.harness.agents.scenario_table import script_plan
+from killpoint.harness.agents.services import TOOLS_URL_ENV, AgentServices, ToolServices
+from killpoint.harness.backends import Backend, Launched
+from killpoint.harness.execute._escapees import RunFiles
+from killpoint.harness.execute.leftovers import abandoned_folders
+from killpoint.harness.execute.rendezvous import RendezvousServer, Served, work_began
+from killpoint.harness.execute.run_record import write_json_atomically
+from killpoint.harness.execute.watch import EventWatcher
+from killpoint.harness.faults import nemesis
+from killpoint.harness.faults.lazyfs import LazyMount
+from killpoint.harness.faults.power_loss import MAX_STORAGE_TIMEOUTS, Disks, StorageWait
+from killpoint.harness.judge.evidence import read_lines
+from killpoint.harness.judge.stores import AgentSeams, AgentStore, reader_for
+from killpoint.harness.layout import RunPaths
+from killpoint.harness.model import (AfterDelay, AtPoint, Drift, GoldenRun, Incarnation, Kill, OnEvent, PowerLoss,
+                                     Scenario)
+from killpoint.harness.schedules.schedule import Schedule, has_power_loss
+
+STDERR_TAIL_BYTES = 600
+_PYTHON_WORD = re.compile(r"^python[\d.]*$")  # python, python3, python3.12: {python} expands to such a path
+
+
+def prepare_run_dir(scenario: Scenario, run_dir: Path, drift: Drift | None) -> RunPaths:
+    """Lay out a fresh run directory: plan, catalogue(s), seeded world, empty ledger, no incarnation yet.
+
+    ``run_dir`` may already exist holding the session's ``run.json`` (what the
+    run is, written before its first launch); a ``workload`` folder already
+    there (a run directory used before) is refused with FileExistsError.
+    """
+    paths = RunPaths(run_dir)
+    paths.workload.mkdir(parents=True)
+    paths.plan.write_text(scenario.plan_file_text)
+    paths.catalogue.write_text(scenario.catalogue_file_text)
+    if drift is not None:
+        drifted = scenario.catalogue.with_class(drift.tool, drift.new_class)
+        paths.drifted_catalogue.write_text(json.dumps(drifted.to_protocol(), indent=1))
+    seed_world(paths.world, scenario.world_files, scenario.world_state)
+    paths.ledger.touch()
+    save_incarnations(paths.incarnations, [])
+    return paths
+
+
+def save_incarnations(path: Path, incarnations: list[Incarnation]) -> None:
+    """Replace ``path`` with the list of ``incarnations`` at once: a reader finds the old list or the new, whole."""
+    # vars(), not asdict(): an incarnation's fields are JSON values already, and asdict copies each deeply.
+    write_json_atomically(path, [vars(incarnation) for incarnation in incarnations], indent=None)
+
+
+def task_completed(journal_path: Path) -> bool:
+    """The journal holds a task COMPLETED record (asked after every incarnation that ended on its own)."""
+    try:
+        data = read_bounded(journal_path)
+    except OSError:  # absent, or refused (a symlink, a FIFO): no completion can be read from it
+        return False
+    if protocol.COMPLETED.encode() not in data:  # the common case, decided without parsing a line
+        return False
+    return any(
+        line.get("kind") == protocol.TASK and line.get("status") == protocol.COMPLETED
+        for line in read_lines(journal_path).lines
+    )
+
+
+def completed_task(scenario: Scenario, incarnation: Incarnation, journal_path: Path) -> bool:
+    """``incarnation``, which ended on its own, completed the task: it exited 0, if the runtime keeps its own
+    store (``[journal]``, whose word on completion is the checker's to weigh), else it journaled task COMPLETED."""
+    if scenario.journal is not None:
+        return incarnation.exit_code == 0 and not incarnation.timed_out
+    return task_completed(journal_path)
+
+
+def store_files(scenario: Scenario) -> tuple[str, ...] | None:
+    """The files of the runtime's own store to copy at each kill and at the end; None without ``[journal]``."""
+    return reader_for(scenario.journal).files(scenario.plan) if scenario.journal is not None else None
+
+
+def agent_store(scenario: Scenario) -> AgentStore | None:
+    """The store an agent scenario's ``[agent] store`` names; None: none, or no agent."""
+    reader = reader_for(scenario.journal) if scenario.journal is not None else None
+    return reader.own if isinstance(reader, AgentSeams) else None
+
+
+def stderr_tail(path: Path) -> str:
+    with path.open("rb") as stream:
+        stream.seek(max(0, path.stat().st_size - STDERR_TAIL_BYTES))
+        return stream.read().decode(errors="replace").strip()
+
+
+def armed_points(kill: Kill | None) -> str | None:
+    """``$KILLPOINT_ARMED`` for an incarnation that ``kill`` ends (None: one that runs to its end); None: unset.
+
+    Only a kill at a crash point is armed there (a ``/now`` one with ``"now": true``: the workload kills
+    itself there, no reply awaited); an incarnation with no kill waits nowhere. A timed or event kill, and a kill after a point (whose next
+    point may come from another process, which cannot know the first passed),
+    keep v1's wait at every point, so they land where they always did.
+    """
+    if kill is None:
+        return json.dumps({"at": []})
+    if isinstance(kill, AtPoint):
+        return json.dumps({"at": [[kill.point, kill.call]], **({protocol.ARMED_NOW: True} if kill.now else {})})
+    return None
+
+
+def _environment(paths: RunPaths, control: Path, number: int, drift: Drift | None, *,
+                 world_durable: bool = False, armed: str | None = None) -> dict[str, str]:
+    """The protocol environment of incarnation ``number``; ``paths`` are the run's, under its resolved directory."""
+    catalogue = paths.drifted_catalogue if drift is not None and number > 0 else paths.catalogue
+    return {
+        **({protocol.ENV_WORLD_DURABLE: "1"} if world_durable else {}),
+        **({protocol.ENV_ARMED: armed} if armed is not None else {}),
+        protocol.ENV_RUN_DIR: str(paths.workload),
+        protocol.ENV_PLAN: str(paths.plan),
+        protocol.ENV_CATALOGUE: str(catalogue),
+        protocol.ENV_WORLD: str(paths.world),
+        protocol.ENV_LEDGER: str(paths.ledger),
+        protocol.ENV_CONTROL: str(control),
+        protocol.ENV_INCARNATION: str(number),
+        "PYTHONHASHSEED": "0",
+    }
+
+
+# A run's rendezvous socket lives in a directory of the temporary folder, short enough for a socket path;
+# named kp-<pid of the process running the run>-..., so that one left by a killed harness can be told from a live one.
+CONTROL_DIR_PREFIX = "kp-"
+SOCKET_PATH_MAX = 107  # bytes of a Unix socket's path (sun_path), less its NUL
+
+
+def control_root() -> Path:
+    """The temporary folder if a socket path in it fits (a test or CI may set a deep TMPDIR), else /tmp."""
+    root = Path(tempfile.gettempdir())
+    room = len(f"/{CONTROL_DIR_PREFIX}{2**22}-xxxxxxxx/control.sock")
+    return root if len(str(root).encode()) + room <= SOCKET_PATH_MAX or not os.access("/tmp", os.W_OK) else Path("/tmp")
+
+
+def sweep_abandoned_control_dirs() -> list[Path]:
+    """Remove the control directories whose owner process is gone (a SIGKILLed harness cannot); return them."""
+    removed = []
+    for path in abandoned_folders(control_root(), CONTROL_DIR_PREFIX):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append(path)
+    return removed
+
+
+class PointWatch(Protocol):
+    """Watches the incarnation after a run's last kill at each point it waits at (``point_snapshots.py``)."""
+
+    def on_point(self, point: str, call: str | None, served: Served) -> object: ...
+
+    def finish(self, incarnation: Incarnation) -> object: ...
+
+
+class Sharing(Protocol):
+    """What a run whose children start from its state saves for them (``harness/execute/prefixes.py``)."""
+
+    @property
+    def holds_points(self) -> bool:
+        """Whether the incarnation after the last kill is watched (``snapshots``)."""
+
+    def after_last_kill(self, run_dir: Path, incarnations: list[Incarnation], control_dir: Path) -> bool:
+        """Save the state the last kill left; whether it could stand in for a run's own."""
+
+    def snapshots(self, run_dir: Path, incarnations: list[Incarnation], control_dir: Path, launched: Launched,
+                  started: float, store: tuple[str, ...] | None) -> PointWatch:
+        """The watch of the incarnation just launched after the last kill, from a state that stands in."""
+
+
+def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
+                drift: Drift | None = None, max_incarnations: int | None = None,
+                resumed: Sequence[Incarnation] = (), sharing: Sharing | None = None) -> list[Incarnation]:
+    """Carry out ``schedule`` against the workload in ``run_dir``; return what each incarnation did.
+
+    With ``resumed``, ``run_dir`` already holds the state those incarnations (the
+    first of ``schedule``'s kills, or all of them) left, restored from a shared
+    prefix (``harness/execute/prefixes.py``), and the run goes on from the next. With
+    ``sharing``, the run saves the state its last kill left, and then the
+    incarnation after it waits at every point, where ``sharing``'s watch sees it.
+    """
+    return _carry_out(scenario, schedule, run_dir, backend, drift=drift, max_incarnations=max_incarnations,
+                      resumed=resumed, sharing=sharing)[0]
+
+
+def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
+               drift: Drift | None = None, max_incarnations: int | None = None, watch_work: bool = False,
+               resumed: Sequence[Incarnation] = (), sharing: Sharing | None = None, on_lazy_fs: bool = False,
+               ) -> tuple[list[Incarnation], WorkPeriod | None]:
+    """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_period``);
+    on a lazy file system if ``schedule`` has a power loss, or ``on_lazy_fs``."""
+    # Resolved once: the paths handed to each incarnation are absolute and free of links the harness put there.
+    run_dir = run_dir.resolve()
+    paths = RunPaths(run_dir) if resumed else prepare_run_dir(scenario, run_dir, drift)
+    bound = max_incarnations or len(schedule) + scenario.max_extra_incarnations
+    control_dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_DIR_PREFIX}{os.getpid()}-", dir=control_root()))
+    server = RendezvousServer(control_dir / "control.sock")
+    escapes = RunFiles.of(run_dir, paths.workload)  # what ties a process that escaped an incarnation to the run
+    incarnations: list[Incarnation] = list(resumed)
+    # Whether the state the incarnation after the last kill starts from stands in for the run's own: restored
+    # whole from a snapshot, or saved by ``sharing`` after the last kill.
+    stands_in = bool(schedule) and len(incarnations) == len(schedule)
+    window = None
+    # The fake tools over HTTP, and an agent's scripted model: its services write what the model received, saved
+    # beside the copies of the agent's own store.
+    services = (AgentServices.start(script_plan(scenario.plan, scenario.agent), paths.world, paths.ledger,
+                                    server.path) if scenario.agent is not None else
+                ToolServices.start(scenario.plan.to_json(), paths.world, paths.ledger, server.path))
+    if isinstance(services, AgentServices) and (own := agent_store(scenario)) is not None:
+        services.keep_store(own, scenario.plan, paths.workload)
+    files = store_files(scenario)
+    disks: Disks | None = None
+    try:
+        if on_lazy_fs or has_power_loss(schedule):
+            disks = mount_disks(run_dir, world=scenario.world_on_device)
+        for number in range(len(incarnations), bound):
+            kill: Kill | None = schedule[number] if number < len(schedule) else None
+            watched = sharing is not None and sharing.holds_points and stands_in and number == len(schedule)
+            waited = StorageWait(disks, scenario.timeout_s) if disks is not None else None
+            world_durable = disks is not None and disks.world is not None
+            # The crash-free run's point times place the timed kills (``work_period``), so it waits at every
+            # point, as a timed kill's incarnation does; a watched one is held at each.
+            armed = None if watch_work or watched else armed_points(kill)
+            services.begin(number, ArmedPoints.parse(armed), world_durable=world_durable)
+            started = time.monotonic()
+            launched = backend.launch(
+                scenario.workload, cwd=scenario.cwd,
+                env=_environment(paths, server.path, number, drift, world_durable=world_durable, armed=armed)
+                | services.environment(),
+                stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
+            watch = (sharing.snapshots(run_dir, incarnations, control_dir, launched, started, files)
+                     if sharing is not None and watched else None)
+            cpu_waits = CpuWaits(launched.pid) if watch_work and number == 0 else None
+            event = kill if isinstance(kill, OnEvent) else None
+            # A timed kill counts from a crash point it names, or from the moment work began, and the crash-free
+            # run's working period is measured from it (``work_began``): only a watcher sees it in a workload that
+            # announces no crash point.
+            watcher = (EventWatcher(event, paths.journal, paths.ledger)
+                       if event or (isinstance(kill, AfterDelay) and kill.after is None) or (watch_work and number == 0)
+                       else None)
+            try:
+                services.started(launched)  # served in a container's own network too; an agent's store watched
+                served = server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
+                                      watcher=watcher, on_point=watch.on_point if watch is not None
+                                      else cpu_waits.on_point if cpu_waits is not None else None,
+                                      storage=waited, incarnation=number)
+                # Timed out at the most its wait may move its deadline by: still waiting for the storage, maybe.
+                storage_bound = served.timed_out and waited is not None and waited.exhausted
+                storage_s = waited() if waited is not None else None  # asked before a strike copies the storage
+                killed_at: str | None = None
+                exit_code: int | None = None
+                kill_problems: tuple[str, ...] = ()
+                if served.hit is None and not served.timed_out:
+                    services.ended()
+                    exit_code = launched.wait()
+                    leftovers, escaped = tuple(launched.sweep()), tuple(escapes.hunt())
+                else:
+                    kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
+                    services.strike()  # nothing held goes on, every effect is in the ledger before the marker
+                    struck = _strike(launched, served, run_dir, number, files, disks, escapes, kills=kills)
+                    services.save(RunPaths(run_dir).store_at_kill(kills))
+                    if kill is not None and isinstance(kill.fault, PowerLoss):
+                        # What the model received is the services', off the disk that lost power: the next
+                        # incarnation finds it as it was.
+                        services.save(RunPaths(run_dir).store_found(kills))
+                    killed_at, leftovers, kill_problems = struck.point, struck.leftovers, struck.problems
+                    escaped = struck.escaped
+                    server.read_after_kill(served)
+                latency = watcher.latency_s() if watcher is not None and event and served.hit is not None else None
+            except BaseException:
+                nemesis.kill_confirmed(launched)
+                escapes.hunt()
+                raise
+            finally:
+                if watcher is not None:
+                    watcher.close()
+            if watch_work and number == 0:
+                window = work_period(served, watcher, cpu_waits)
+            server.drop_connections()
+            incarnations.append(Incarnation(
+                number=number, pid=launched.pid, exit_code=exit_code, killed_at=killed_at,
+                timed_out=served.timed_out, points=tuple(served.points),
+                seconds=round(time.monotonic() - started, 4),
+                stderr_tail=stderr_tail(run_dir / f"incarnation-{number}.stderr"),
+                leftovers=leftovers,
+                protocol_problems=(*served.protocol_problems, *kill_problems),
+                catalogue_drift=str(drift) if drift is not None and number > 0 else None,
+                kill_latency_s=latency,
+                escaped=escaped,
+                storage_s=None if storage_s is None else round(storage_s, 4), storage_bound=storage_bound,
+            ))
+            save_incarnations(paths.incarnations, incarnations)
+            if watch is not None:
+                watch.finish(incarnations[-1])
+            if sharing is not None and killed_at is not None and number == len(schedule) - 1:
+                stands_in = sharing.after_last_kill(run_dir, incarnations, control_dir)
+            if killed_at is None and completed_task(scenario, incarnations[-1], paths.journal):
+                break
+        if files is not None:
+            _copy_final_store(paths, files, run_dir, incarnations)
+        services.save(RunPaths(run_dir).store_final)
+    finally:
+        services.close()
+        server.close()
+        shutil.rmtree(control_dir, ignore_errors=True)
+        if disks is not None:
+            disks.close()
+            with contextlib.suppress(OSError):  # each mount removed its own state; their folder goes when empty
+                (run_dir / LAZYFS_STATE).rmdir()
+    return incarnations, window
+
+
+LAZYFS_STATE = ".lazyfs"  # in a power-loss run's directory: each lazy file system's backing store and undo log
+
+
+def mount_disks(run_dir: Path, *, world: bool) -> Disks:
+    """Put the runtime's storage (``KILLPOINT_RUN_DIR``) on a lazy file system, for power losses to drop from,
+    and with ``world`` the fake world on one too (a scenario's ``world_on_device``).
+
+    The mounts live for the whole run, so a container bound to them at its
+    creation sees every drop; closing them leaves plain folders again.
+    """
+    paths = RunPaths(run_dir)
+    storage = LazyMount.start(paths.workload, run_dir / LAZYFS_STATE / "workload")
+    try:
+        return Disks(storage, LazyMount.start(paths.world, run_dir / LAZYFS_STATE / "world") if world else None)
+    except BaseException:
+        storage.close()
+        raise
+
+
+def _strike(launched: Launched, served: Served, run_dir: Path, number: int, files: tuple[str, ...] | None,
+            disks: Disks | None, escapes: RunFiles, *, kills: int) -> nemesis.Strike:
+    """The nemesis's strike at the moment ``served`` ended on (a kill point, or the timeout), with its evidence paths.
+
+    ``files`` are the runtime's own store's (None: it keeps none), copied at the kill too; ``disks`` the lazy
+    file system a power loss drops from (None: the run has no power loss); ``escapes`` the run's files, which
+    a process that escaped the kill may hold.
+    """
+    return nemesis.strike(launched, served.hit, incarnation=number, **strike_sites(run_dir, files, kills),
+                          drop=None if disks is None else nemesis.DropSite(disks, run_dir, kills), escapes=escapes)
+
+
+def strike_sites(run_dir: Path, files: tuple[str, ...] | None, kills: int) -> dict[str, Any]:
+    """Where the strike of kill number ``kills`` (from 0) of the run in ``run_dir`` reads and writes: the keyword
+    arguments of ``nemesis.strike`` and ``record_strike``; ``files``, the runtime's own store's (None: none)."""
+    paths = RunPaths(run_dir)
+    store = None if files is None else nemesis.StoreCopies(paths.workload, files, paths.store_at_kill(kills),
+                                                           paths.store_found(kills))
+    return {"ledger": paths.ledger, "journal": paths.journal, "journal_copy": paths.journal_at_kill(kills),
+            "torn_copy": paths.torn_journal(kills), "store": store}
+
+
+def _copy_final_store(paths: RunPaths, files: tuple[str, ...], run_dir: Path,
+                      incarnations: list[Incarnation]) -> None:
+    """Copy the store as the run left it into ``store-final``; a refusal is a problem of the last incarnation."""
+    problems = nemesis.copy_store(paths.workload, files, paths.store_final)
+    if problems and incarnations:
+        last = incarnations[-1]
+        incarnations[-1] = replace(last, protocol_problems=(
+            *last.protocol_problems, *(f"at the end of the run, {problem}" for problem in problems)))
+        save_incarnations(paths.incarnations, incarnations)
+
+
+@dataclass(frozen=True)
+class WorkPeriod:
+    """An incarnation's working period, in seconds from the moment its work began (``work_began``, so it starts
+    at 0) to its last sign of work (the last crash point, else, for a workload that announces none, the last
+    journal/ledger write), and when it reached each of its crash points on its own clock (``work_period``),
+    rendered to 0.1 ms."""
+
+    window_s: tuple[float, float]
+    point_times_s: tuple[float, ...]
+
+
+@dataclass
+class CpuWaits:
+    """How long the workload's process ``pid`` had waited for a CPU when it reached each crash point it waited at
+    (its run-queue wait, the second figure of ``/proc/PID/schedstat``): {index of the point: seconds}.
+
+    Read while the workload waits at the point for its reply, so asleep: the figure is the one it reached
+    the point with. Missing where it cannot be read (not Linux, a process already gone, a backend whose
+    ``pid`` is a client of the workload's, such as docker's).
+    """
+
+    pid: int
+    at_points: dict[int, float] = field(default_factory=dict)
+    reading_s: dict[int, float] = field(default_factory=dict)  # how long the workload waited for the reading
+
+    def on_point(self, point: str, call: str | None, served: Served) -> None:
+        reading = time.monotonic()
+        try:
+            waited_ns = int(Path(f"/proc/{self.pid}/schedstat").read_text().split()[1])
+        except (OSError, ValueError, IndexError):
+            return
+        index = len(served.points) - 1
+        self.at_points[index] = waited_ns / 1e9
+        # Before the reply, so inside the stretch to the next point: a timed kill's incarnation has no such wait.
+        self.reading_s[index] = time.monotonic() - reading
+
+
+def work_period(served: Served, watcher: EventWatcher | None, cpu_waits: CpuWaits | None = None) -> WorkPeriod | None:
+    """The working period of the incarnation ``served`` ended (see ``WorkPeriod``); None when it showed no work.
+
+    Timed kills are drawn in the crash-free run's (``explore.timed_delay``):
+    before it the workload is only starting its interpreter, after it exiting,
+    and a kill there tests no recovery; between two of its crash points is
+    where a kill counted from the first of them lands in any incarnation.
+
+    The point times are on the workload's own clock: each stretch between two
+    points is the wall time between them less what the workload's process
+    spent waiting for a CPU in it, and for the harness to read that figure
+    (``cpu_waits``; nothing is taken off where it was not read). On a loaded
+    machine a stretch of well under a millisecond of work can take several of
+    wall time, the time slices of other processes (4 to 8 ms measured beside
+    CPU hogs); a later incarnation that is not held up there does the stretch
+    in its own short time, and a kill drawn in the long one would overshoot
+    it. The time taken off is time the workload did nothing, so a kill drawn
+    in what is left lands where work was being done.
+    """
+    began = work_began(served, watcher)
+    last = served.point_times[-1] if served.point_times else watcher.last_write_at if watcher is not None else None
+    if began is None or last is None:
+        return None
+    waits, reading = (cpu_waits.at_points, cpu_waits.reading_s) if cpu_waits is not None else ({}, {})
+    own = [served.point_times[0] - began] if served.point_times else []
+    for index in range(1, len(served.point_times)):
+        wall = served.point_times[index] - served.point_times[index - 1]
+        waited = waits[index] - waits[index - 1] if index in waits and index - 1 in waits else 0.0
+        own.append(own[-1] + max(0.0, wall - waited - reading.get(index - 1, 0.0)))
+    return WorkPeriod((0.0, round(last - began, 4)), tuple(round(at, 4) for at in own))
+
+
+def run_golden(scenario: Scenario, run_dir: Path, backend: Backend, *, on_lazy_fs: bool = False) -> GoldenRun:
+    """Run the plan once with no kill (with ``on_lazy_fs``, on the lazy file system a power-loss run has, never
+    dropped); a workload that cannot do that is a workload error."""
+    incarnations, window = _carry_out(scenario, (), run_dir, backend, max_incarnations=1, watch_work=True,
+                                      on_lazy_fs=on_lazy_fs)
+    paths = RunPaths(run_dir)
+    only = incarnations[0]
+    if only.timed_out or only.exit_code != 0 or only.escaped or not completed_task(scenario, only, paths.journal):
+        why = (f"outran its timeout of {scenario.timeout_s:g}s even moved by {only.storage_s or 0:.1f}s of waiting "
+               f"for the lazy file system of the power losses, the most it may move ({MAX_STORAGE_TIMEOUTS:g} "
+               f"timeouts; that storage is far slower than a plain folder): a larger --timeout lets it finish"
+               if only.timed_out and only.storage_bound
+               else f"hung past the timeout of {scenario.timeout_s:g}s" if only.timed_out
+               else f"exited with code {only.exit_code}" if only.exit_code != 0
+               else f"left processes that escaped its cgroup and held the run's files, now killed: "
+                    f"{'; '.join(only.escaped)}" if only.escaped
+               else "exited 0 without journaling task COMPLETED")
+        tail = only.stderr_tail or "(stderr empty)"
+        raise WorkloadError(
+            f"workload error: {' '.join(scenario.workload)!r} could not run the plan even without a crash: "
+            f"it {why}. Its stderr ends with:\n{tail}\n{_python_hint(scenario.workload)}Evidence: {run_dir}"
+        )
+    ledger = read_lines(paths.ledger)
+    effects = Counter(line.get("call") for line in ledger.lines if protocol.LEDGER_EFFECT in line.record)
+    # No kill cut a record short here, so every line that does not parse may hide an effect record.
+    unread = ledger.refused or next((bad.quote() for bad in ledger.bad_lines), None)
+    uncounted = None if unread is None else f"the crash-free run's effects cannot be counted: {unread}"
+    return GoldenRun(run_dir, World(paths.world).snapshot(), dict(effects), only.points, only.seconds,
+                     window.window_s if window is not None else None, uncounted,
+                     window.point_times_s if window is not None else ())
+
+
+def _python_hint(workload: tuple[str, ...]) -> str:
+    """For a command with no Python interpreter in it: how a runtime in another language reaches the fake tools."""
+    words = re.split(r"[\s'\";&|()]+", " ".join(workload))
+    if any(_PYTHON_WORD.match(Path(word).name) for word in words if word):
+        return ""
+    return (f"The command runs no Python interpreter: a runtime in another language calls the fake tools at "
+            f"${TOOLS_URL_ENV} (POST /calls/TOOL, one request per call), or through `{{python}} -m "
+            f"killpoint.fake_tools` — pass `{{python}}` in its command, e.g. --workload 'node my-agent.js --python "
+            f"{{python}}' (docs/protocol.md, \"Calling the fake tools from another language\").\n")
+
+
+def require_rendezvous(scenario: Scenario, golden: GoldenRun) -> None:
+    """Crash-point schedules need a workload that speaks the control socket; say so if it never did."""
+    if not golden.points:
+        raise WorkloadError(
+            f"workload error: {' '.join(scenario.workload)!r} completed the plan but never connected to the "
+            f"control socket (${protocol.ENV_CONTROL}), so it cannot be killed at crash points. "
+            f"Make it send a crash point at each protocol point (docs/protocol.md), or kill it by time "
+            f"(--timed) or by event (--kill-on). Evidence: {golden.run_dir}"
+        )

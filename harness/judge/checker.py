@@ -1,0 +1,313 @@
+"""The checker: a pure function of (scenario, evidence, golden run) -> Verdict, composed of rules.
+
+Each rule judges one part of the recovery rules (``harness.properties``) and
+declares the evidence it needs, its guard. A rule whose evidence is missing (a
+journal copy or kill marker lost, a file refused, a catalogue the workload was
+handed gone) is unknown with the reason, never a pass; an exception inside a
+rule makes that rule unknown with the error and keeps every other rule's
+findings. The rules' results merge false > unknown > true (Jepsen's
+``compose``, ``check-safe`` and ``merge-valid``).
+
+A scenario with a ``[journal]`` table (a runtime that keeps its own durable
+record) is judged by ``BLACK_BOX_RULES`` (``harness.blackbox``): from the
+copies of its store, the ledger and the world, with no decisions to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from killpoint import protocol as p
+from killpoint.harness.judge import blackbox, properties
+from killpoint.harness.judge.evidence import Evidence, MissingEvidence, lines_no_kill_left
+from killpoint.harness.judge.properties import PROPERTIES, Facts, expected_action
+from killpoint.harness.judge.stores import AGENT_SEAMS, framework_versions
+from killpoint.harness.judge.validate import trusted
+from killpoint.harness.layout import (STORE_AT_KILL_PREFIX, STORE_FINAL, handed_catalogue_file, store_at_kill_name,
+                                      torn_journal_name)
+from killpoint.harness.model import (FAILED, PASSED, UNKNOWN, DurableState, Finding, GoldenRun, PowerLoss, RuleResult,
+                                     TornTail, Verdict, merged_validity)
+
+if TYPE_CHECKING:
+    from killpoint.harness.model import Scenario
+
+__all__ = ["BLACK_BOX_RULES", "PROPERTIES", "RULES", "Rule", "check", "expected_action"]
+
+# -- guards: the evidence a rule needs; each returns why it is missing, or None ----------------
+
+Guard = Callable[[Evidence], "str | None"]
+_INCARNATIONS_FILE = "incarnations.json"
+
+
+def incarnations_recorded(evidence: Evidence) -> str | None:
+    """The runner's record of the incarnations: without it no kill and no exit is known."""
+    return evidence.unreadable.get(_INCARNATIONS_FILE)
+
+
+def kill_copies(evidence: Evidence) -> str | None:
+    """Each kill's journal copy, and the torn copy where the kill tore the journal: what each incarnation wrote
+    and what the next one found."""
+    if why := incarnations_recorded(evidence):
+        return why
+    killed = [incarnation for incarnation in evidence.incarnations if incarnation.killed_at is not None]
+    if len(evidence.journals_at_kill) < len(killed):
+        return f"{len(killed)} kill(s) made but {len(evidence.journals_at_kill)} journal copies found"
+    refused = [why for name, why in evidence.unreadable.items()
+               if name.startswith(("journal-at-kill-", "journal-after-drop-"))]
+    if refused:
+        return "; ".join(refused)
+    for number, incarnation in enumerate(killed):
+        copy = evidence.journals_at_kill[number]
+        # The nemesis tears a journal that ends with a whole record; the torn copy is then what the next incarnation found.
+        tearable = copy.torn_tail is None and bool(copy.lines or copy.problems)
+        torn_kept = number < len(evidence.journals_found) and evidence.journals_found[number] is not None
+        kill = incarnation.kill
+        if kill is not None and isinstance(kill.fault, TornTail) and tearable and not torn_kept:
+            return (f"kill {number} ({incarnation.killed_at}) tore the journal but {torn_journal_name(number)} "
+                    f"is missing: what the next incarnation found is not known")
+        if kill is not None and isinstance(kill.fault, PowerLoss) and not torn_kept:
+            return (f"kill {number} ({incarnation.killed_at}) was a power loss but the journal after its drop "
+                    f"is missing: what the next incarnation found is not known")
+    return None
+
+
+def kill_markers(evidence: Evidence) -> str | None:
+    """The ledger, split by the harness's kill markers, one per kill in order: what ran before and after each;
+    and every line of it read, but the one a kill cut short (``evidence.lines_no_kill_left``)."""
+    if why := incarnations_recorded(evidence) or evidence.unreadable.get("ledger.jsonl"):
+        return why
+    killed = [incarnation.number for incarnation in evidence.incarnations if incarnation.killed_at is not None]
+    markers = [line for line in evidence.ledger.lines if p.LEDGER_KILLED in line.record]
+    if [line.get(p.LEDGER_KILLED) for line in markers] != killed:
+        found = ", ".join(line.quote() for line in markers) or "none"
+        return (f"the ledger's kill markers do not match the kills made (of incarnations {killed}): "
+                f"found {found}; a marker was lost or forged")
+    if unread := lines_no_kill_left(evidence.ledger):
+        # Quoted short, so that runs unknown for the same reason are counted together; the notes quote every line.
+        others = " (and other lines, quoted in the notes)" if len(unread) > 1 else ""
+        return (f"{unread[0].quote(40)}: no kill leaves such a line, and a tool's record may be glued onto it"
+                f"{others}")
+    return None
+
+
+def handed_catalogues(evidence: Evidence) -> str | None:
+    """The catalogue files the runner handed each incarnation, as they were handed (not rebuilt)."""
+    if why := incarnations_recorded(evidence):
+        return why
+    if not evidence.incarnations:
+        return "no incarnation is recorded, so which catalogue each was handed is not known"
+    for incarnation in evidence.incarnations:
+        name = handed_catalogue_file(incarnation)
+        if name not in evidence.catalogues:
+            why = evidence.unreadable.get(name, f"{name} was not read")
+            return f"the catalogue handed to incarnation {incarnation.number} cannot be read: {why}"
+    return None
+
+
+KILLS = (kill_copies, kill_markers)
+
+
+def contained(evidence: Evidence) -> str | None:
+    """No process escaped an incarnation's containment: what one wrote, even after its incarnation's kill, is not
+    the run's evidence (``harness/execute/_escapees.py``), so no rule can be judged on the files it held."""
+    escaped = [f"incarnation {incarnation.number}'s {escapee}" for incarnation in evidence.incarnations
+               for escapee in incarnation.escaped]
+    if not escaped:
+        return None
+    return (f"{len(escaped)} process(es) escaped the incarnation's containment (its cgroup, process tree and "
+            f"environment) and held the run's files; each was killed, but what it wrote is not the run's doing: "
+            + "; ".join(escaped))
+
+
+def store_copies(evidence: Evidence) -> str | None:
+    """Each kill's copy of the runtime's own store, read (and its copy after a torn tail, where one was cut)."""
+    if why := incarnations_recorded(evidence):
+        return why
+    killed = [incarnation for incarnation in evidence.incarnations if incarnation.killed_at is not None]
+    refused = [why for name, why in evidence.unreadable.items() if name.startswith(STORE_AT_KILL_PREFIX)]
+    if refused:
+        return "; ".join(refused)
+    if len(evidence.stores_at_kill) < len(killed):
+        return f"{len(killed)} kill(s) made but {len(evidence.stores_at_kill)} store copies read"
+    return None
+
+
+def final_stores(evidence: Evidence) -> str | None:
+    """The store as this run and as the crash-free run left it: what every run must end up recording."""
+    reasons = [why for name, why in evidence.unreadable.items() if name.endswith(STORE_FINAL)]
+    if not reasons and (evidence.store_final is None or evidence.golden_store_final is None):
+        reasons.append(f"{STORE_FINAL} was not read")
+    return "; ".join(reasons) or None
+
+
+STORE_KILLS = (store_copies, kill_markers)
+
+
+# -- rules ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One judgement (``judge``) behind its guard (``needs``); ``name`` is how results and reports call it."""
+
+    name: str
+    needs: tuple[Guard, ...]
+    judge: Callable[[Facts], list[Finding]]
+
+
+def world_rule(excuses: Callable[[Facts], list[str]], kills: tuple[Guard, ...]) -> Callable[[Facts], list[Finding]]:
+    """The judgement that the world equals the crash-free run's, unless a drifted catalogue made the rules
+    require a repeat: ``excuses`` finds those, from the kills' evidence that ``kills`` guards."""
+
+    def world(facts: Facts) -> list[Finding]:
+        differs = properties.world_differs(facts)
+        if not differs:
+            return differs
+        _require(facts.evidence, (incarnations_recorded,))  # whether a drift was handed is in the incarnations' record
+        if not any(incarnation.catalogue_drift for incarnation in facts.evidence.incarnations):
+            return differs
+        _require(facts.evidence, (*kills, handed_catalogues))  # the excuse reads the kills and the handed catalogues
+        if found := excuses(facts):
+            facts.notes += [f"{excuse}; so the world is not held to the crash-free run's" for excuse in found]
+            return []
+        return differs
+
+    return world
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("journal-records", (), properties.journal_records),
+    Rule("class-snapshots", (kill_copies, handed_catalogues), properties.class_snapshots),
+    Rule("write-ahead", KILLS, properties.write_ahead),
+    Rule("closed-not-replayed", KILLS, properties.closed_not_replayed),
+    Rule("decisions", (*KILLS, handed_catalogues), properties.decisions),
+    Rule("verify-before-replay", (*KILLS, handed_catalogues), properties.verify_before_replay),
+    Rule("liveness", (incarnations_recorded,), properties.liveness),
+    Rule("world-equals-golden", (), world_rule(properties.retries_made_unsafe_by_drift, KILLS)),
+)
+
+# Judged black-box there are no decisions, class snapshots or killpoint journal records to judge.
+BLACK_BOX_RULES: tuple[Rule, ...] = (
+    Rule("write-ahead", STORE_KILLS, blackbox.write_ahead),
+    Rule("closed-not-replayed", STORE_KILLS, blackbox.recorded_not_replayed),
+    Rule("verify-before-replay", (*STORE_KILLS, handed_catalogues), blackbox.verify_before_replay),
+    Rule("liveness", (incarnations_recorded, final_stores), blackbox.liveness),
+    Rule("world-equals-golden", (), world_rule(blackbox.retries_made_unsafe_by_drift, STORE_KILLS)),
+)
+
+
+def _require(evidence: Evidence, needs: tuple[Guard, ...]) -> None:
+    """Raise MissingEvidence with every distinct reason a guard gives."""
+    reasons = list(dict.fromkeys(why for need in needs if (why := need(evidence))))
+    if reasons:
+        raise MissingEvidence("; ".join(reasons))
+
+
+def _check_safe(rule: Rule, facts: Facts) -> tuple[RuleResult, list[Finding]]:
+    """One rule's result and findings; missing evidence or an error inside the rule makes it unknown."""
+    try:
+        _require(facts.evidence, rule.needs)
+        findings = rule.judge(facts)
+    except MissingEvidence as missing:
+        return RuleResult(rule.name, UNKNOWN, f"evidence missing: {missing}"), []
+    except properties.Undecidable as why:
+        return RuleResult(rule.name, UNKNOWN, f"not decidable: {why}"), []
+    except Exception as error:  # noqa: BLE001 - a checker bug must not pass as a verdict, nor hide the other rules
+        return RuleResult(rule.name, UNKNOWN, f"checker error: {type(error).__name__}: {error}"), []
+    return RuleResult(rule.name, FAILED if findings else PASSED), findings
+
+
+def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun, rules: tuple[Rule, ...] | None = None) -> Verdict:
+    """Judge one run by every rule (by default ``RULES``, or ``BLACK_BOX_RULES`` for a ``[journal]`` scenario);
+    never raises.
+
+    ``valid`` merges the rules' results (false > unknown > true); ``error``
+    says why a verdict is unknown, rule by rule; a failed verdict names the
+    rules it could not judge in its notes.
+    """
+    if rules is None:
+        rules = RULES if scenario.journal is None else BLACK_BOX_RULES
+    notes = [] if scenario.journal is None else [judged_black_box(scenario.journal)]
+    notes += _notes(evidence)
+    try:
+        evidence, journal_problems, ledger_problems = trusted(evidence)
+    except Exception as failure:  # noqa: BLE001 - no rule can be judged on evidence that could not be cleaned
+        return Verdict(None, (), tuple(notes), f"checker error: {type(failure).__name__}: {failure}",
+                       tuple(RuleResult(rule.name, UNKNOWN, "checker error") for rule in rules))
+    notes += [f"ledger record left out: {problem}" for problem in ledger_problems]
+    if escaped := contained(evidence):
+        return Verdict(None, (), tuple(notes), f"evidence untrusted, so no rule can be judged: {escaped}",
+                       tuple(RuleResult(rule.name, UNKNOWN, f"evidence untrusted: {escaped}") for rule in rules))
+    facts = Facts(scenario, evidence, golden, tuple(journal_problems))
+    results, findings = [], []
+    for rule in rules:
+        result, found = _check_safe(rule, facts)
+        results.append(result)
+        findings += found
+    notes += facts.notes
+    if evidence.store_final is not None and evidence.store_final.traffic:
+        findings = [with_traffic(finding, evidence.store_final.traffic) for finding in findings]
+    if kept := kept_by_copy(evidence):
+        findings = [with_traffic(finding, kept) for finding in findings]
+    order = list(PROPERTIES)
+    findings.sort(key=lambda finding: order.index(finding.property) if finding.property in order else len(order))
+    valid = merged_validity(tuple(results))
+    unknown = [result for result in results if result.status == UNKNOWN]
+    error = _unknown_reasons(unknown) if valid is None else None
+    if valid is False:
+        notes += [f"not judged: {result.rule}: {result.reason}" for result in unknown]
+    return Verdict(valid, tuple(findings), tuple(notes), error, tuple(results))
+
+
+def with_traffic(finding: Finding, traffic: Mapping[str, tuple[str, ...]]) -> Finding:
+    """``finding`` quoting, after its own evidence, what the store's keeper saw of its call (an agent's HTTP
+    exchanges): the requests that show what the agent did, beside the ledger lines that show what it caused."""
+    quotes = traffic.get(finding.call or "", ())
+    return replace(finding, evidence=tuple(dict.fromkeys((*finding.evidence, *quotes)))) if quotes else finding
+
+
+def kept_by_copy(evidence: Evidence) -> dict[str, tuple[str, ...]]:
+    """What the agent's own store held of each call in every copy, kill by kill and at the end, each quote
+    prefixed with its copy's folder: why the agent did what the services saw, as the store let it."""
+    copies: list[tuple[str, DurableState | None]] = [
+        *((store_at_kill_name(number), state) for number, state in enumerate(evidence.stores_at_kill)),
+        (STORE_FINAL, evidence.store_final)]
+    kept: dict[str, tuple[str, ...]] = {}
+    for name, state in copies:
+        for call, quotes in (state.kept if state is not None else {}).items():
+            kept[call] = (*kept.get(call, ()), *(f"{name}/{quote}" for quote in quotes))
+    return kept
+
+
+def judged_black_box(journal: dict[str, object]) -> str:
+    """How a report says a run was judged from a runtime's own store: "judged black-box from langgraph-sqlite (...)"."""
+    versions = ", ".join(f"{name} {version}" for name, version in framework_versions(journal).items())
+    if journal.get("format") == AGENT_SEAMS:  # which SDK the agent is built on, the harness cannot say
+        return f"judged at the agent's network seams (the agent SDKs installed here: {versions})"
+    return f"judged black-box from {journal.get('format')}" + (f" ({versions})" if versions else "")
+
+
+def _unknown_reasons(unknown: list[RuleResult]) -> str:
+    """The unknown rules grouped by reason: "evidence missing, so write-ahead, decisions cannot be judged: ..."."""
+    by_reason: dict[str, list[str]] = {}
+    for result in unknown:
+        by_reason.setdefault(result.reason or "", []).append(result.rule)
+    return "; ".join(f"{reason.partition(': ')[0]}, so {', '.join(names)} cannot be judged: {reason.partition(': ')[2]}"
+                     for reason, names in by_reason.items())
+
+
+def _notes(evidence: Evidence) -> tuple[str, ...]:
+    notes = []
+    if evidence.journal.torn_tail is not None:
+        notes.append(f"journal.jsonl ends with a torn record, not trusted: {evidence.journal.torn_tail[:80]!r}")
+    notes += [f"ledger line left out: {problem}" for problem in evidence.ledger.problems]
+    if evidence.ledger.torn_tail is not None:
+        notes.append(f"ledger.jsonl ends with an unterminated line, left out: {evidence.ledger.torn_tail[:80]!r}")
+    for incarnation in evidence.incarnations:
+        notes += [f"incarnation {incarnation.number} left {leftover} running; the sweep killed it"
+                  for leftover in incarnation.leftovers]
+        notes += [f"incarnation {incarnation.number}: {problem}" for problem in incarnation.protocol_problems]
+    notes += evidence.store_notes
+    return tuple(notes)
