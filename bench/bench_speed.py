@@ -132,7 +132,7 @@ def checkout_environment(checkout: Path) -> dict[str, str]:
 
 
 def cli(arguments: Sequence[str]) -> list[str]:
-    return [str(PYTHON), "-m", "killpoint.harness.frontends.cli", *arguments]
+    return [str(PYTHON), "-m", "killpoint", *arguments]  # the command's module in every layout a baseline has
 
 
 def run_session(checkout: Path, arguments: Sequence[str], timeout: float = SWEEP_TIMEOUT) -> None:
@@ -184,12 +184,12 @@ def worktree(commit: str) -> Iterator[Path]:
 
 def imported_from(checkout: Path) -> str:
     """Where the checkout's interpreter imports the harness from: it must be the checkout itself."""
-    probe = "import killpoint.harness.execute.session as s; print(s.__file__)"
+    probe = "import killpoint.harness as h; print(h.__file__)"
     done = subprocess.run([str(PYTHON), "-c", probe], cwd=checkout, env=checkout_environment(checkout),
                           capture_output=True, text=True, check=True)
     where = done.stdout.strip()
     if not where.startswith(str(checkout)):
-        sys.exit(f"{checkout} imports killpoint.harness.execute.session from {where}, not from itself")
+        sys.exit(f"{checkout} imports killpoint.harness from {where}, not from itself")
     return where
 
 

@@ -23,6 +23,7 @@ import psutil
 import pytest
 
 from killpoint.harness.faults import lazyfs
+from killpoint.harness.faults.lazyfs import mount
 from killpoint.harness.layout import RunPaths
 from killpoint.harness.schedules.hunt import FOUND_NAME
 from tests.conftest import workload_processes
@@ -217,8 +218,8 @@ def daemons_of(runs: Path) -> list[int]:
 
 
 def test_power_loss_where_fuse_is_missing_is_bad_input_before_anything_runs(killpoint, tmp_path, monkeypatch):
-    monkeypatch.setenv(lazyfs.mount.FUSE_DEVICE_ENV, str(tmp_path / "no-fuse"))
-    monkeypatch.setattr(lazyfs.mount, "_probed", False)
+    monkeypatch.setenv(mount.FUSE_DEVICE_ENV, str(tmp_path / "no-fuse"))
+    monkeypatch.setattr(mount, "_probed", False)
     runs = tmp_path / "runs"
     result = killpoint("run", DEMO, "--exhaustive", "--power-loss", "--runs-dir", runs)
     assert result.exit_code == 2, result.out + result.err

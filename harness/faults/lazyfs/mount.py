@@ -32,6 +32,10 @@ START_SECONDS = 10.0
 DROP_SECONDS = 60.0
 ASK_SECONDS = 5.0  # for a question the control thread answers at once, whatever the file system is doing
 EXIT_SECONDS = 5.0
+DAEMON_MODULE = "killpoint.harness.faults.lazyfs.daemon"
+# A daemon's module as its command line names it: a killpoint from before harness/ was laid out by role, running
+# on the same host, serves its mounts as ``killpoint.harness.lazyfs.daemon``, and they are live too.
+DAEMON_MODULES = {DAEMON_MODULE.encode(), b"killpoint.harness.lazyfs.daemon"}
 _FIX = "install FUSE 3 (`apt-get install fuse3`) and `pip install mfusepy==3.1.1`, or run without --power-loss"
 
 
@@ -99,7 +103,7 @@ class LazyMount:
         ours, theirs = socket.socketpair()
         with open(state / "daemon.log", "wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "killpoint.harness.faults.lazyfs.daemon", "--state", str(state),
+                [sys.executable, "-m", DAEMON_MODULE, "--state", str(state),
                  "--mount", _real(mount),
                  "--control-fd", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -258,7 +262,7 @@ def _served_mounts() -> set[str]:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"killpoint.harness.faults.lazyfs.daemon" in argv and b"--mount" in argv[:-1]:
+        if DAEMON_MODULES & set(argv) and b"--mount" in argv[:-1]:
             served.add(os.fsdecode(argv[argv.index(b"--mount") + 1]))
     return served
 
