@@ -188,7 +188,7 @@ class Scenario:
         return json.dumps(self.catalogue.to_protocol(), indent=1)
 
 
-# -- a runtime's own durable record, as a store reader (harness.frameworks) reads one copy of it --------------
+# -- a runtime's own durable record, as a store reader (judge/stores) reads one copy of it --------------
 
 
 @dataclass(frozen=True)
@@ -326,7 +326,7 @@ class PowerLoss:
     ``torn`` None drops all of it; ``"op"`` keeps a ``seed``-chosen prefix of
     the last un-synced write, ``"seq"`` a ``seed``-chosen subset of the
     un-synced writes of the file written last (LazyFS's torn-op and torn-seq).
-    The runtime's storage is a lazy file system (``harness/lazyfs``) for it.
+    The runtime's storage is a lazy file system (``faults/lazyfs``) for it.
     """
 
     torn: str | None = None
@@ -550,7 +550,7 @@ class Job:
     schedule: Schedule
     seed: int | None = None
     drift: Drift | None = None
-    saves_prefix: bool = False  # its state after its last kill starts the runs that kill once more (execute/prefixes.py)
+    saves_prefix: bool = False  # its state after its last kill starts the runs that kill once more (prefixes)
 
 
 @dataclass(frozen=True)

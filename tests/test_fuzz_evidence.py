@@ -208,7 +208,7 @@ def run_files(draw: st.DrawFn) -> RunFiles:
 
 
 def judge(files: RunFiles) -> Verdict:
-    """Lay ``files`` out as run_paths says, read them back and judge them against a crash-free run."""
+    """Lay ``files`` out as RunPaths says, read them back and judge them against a crash-free run."""
     with tempfile.TemporaryDirectory() as temporary:
         run_dir = Path(temporary) / "run"
         secret = Path(temporary) / "host-secret.jsonl"

@@ -1,5 +1,5 @@
 """A repro token is pasted by a person: anything but a token killpoint made is refused with the field and the fix,
-and what a valid token may run is decided by ``repro_safety``, never by the token."""
+and what a valid token may run is decided by ``repro/safety``, never by the token."""
 
 from __future__ import annotations
 

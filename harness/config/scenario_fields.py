@@ -154,7 +154,7 @@ SCENARIO_FIELDS = (
     Field("schedule", _table, '[schedule] mode = "exhaustive" (depth = 1) or mode = "random" (runs = 50, seed = 0)'),
     Field("backend", _one_of(BACKENDS), 'backend = "forkserver", "subprocess" or "docker"'),
     Field("image", _text, 'image = "killpoint-host:1" (a local Docker image)'),
-    # Its keys are the store readers' (harness.frameworks.journal_problems checks them with the scenario).
+    # Its keys are the store readers' (judge.stores.journal_problems checks them with the scenario).
     Field("world_on_device", _boolean, "world_on_device = true (a power loss drops what the fake tools never "
                                        "fsynced in the world too: their own durability under test)"),
     Field("journal", _table, '[journal] format = "killpoint" (the runtime\'s own durable record: '

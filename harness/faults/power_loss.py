@@ -1,7 +1,7 @@
 """A power-loss strike's own steps: the runtime's storage copied, the un-durable writes dropped, the copy again.
 
 The nemesis calls ``lose_power`` once the killed tree is confirmed dead, so
-nothing writes while the lazy file system (``harness/lazyfs``) throws away what
+nothing writes while the lazy file system (``faults/lazyfs``) throws away what
 the runtime never made durable. What the next incarnation finds is then what a
 disk that lost power would hold; the evidence keeps the storage as the kill left
 it (``disk-at-kill-N/``), what the drop did (``power-loss-N.json``), the
@@ -93,7 +93,7 @@ def lose_power(disks: Disks, fault: PowerLoss, *, run_dir: Path, kill_number: in
     A copy that meets something it will not follow (a symlink, a FIFO, a file
     past the bounds) leaves it out and says so: the copies are evidence for a
     person, the checker judges from the journal after the drop. A world on the
-    device is dropped the same way, its evidence beside (``world_copy_path``).
+    device is dropped the same way, its evidence beside (``RunPaths.world_copy``).
     """
     paths = RunPaths(run_dir)
     problems = _drop_one(disks.storage, fault, "storage", paths.disk_at_kill(kill_number),

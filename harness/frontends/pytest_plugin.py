@@ -79,7 +79,7 @@ class KillpointResult:
     runs_dir: Path
     described: str
     golden: Any  # killpoint.harness.model.GoldenRun
-    outcomes: list[Any]  # killpoint.harness.execute.session.RunOutcome, in job order
+    outcomes: list[Any]  # killpoint.harness.model.RunOutcome, in job order
 
 
 SETTINGS = pytest.StashKey[Settings]()

@@ -2,7 +2,7 @@
 
 Such a runtime writes no decisions and no class snapshots. What the rules
 expect of each planned call after a kill comes from the runtime's store, copied
-at the kill and read by its reader (``harness.frameworks``), and from the
+at the kill and read by its reader (``judge/stores``), and from the
 catalogue the harness handed the incarnation that ran the call; what the
 runtime did comes from the ledger (the fake tools' invoked, probe and effect
 lines, split at the harness's kill markers). The state of a call at kill k is

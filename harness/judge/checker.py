@@ -1,6 +1,6 @@
 """The checker: a pure function of (scenario, evidence, golden run) -> Verdict, composed of rules.
 
-Each rule judges one part of the recovery rules (``harness.properties``) and
+Each rule judges one part of the recovery rules (``judge/properties``) and
 declares the evidence it needs, its guard. A rule whose evidence is missing (a
 journal copy or kill marker lost, a file refused, a catalogue the workload was
 handed gone) is unknown with the reason, never a pass; an exception inside a
@@ -9,7 +9,7 @@ findings. The rules' results merge false > unknown > true (Jepsen's
 ``compose``, ``check-safe`` and ``merge-valid``).
 
 A scenario with a ``[journal]`` table (a runtime that keeps its own durable
-record) is judged by ``BLACK_BOX_RULES`` (``harness.blackbox``): from the
+record) is judged by ``BLACK_BOX_RULES`` (``judge/blackbox``): from the
 copies of its store, the ledger and the world, with no decisions to read.
 """
 

@@ -1,6 +1,6 @@
 """The recovery rules' judgements, each a function of the run's facts returning findings.
 
-The checker (``harness.checker``) runs each behind its guard: a judgement here
+The checker (``judge/checker``) runs each behind its guard: a judgement here
 may assume the evidence its rule declares it needs is all there. Everything is
 judged from the journal, the ledger and the world against the checker's own
 table of the recovery rules (recovery-rules.md); the runtime's code is never

@@ -2,7 +2,7 @@
 
 Every failing run's block ends with the one command that reproduces it, written
 so that it runs where it is printed (``killpoint_command``). Every figure is
-rendered from the session's one ``Summary`` (``harness.summary``); a run the
+rendered from the session's one ``Summary`` (``reporting/summary``); a run the
 checker could not judge is labelled UNKNOWN with its reason, never PASS or FAIL.
 """
 

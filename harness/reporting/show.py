@@ -45,7 +45,7 @@ FINDING_TYPES: dict[str, tuple[type, ...]] = {
 class JudgedRun:
     """What verdict.json says of a run the harness judged."""
 
-    outcome: str  # one of session.RESULTS
+    outcome: str  # one of model.RESULTS
     schedule: tuple[str, ...]
     seed: int | None
     findings: tuple[Finding, ...]

@@ -8,7 +8,7 @@ exactly that and says so plainly when the scenario has changed underneath it.
 A token is pasted by a person (from a CI log, a chat), so ``decode`` treats it
 as untrusted input: its size is bounded before and after decompression, and
 its payload must match ``FIELDS`` exactly, or it is refused with every problem
-named. What a valid token may *run* is decided elsewhere (``repro_safety``).
+named. What a valid token may *run* is decided elsewhere (``repro/safety``).
 """
 
 from __future__ import annotations
