@@ -19,7 +19,7 @@ import pytest
 import killpoint
 from killpoint.errors import HarnessError
 
-STOPS = {"killpoint.harness.execute.session.SessionInterrupted", "killpoint.harness.execute.session._WorkerStopped",
+STOPS = {"killpoint.harness.execute.session.SessionInterrupted", "killpoint.harness.execute.pool._WorkerStopped",
          "killpoint.harness.execute.stop_signals.Terminated", "killpoint.harness.certify.trials._Abort"}
 
 

@@ -16,8 +16,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -26,8 +25,8 @@ from typing import Any
 from killpoint.errors import ConfigError, WorkloadError
 from killpoint.harness._safe_files import remove_tree
 from killpoint.harness.backends import Backend, make_backend
-from killpoint.harness.backends._forkserver_main import die_with_parent
 from killpoint.harness.execute.point_snapshots import RunSharing
+from killpoint.harness.execute.pool import WorkerPool
 from killpoint.harness.execute.prefixes import Prefixes
 from killpoint.harness.execute.run_record import new_run_record, write_json_atomically, write_run_record
 from killpoint.harness.execute.runner import (execute_run, require_rendezvous, run_golden, save_incarnations,
@@ -46,7 +45,6 @@ from killpoint.harness.repro.safety import recorded_origin
 from killpoint.harness.repro.token import ReproToken
 from killpoint.harness.schedules.schedule import Schedule, has_power_loss, parse_point_reached
 
-WORKER_STOP_TIMEOUT_S = 10.0  # a stopped worker kills its incarnation and exits; past this it is SIGKILLed
 
 
 class SessionInterrupted(KeyboardInterrupt):
@@ -220,61 +218,10 @@ def reduce_to_verdict(run_dir: Path) -> None:
                 remove_tree(entry)
 
 
-_worker_backend: Backend | None = None
-_worker_busy = False
-
-
-class _WorkerStopped(BaseException):
-    """The session asked this worker to stop (SIGTERM): its run's incarnation is killed on the way out."""
-
-
-def _init_worker(harness_pid: int) -> None:
-    """Pool initializer: the worker dies with the harness, and stops when the harness says so.
-
-    A SIGKILLed harness leaves its workers nothing to report to; the kernel kills
-    them. Ctrl-C reaches the whole process group, but only the harness acts on it:
-    it stops its workers with SIGTERM (``_stop_workers``).
-    """
-    die_with_parent(harness_pid)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _stop_worker)
-
-
-def _stop_worker(signum: int, frame: object) -> None:
-    """SIGTERM in a worker: unwind a run under way (which kills its incarnation), or exit at once when idle."""
-    if _worker_busy:
-        raise _WorkerStopped()
-    os._exit(128 + signum)
-
-
-def _run_in_worker(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, backend_name: str,
-                   backend_options: dict[str, str], keep_all: bool, scratch: Scratch | None) -> RunOutcome:
-    """Entry point of a parallel worker: one backend per worker process, made on first use."""
-    global _worker_backend, _worker_busy
-    _worker_busy = True
-    try:
-        if _worker_backend is None:
-            _worker_backend = make_backend(backend_name, **backend_options)
-        return run_job(scenario, golden, job, runs_dir, _worker_backend, keep_all=keep_all, scratch=scratch)
-    except _WorkerStopped:
-        if _worker_backend is not None:
-            _worker_backend.close()
-        os._exit(128 + signal.SIGTERM)  # not back to the pool, which would start its next queued job
-    finally:
-        _worker_busy = False
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """SIGTERM the pool's workers, wait until they are gone, SIGKILL any that outstay ``WORKER_STOP_TIMEOUT_S``."""
-    workers = list((pool._processes or {}).values())  # the executor has no public way to stop its workers mid-job
-    for worker in workers:
-        worker.terminate()
-    deadline = time.monotonic() + WORKER_STOP_TIMEOUT_S
-    for worker in workers:
-        worker.join(max(0.0, deadline - time.monotonic()))
-        if worker.exitcode is None:
-            worker.kill()
-            worker.join()
+def _run_in_worker(scenario: Scenario, golden: GoldenRun, runs_dir: Path, keep_all: bool, scratch: Scratch | None,
+                   job: Job, backend: Backend) -> RunOutcome:
+    """``run_job`` as a worker of the pool carries it out, with the worker's backend."""
+    return run_job(scenario, golden, job, runs_dir, backend, keep_all=keep_all, scratch=scratch)
 
 
 def mark_interrupted(run_dir: Path, signum: int) -> bool:
@@ -353,18 +300,15 @@ def run_session(
             under_way = [runs_dir / f"run-{job.index:05d}" for job in batch]
             if min(jobs, len(batch)) > workers:  # a deeper level may have more schedules: a bigger pool for it
                 if pool is not None:
-                    pool.shutdown()
+                    pool.close()
                 workers = min(jobs, len(batch))
-                pool = ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(os.getpid(),))
+                pool = WorkerPool(workers, backend_name, backend_options)
             if pool is None:
-                done = (run_job(scenario, golden, job, runs_dir, backend, keep_all=keep_all, scratch=scratch)
-                        for job in batch)
+                done: Iterator[RunOutcome] = (
+                    run_job(scenario, golden, job, runs_dir, backend, keep_all=keep_all, scratch=scratch)
+                    for job in batch)
             else:
-                # The list is as_completed's alone, which lets go of each future once it is yielded: a finished
-                # future holds its outcome, and a list of them kept every outcome twice.
-                done = (future.result() for future in as_completed([
-                    pool.submit(_run_in_worker, scenario, golden, job, runs_dir, backend_name, backend_options,
-                                keep_all, scratch) for job in batch]))
+                done = pool.outcomes(_run_in_worker, (scenario, golden, runs_dir, keep_all, scratch), batch)
             for outcome in (_compacted(outcome, shared) for outcome in done):
                 under_way.remove(outcome.run_dir)
                 on_outcome(outcome)
@@ -378,11 +322,11 @@ def run_session(
         return golden, outcomes
     except KeyboardInterrupt as interrupt:
         signum = signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT
-        # A second Ctrl-C must not break off the clean-up, which is bounded by WORKER_STOP_TIMEOUT_S.
+        # A second Ctrl-C must not break off the clean-up, which is bounded by pool.WORKER_STOP_TIMEOUT_S.
         handlers = {stop: signal.signal(stop, signal.SIG_IGN) for stop in (signal.SIGINT, signal.SIGTERM)}
         try:
             if pool is not None:
-                _stop_workers(pool)
+                pool.stop()
                 # A worker stopped inside its run's clean-up, or SIGKILLed past the timeout, leaves its run's
                 # control folder; its owner is gone now, so the sweep takes it.
                 sweep_abandoned_control_dirs()
@@ -394,7 +338,7 @@ def run_session(
         raise SessionInterrupted(signum, outcomes, interrupted) from None
     finally:
         if pool is not None:
-            pool.shutdown(cancel_futures=True)
+            pool.close()
         backend.close()
         if scratch is not None:
             _close_scratch(scratch, runs_dir)
