@@ -293,6 +293,19 @@ def test_unmount_stale_removes_the_mount_a_killed_daemon_left(tmp_path: Path, fu
         live.close()
 
 
+@pytest.mark.parametrize("module", sorted(module.decode() for module in mount.DAEMON_MODULES))
+def test_a_daemon_is_known_live_by_either_name_its_module_has_had(tmp_path: Path, module: str) -> None:
+    """A killpoint from before harness/ was laid out by role may serve mounts on the same host: its daemon's
+    command line names ``killpoint.harness.lazyfs.daemon``, and its mounts are live, never stale."""
+    served = tmp_path / "served"
+    daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", module, "--mount", str(served)])
+    try:
+        assert str(served) in mount._served_mounts()
+    finally:
+        daemon.kill()
+        daemon.wait()
+
+
 OWNER = """
     import sys, time
     from pathlib import Path
