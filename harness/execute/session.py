@@ -46,7 +46,6 @@ from killpoint.harness.repro.token import ReproToken
 from killpoint.harness.schedules.schedule import Schedule, has_power_loss, parse_point_reached
 
 
-
 class SessionInterrupted(KeyboardInterrupt):
     """A session ended by SIGINT or SIGTERM: what finished, and the run directories left under way."""
 
