@@ -54,8 +54,6 @@ class SessionInterrupted(KeyboardInterrupt):
         self.signum, self.outcomes, self.interrupted = signum, outcomes, interrupted
 
 
-
-
 def default_runs_dir(scenario: Scenario) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("killpoint-runs") / f"{stamp}-{scenario.name}-{os.getpid()}"

@@ -183,7 +183,6 @@ def settings_from(config: pytest.Config, drawn_seed: int | None = None, workers:
                     scratch, config.getoption("--killpoint-no-scratch"))
 
 
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "killpoint: a chaos test running killpoint sessions (set on every test "
                                        "that uses the killpoint_run fixture)")
