@@ -1,8 +1,9 @@
 """The harness's errors: one root, each also a builtin where one fits, all picklable.
 
-Every exception killpoint raises is a ``HarnessError`` (a stop asked for by
-SIGINT or SIGTERM stays a ``KeyboardInterrupt``, so that no ``except
-Exception`` swallows it). A ``ConfigError`` is bad input (scenario, plan, catalogue, flags): the CLI
+Every exception killpoint raises is a ``HarnessError``, but for the stops no
+``except Exception`` may swallow: SIGINT and SIGTERM (``KeyboardInterrupt``s)
+and the signals that stop a worker or a search (``BaseException``s). A
+``ConfigError`` is bad input (scenario, plan, catalogue, flags): the CLI
 prints its message and exits 2. A ``WorkloadError`` means the workload could not
 run its task even without a crash (it does not start, exits at once, hangs):
 that is no recovery verdict, and also exits 2. An ``InfrastructureError`` is
