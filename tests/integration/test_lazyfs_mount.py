@@ -300,6 +300,9 @@ def test_a_daemon_is_known_live_by_either_name_its_module_has_had(tmp_path: Path
     served = tmp_path / "served"
     daemon = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", module, "--mount", str(served)])
     try:
+        # Its command line reads empty for a moment after the start (the exec's arguments not yet in place):
+        # a real daemon is looked for only once its mount is served, long after.
+        wait_until(lambda: Path(f"/proc/{daemon.pid}/cmdline").read_bytes(), "its command line")
         assert str(served) in mount._served_mounts()
     finally:
         daemon.kill()
