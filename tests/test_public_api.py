@@ -48,3 +48,6 @@ def test_a_run_directory_is_judged_with_the_public_names_alone(tmp_path):
     golden = killpoint.GoldenRun(tmp_path / "golden", {}, {}, (), 0.0)
     verdict = killpoint.check(scenario, evidence, golden)
     assert isinstance(verdict, killpoint.Verdict)
+    # Read where RunPaths says: the journal and ledger found, the incarnations' record missing, so unknown.
+    assert verdict.valid is None and "incarnations.json is missing" in (verdict.error or ""), verdict
+    assert not evidence.unreadable.keys() - {paths.incarnations.name}, evidence.unreadable
