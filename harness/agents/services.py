@@ -73,8 +73,9 @@ class SeamRecord:
         # stamped by its service. The hold refuses an exchange of an incarnation that is no longer running.
         arrived_in = exchange.setdefault("incarnation", self.incarnation)
         if point in (REQUEST, TOOL_REQUEST):
-            # Bounded: a reply the agent leaves unread ends at its socket's timeout, and the order is moot then.
-            self.replies.settle(SETTLE_DEADLINE_S)
+            if point == REQUEST:  # a tool request waited in its service, before its invocation was written
+                # Bounded: a reply the agent leaves unread ends at its socket's timeout, and the order is moot then.
+                self.replies.settle(SETTLE_DEADLINE_S)
             self._require_running(arrived_in, point)
             if self.store is not None:
                 self.store.sync(arrived_in)  # a result saved before this request is its store_result, before it

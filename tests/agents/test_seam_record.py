@@ -34,7 +34,8 @@ class Announced:
         self.points.append((point, calls))
 
 
-def test_a_request_is_taken_only_after_the_seam_of_every_reply_sent_before_it() -> None:
+def test_a_model_request_is_taken_only_after_the_seam_of_every_reply_sent_before_it() -> None:
+    """(A tool request waits in its service, before its invocation is written: test_tool_service.py.)"""
     announced = Announced()
     record = SeamRecord(announced)
     sent, go_on = threading.Event(), threading.Event()
@@ -46,7 +47,7 @@ def test_a_request_is_taken_only_after_the_seam_of_every_reply_sent_before_it() 
             record(TOOL_REPLY, ("c1",), {})
 
     replying = threading.Thread(target=reply_c1)
-    requesting = threading.Thread(target=record, args=(TOOL_REQUEST, ("c2",), {}))
+    requesting = threading.Thread(target=record, args=(REQUEST, ("c2",), {}))
     replying.start()
     assert sent.wait(DEADLINE_S)
     requesting.start()
@@ -55,7 +56,7 @@ def test_a_request_is_taken_only_after_the_seam_of_every_reply_sent_before_it() 
     go_on.set()
     replying.join(DEADLINE_S)
     requesting.join(DEADLINE_S)
-    assert announced.points == [(TOOL_REPLY, ("c1",)), (TOOL_REQUEST, ("c2",))]
+    assert announced.points == [(TOOL_REPLY, ("c1",)), (REQUEST, ("c2",))]
 
 
 def test_a_model_request_after_the_strike_is_neither_recorded_nor_announced() -> None:
