@@ -14,7 +14,7 @@ from killpoint.harness.judge import checker
 from killpoint.harness.judge.checker import check, expected_action
 from killpoint.harness.judge.evidence import Evidence, JsonLines, Line
 from killpoint.harness.layout import CATALOGUE_FILE
-from killpoint.harness.model import GoldenRun, Incarnation, Plan, PlannedCall, Scenario
+from killpoint.harness.model import Finding, GoldenRun, Incarnation, Plan, PlannedCall, Scenario
 
 CATALOGUE = load_catalogue(REFERENCE_CATALOGUE)
 PLAN = Plan("t", (PlannedCall("c1", "read_file", {"path": "a"}), PlannedCall("c2", "append", {"path": "a", "text": "x"}),
@@ -219,16 +219,42 @@ def test_a_checker_bug_makes_its_rule_unknown_and_keeps_the_other_rules_findings
     def broken(facts):
         raise RuntimeError("bug in the checker")
 
-    rules = tuple(replace(rule, judge=broken) if rule.name == "liveness" else rule for rule in checker.RULES)
-    verdict = check(SCENARIO, evidence(), GOLDEN, rules)
+    judgements = tuple(replace(judgement, judge=broken) if "liveness" in judgement.finds else judgement
+                       for judgement in checker.JUDGEMENTS)
+    verdict = check(SCENARIO, evidence(), GOLDEN, judgements)
     assert verdict.valid is None
     assert verdict.error == "checker error, so liveness cannot be judged: RuntimeError: bug in the checker"
-    failing = check(SCENARIO, evidence(world={"files/a": "xx"}), GOLDEN, rules)
+    failing = check(SCENARIO, evidence(world={"files/a": "xx"}), GOLDEN, judgements)
     assert failing.valid is False and failing.properties == ("world-equals-golden",)
     assert "not judged: liveness: checker error: RuntimeError: bug in the checker" in failing.notes
     statuses = {result.rule: result.status for result in failing.rules}
     assert statuses["liveness"] == "unknown" and statuses["world-equals-golden"] == "failed"
     assert statuses["write-ahead"] == "passed"
+
+
+def test_a_rule_is_a_property_called_by_one_name_in_results_findings_and_json():
+    """A CI script reading verdict.json finds each finding's property among the rules, failed, under that name."""
+    assert set(checker.RULES) == set(checker.PROPERTIES)
+    assert set(checker.BLACK_BOX_RULES) < set(checker.PROPERTIES)
+    recovery = swap(RECOVERY, decision("c1", p.SUCCEEDED, p.SKIP), decision("c1", p.SUCCEEDED, p.RETRY))
+    verdict = check(SCENARIO, evidence(recovery=recovery, world={"files/a": "xx"}), GOLDEN)
+    shape = verdict.to_json()
+    assert [finding["property"] for finding in shape["findings"]] == ["succeeded-not-replayed", "world-equals-golden"]
+    assert list(shape["rules"]) == list(checker.RULES)
+    assert {rule for rule, result in shape["rules"].items() if result["status"] == "failed"} == set(verdict.properties)
+
+
+def test_a_finding_naming_a_property_its_judgement_does_not_judge_is_a_checker_error():
+    """A judgement that strays would fail a rule whose other judgements' evidence was never asked for."""
+    def stray(facts):
+        return [Finding("liveness", "found by the world's judgement")]
+
+    judgements = tuple(replace(judgement, judge=stray) if "world-equals-golden" in judgement.finds else judgement
+                       for judgement in checker.JUDGEMENTS)
+    verdict = check(SCENARIO, evidence(), GOLDEN, judgements)
+    assert verdict.valid is None and not verdict.findings
+    assert verdict.error == ("checker error, so world-equals-golden cannot be judged: InternalError: stray found "
+                             "liveness, which it does not judge")
 
 
 def test_attempts_must_count_up_from_one():

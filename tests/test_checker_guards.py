@@ -87,7 +87,7 @@ def test_a_missing_torn_copy_is_unknown_not_judged_on_the_untorn_one(tmp_path):
     run = {"journal": at_kill + recovery, "copies": [at_kill], "ledger": ledger, "incarnations": incarnations}
     verdict = judge(tmp_path / "lost", **run)
     assert verdict.valid is None, verdict
-    assert status(verdict, "decisions")[0] == "unknown"
+    assert status(verdict, "interrupted-action")[0] == "unknown"
     assert "tore the journal but journal-at-kill-0.torn.jsonl is missing" in verdict.error
     kept = judge(tmp_path / "kept", **run, torn={0: at_kill[:2]})
     assert kept.valid is False and "failed-not-replayed" in kept.properties, kept
@@ -126,7 +126,7 @@ def test_a_recovery_killed_while_deciding_owes_no_decision_yet(tmp_path):
 def test_a_lost_catalogue_makes_the_rules_that_read_classes_unknown(tmp_path):
     verdict = correct_run(tmp_path, catalogues={})
     assert verdict.valid is None, verdict
-    for rule in ("class-snapshots", "decisions", "verify-before-replay"):
+    for rule in ("interrupted-action", "journal-well-formed", "verify-before-replay"):
         assert status(verdict, rule) == (
             "unknown", "evidence missing: the catalogue handed to incarnation 0 cannot be read: catalogue.json is missing")
     assert status(verdict, "write-ahead")[0] == status(verdict, "liveness")[0] == "passed"
@@ -161,7 +161,8 @@ def test_the_verdict_serialises_each_rules_result(tmp_path):
     shape = verdict.to_json()
     assert set(shape) == {"valid", "findings", "notes", "error", "rules"}
     assert shape["rules"]["liveness"] == {"status": "passed", "reason": None}
-    assert shape["rules"]["decisions"]["status"] == "unknown" and "catalogue.json" in shape["rules"]["decisions"]["reason"]
+    unknown = shape["rules"]["interrupted-action"]
+    assert unknown["status"] == "unknown" and "catalogue.json" in unknown["reason"]
     assert json.loads(json.dumps(shape)) == shape
 
 

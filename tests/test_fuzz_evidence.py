@@ -38,7 +38,9 @@ NESTING_DEPTHS = [10, 200, 900, 990, 3000, 100_000]
 BAD_UTF8 = [b"\xff", b"\xc3", b"\x80\x80", b"\xed\xa0\x80", b"\xef\xbb\xbf", b"\x00", b"\x00\x00\x00"]
 LINE_MOVES = ["cut", "bad_utf8", "odd_number", "deep", "wrong_type", "duplicate_key", "blank", "random", "utf16",
               "drop", "repeat", "crlf"]
-LEDGER_RULES = ("write-ahead", "closed-not-replayed", "decisions", "verify-before-replay")
+# The rules only judgements reading the ledger judge (journal-well-formed is judged on the ledger's kills too).
+LEDGER_RULES = ("succeeded-not-replayed", "interrupted-action", "verify-before-replay", "failed-not-replayed",
+                "write-ahead")
 # How a file can stand in the run directory besides holding bytes: what a hostile workload can make of it.
 STAND_INS = ["missing", "symlink", "fifo", "directory"]
 
@@ -246,6 +248,8 @@ def test_any_run_directory_gets_a_verdict_never_an_error(files):
         # No marker here says its kill closed a line, so a line that does not parse may hide a tool's record.
         judged_on_the_ledger = {result.rule: result.status for result in verdict.rules if result.rule in LEDGER_RULES}
         assert set(judged_on_the_ledger.values()) == {"unknown"}, judged_on_the_ledger
+        statuses = {result.rule: result.status for result in verdict.rules}
+        assert statuses["journal-well-formed"] != "passed"  # its decisions are judged at the ledger's kills
     if files == UNHARMED:
         assert verdict.valid is True, verdict.findings  # undamaged evidence of a correct recovery passes
 

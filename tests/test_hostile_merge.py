@@ -67,12 +67,12 @@ def test_a_failing_run_edited_to_pass_whose_rules_still_say_it_failed_is_refused
 
     def with_rules(entry: dict[str, Any]) -> None:
         turned_passed_without_findings(entry)
-        entry["rules"] = {"decisions": {"status": "failed", "reason": None},
+        entry["rules"] = {"interrupted-action": {"status": "failed", "reason": None},
                           "liveness": {"status": "passed", "reason": None}}
 
     edited(report, forged(with_rules))
     err = refused("merge", *reports)
-    assert (f"runs[{position}] (run 17): valid: true, but its rules (decisions failed, liveness passed) make it "
+    assert (f"runs[{position}] (run 17): valid: true, but its rules (interrupted-action failed, liveness passed) make it "
             f"false") in err
 
 

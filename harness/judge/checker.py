@@ -1,15 +1,17 @@
 """The checker: a pure function of (scenario, evidence, golden run) -> Verdict, composed of rules.
 
-Each rule judges one part of the recovery rules (``judge/properties``) and
-declares the evidence it needs, its guard. A rule whose evidence is missing (a
-journal copy or kill marker lost, a file refused, a catalogue the workload was
-handed gone) is unknown with the reason, never a pass; an exception inside a
-rule makes that rule unknown with the error and keeps every other rule's
-findings. The rules' results merge false > unknown > true (Jepsen's
-``compose``, ``check-safe`` and ``merge-valid``).
+A rule is one property of the recovery rules (``PROPERTIES``), called by that
+one name in results, findings, the JSON reports and the docs. It is judged by
+the judgements that find it (``judge/properties``), each declaring the evidence
+it needs, its guard. A judgement whose evidence is missing (a journal copy or
+kill marker lost, a file refused, a catalogue the workload was handed gone)
+leaves its rules unknown with the reason, never a pass; an exception inside one
+does the same with the error and keeps every other judgement's findings. The
+rules' results merge false > unknown > true (Jepsen's ``compose``,
+``check-safe`` and ``merge-valid``).
 
 A scenario with a ``[journal]`` table (a runtime that keeps its own durable
-record) is judged by ``BLACK_BOX_RULES`` (``judge/blackbox``): from the
+record) is judged by ``BLACK_BOX_JUDGEMENTS`` (``judge/blackbox``): from the
 copies of its store, the ledger and the world, with no decisions to read.
 """
 
@@ -20,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from killpoint import protocol as p
+from killpoint.errors import InternalError
 from killpoint.harness.judge import blackbox, properties
 from killpoint.harness.judge.evidence import Evidence, MissingEvidence, lines_no_kill_left
 from killpoint.harness.judge.properties import PROPERTIES, Facts, expected_action
@@ -33,7 +36,8 @@ from killpoint.harness.model import (FAILED, PASSED, UNKNOWN, DurableState, Find
 if TYPE_CHECKING:
     from killpoint.harness.model import Scenario
 
-__all__ = ["BLACK_BOX_RULES", "PROPERTIES", "RULES", "Rule", "check", "expected_action"]
+__all__ = ["BLACK_BOX_JUDGEMENTS", "BLACK_BOX_RULES", "JUDGEMENTS", "PROPERTIES", "RULES", "Judgement", "check",
+           "expected_action"]
 
 # -- guards: the evidence a rule needs; each returns why it is missing, or None ----------------
 
@@ -145,14 +149,16 @@ def final_stores(evidence: Evidence) -> str | None:
 STORE_KILLS = (store_copies, kill_markers)
 
 
-# -- rules ---------------------------------------------------------------------------------------
+# -- rules: each a property, judged by every judgement that finds it -------------------------------
 
 
 @dataclass(frozen=True)
-class Rule:
-    """One judgement (``judge``) behind its guard (``needs``); ``name`` is how results and reports call it."""
+class Judgement:
+    """One judging function (``judge/properties``, ``judge/blackbox``) behind its guard (``needs``), and the
+    properties its findings may name (``finds``). A rule is a property: results, findings, the JSON reports and
+    the docs call it by one name, and it is judged by every judgement that ``finds`` it."""
 
-    name: str
+    finds: tuple[str, ...]
     needs: tuple[Guard, ...]
     judge: Callable[[Facts], list[Finding]]
 
@@ -177,25 +183,37 @@ def world_rule(excuses: Callable[[Facts], list[str]], kills: tuple[Guard, ...]) 
     return world
 
 
-RULES: tuple[Rule, ...] = (
-    Rule("journal-records", (), properties.journal_records),
-    Rule("class-snapshots", (kill_copies, handed_catalogues), properties.class_snapshots),
-    Rule("write-ahead", KILLS, properties.write_ahead),
-    Rule("closed-not-replayed", KILLS, properties.closed_not_replayed),
-    Rule("decisions", (*KILLS, handed_catalogues), properties.decisions),
-    Rule("verify-before-replay", (*KILLS, handed_catalogues), properties.verify_before_replay),
-    Rule("liveness", (incarnations_recorded,), properties.liveness),
-    Rule("world-equals-golden", (), world_rule(properties.retries_made_unsafe_by_drift, KILLS)),
+NOT_REPLAYED = ("succeeded-not-replayed", "failed-not-replayed")
+WELL_FORMED, INTERRUPTED = "journal-well-formed", "interrupted-action"
+
+JUDGEMENTS: tuple[Judgement, ...] = (
+    Judgement((WELL_FORMED,), (), properties.journal_records),
+    Judgement((WELL_FORMED,), (kill_copies, handed_catalogues), properties.class_snapshots),
+    Judgement(("write-ahead",), KILLS, properties.write_ahead),
+    Judgement(NOT_REPLAYED, KILLS, properties.closed_not_replayed),
+    Judgement((*NOT_REPLAYED, INTERRUPTED, WELL_FORMED), (*KILLS, handed_catalogues), properties.decisions),
+    Judgement(("verify-before-replay",), (*KILLS, handed_catalogues), properties.verify_before_replay),
+    Judgement(("liveness",), (incarnations_recorded,), properties.liveness),
+    Judgement(("world-equals-golden",), (), world_rule(properties.retries_made_unsafe_by_drift, KILLS)),
 )
 
 # Judged black-box there are no decisions, class snapshots or killpoint journal records to judge.
-BLACK_BOX_RULES: tuple[Rule, ...] = (
-    Rule("write-ahead", STORE_KILLS, blackbox.write_ahead),
-    Rule("closed-not-replayed", STORE_KILLS, blackbox.recorded_not_replayed),
-    Rule("verify-before-replay", (*STORE_KILLS, handed_catalogues), blackbox.verify_before_replay),
-    Rule("liveness", (incarnations_recorded, final_stores), blackbox.liveness),
-    Rule("world-equals-golden", (), world_rule(blackbox.retries_made_unsafe_by_drift, STORE_KILLS)),
+BLACK_BOX_JUDGEMENTS: tuple[Judgement, ...] = (
+    Judgement(("write-ahead",), STORE_KILLS, blackbox.write_ahead),
+    Judgement(NOT_REPLAYED, STORE_KILLS, blackbox.recorded_not_replayed),
+    Judgement(("verify-before-replay",), (*STORE_KILLS, handed_catalogues), blackbox.verify_before_replay),
+    Judgement(("liveness",), (incarnations_recorded, final_stores), blackbox.liveness),
+    Judgement(("world-equals-golden",), (), world_rule(blackbox.retries_made_unsafe_by_drift, STORE_KILLS)),
 )
+
+
+def rules_judged(judgements: tuple[Judgement, ...]) -> tuple[str, ...]:
+    """The rules (properties) ``judgements`` judge, in the order findings are reported."""
+    found = {name for judgement in judgements for name in judgement.finds}
+    return tuple(name for name in PROPERTIES if name in found)
+
+
+RULES, BLACK_BOX_RULES = rules_judged(JUDGEMENTS), rules_judged(BLACK_BOX_JUDGEMENTS)
 
 
 def _require(evidence: Evidence, needs: tuple[Guard, ...]) -> None:
@@ -205,47 +223,69 @@ def _require(evidence: Evidence, needs: tuple[Guard, ...]) -> None:
         raise MissingEvidence("; ".join(reasons))
 
 
-def _check_safe(rule: Rule, facts: Facts) -> tuple[RuleResult, list[Finding]]:
-    """One rule's result and findings; missing evidence or an error inside the rule makes it unknown."""
+def _judge_safe(judgement: Judgement, facts: Facts) -> tuple[list[Finding], str | None]:
+    """One judgement's findings, or why it could not judge: its evidence missing, the run undecidable, or an
+    error inside it (a finding naming a property it does not judge is one)."""
     try:
-        _require(facts.evidence, rule.needs)
-        findings = rule.judge(facts)
+        _require(facts.evidence, judgement.needs)
+        findings = judgement.judge(facts)
+        if strays := sorted({finding.property for finding in findings} - set(judgement.finds)):
+            raise InternalError(f"{judgement.judge.__name__} found {', '.join(strays)}, which it does not judge")
     except MissingEvidence as missing:
-        return RuleResult(rule.name, UNKNOWN, f"evidence missing: {missing}"), []
+        return [], f"evidence missing: {missing}"
     except properties.Undecidable as why:
-        return RuleResult(rule.name, UNKNOWN, f"not decidable: {why}"), []
+        return [], f"not decidable: {why}"
     except Exception as error:  # noqa: BLE001 - a checker bug must not pass as a verdict, nor hide the other rules
-        return RuleResult(rule.name, UNKNOWN, f"checker error: {type(error).__name__}: {error}"), []
-    return RuleResult(rule.name, FAILED if findings else PASSED), findings
+        return [], f"checker error: {type(error).__name__}: {error}"
+    return findings, None
 
 
-def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun, rules: tuple[Rule, ...] | None = None) -> Verdict:
-    """Judge one run by every rule (by default ``RULES``, or ``BLACK_BOX_RULES`` for a ``[journal]`` scenario);
-    never raises.
+def _rule_result(rule: str, judged: list[tuple[Judgement, list[Finding], str | None]]) -> RuleResult:
+    """A rule failed if a judgement found it broken; else unknown if a judgement of it could not judge (its
+    reasons merged, each said once); else passed."""
+    if any(finding.property == rule for _, findings, _ in judged for finding in findings):
+        return RuleResult(rule, FAILED)
+    reasons = [why for judgement, _, why in judged if why is not None and rule in judgement.finds]
+    return RuleResult(rule, UNKNOWN, _merged_reasons(reasons)) if reasons else RuleResult(rule, PASSED)
+
+
+def _merged_reasons(reasons: list[str]) -> str:
+    """``evidence missing: A; B`` from ``evidence missing: A`` and ``evidence missing: A; B``: each kind of
+    reason once, each of its parts once."""
+    parts: dict[str, dict[str, None]] = {}
+    for reason in reasons:
+        kind, _, text = reason.partition(": ")
+        parts.setdefault(kind, {}).update(dict.fromkeys(text.split("; ")))
+    return "; ".join(f"{kind}: {'; '.join(texts)}" for kind, texts in parts.items())
+
+
+def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun,
+          judgements: tuple[Judgement, ...] | None = None) -> Verdict:
+    """Judge one run by every rule (by default ``JUDGEMENTS``'s, or ``BLACK_BOX_JUDGEMENTS``'s for a
+    ``[journal]`` scenario); never raises.
 
     ``valid`` merges the rules' results (false > unknown > true); ``error``
     says why a verdict is unknown, rule by rule; a failed verdict names the
     rules it could not judge in its notes.
     """
-    if rules is None:
-        rules = RULES if scenario.journal is None else BLACK_BOX_RULES
+    if judgements is None:
+        judgements = JUDGEMENTS if scenario.journal is None else BLACK_BOX_JUDGEMENTS
+    rules = rules_judged(judgements)
     notes = [] if scenario.journal is None else [judged_black_box(scenario.journal)]
     notes += _notes(evidence)
     try:
         evidence, journal_problems, ledger_problems = trusted(evidence)
     except Exception as failure:  # noqa: BLE001 - no rule can be judged on evidence that could not be cleaned
         return Verdict(None, (), tuple(notes), f"checker error: {type(failure).__name__}: {failure}",
-                       tuple(RuleResult(rule.name, UNKNOWN, "checker error") for rule in rules))
+                       tuple(RuleResult(rule, UNKNOWN, "checker error") for rule in rules))
     notes += [f"ledger record left out: {problem}" for problem in ledger_problems]
     if escaped := contained(evidence):
         return Verdict(None, (), tuple(notes), f"evidence untrusted, so no rule can be judged: {escaped}",
-                       tuple(RuleResult(rule.name, UNKNOWN, f"evidence untrusted: {escaped}") for rule in rules))
+                       tuple(RuleResult(rule, UNKNOWN, f"evidence untrusted: {escaped}") for rule in rules))
     facts = Facts(scenario, evidence, golden, tuple(journal_problems))
-    results, findings = [], []
-    for rule in rules:
-        result, found = _check_safe(rule, facts)
-        results.append(result)
-        findings += found
+    judged = [(judgement, *_judge_safe(judgement, facts)) for judgement in judgements]
+    results = tuple(_rule_result(rule, judged) for rule in rules)
+    findings = [finding for _, found, _ in judged for finding in found]
     notes += facts.notes
     if evidence.store_final is not None and evidence.store_final.traffic:
         findings = [with_traffic(finding, evidence.store_final.traffic) for finding in findings]
@@ -290,7 +330,7 @@ def judged_black_box(journal: dict[str, object]) -> str:
 
 
 def _unknown_reasons(unknown: list[RuleResult]) -> str:
-    """The unknown rules grouped by reason: "evidence missing, so write-ahead, decisions cannot be judged: ..."."""
+    """The unknown rules grouped by reason: "evidence missing, so write-ahead, liveness cannot be judged: ..."."""
     by_reason: dict[str, list[str]] = {}
     for result in unknown:
         by_reason.setdefault(result.reason or "", []).append(result.rule)

@@ -80,8 +80,8 @@ def test_the_reference_runtime_passes_black_box(killpoint, tmp_path, black_box_d
     assert judged["judged"] == "judged black-box from killpoint"
     runs = judged["runs"]
     assert runs and all(run["notes"][0] == "judged black-box from killpoint" for run in runs)
-    assert all(set(run["rules"]) == {"write-ahead", "closed-not-replayed", "verify-before-replay", "liveness",
-                                     "world-equals-golden"} for run in runs)
+    assert all(set(run["rules"]) == {"write-ahead", "succeeded-not-replayed", "failed-not-replayed",
+                                     "verify-before-replay", "liveness", "world-equals-golden"} for run in runs)
     # Kills really landed. A timed kill counts from its incarnation's own start of work, not from its launch,
     # so a slow start-up no longer makes it miss: on 2 loaded cores (load 3 to 9) 206 of 210 landed, in 14
     # sessions of these 15 runs; it misses only an incarnation that did its work faster than the crash-free run.
@@ -170,8 +170,8 @@ def test_a_store_swapped_at_the_kill_is_reported_never_followed_and_the_run_unkn
     assert not any(b"root's secret" in path.read_bytes() for path in runs.rglob("*")
                    if path.is_file() and not path.is_symlink())
     (run,) = report(tmp_path)["runs"]
-    assert run["valid"] is None and run["rules"]["closed-not-replayed"]["status"] == "unknown", run
+    assert run["valid"] is None and run["rules"]["succeeded-not-replayed"]["status"] == "unknown", run
     kind = "a symlink; it was not followed" if plant == "symlink" else "a FIFO; it was not read"
     assert any(f"at the kill, the store file journal.jsonl: journal.jsonl is {kind}" in note
                for note in run["notes"]), run["notes"]
-    assert "store-at-kill-0 was refused" in run["rules"]["closed-not-replayed"]["reason"]
+    assert "store-at-kill-0 was refused" in run["rules"]["succeeded-not-replayed"]["reason"]
