@@ -397,7 +397,7 @@ def run_dir_files(scenario: Scenario, outcome: RunOutcome,
                             drift=None, token=token, backend="subprocess", backend_options={},
                             argv=("killpoint", "run", SCENARIO))
     judged = replace(outcome, token=token)
-    return asdict(record), judged.to_json(), [asdict(incarnation) for incarnation in judged.incarnations]
+    return asdict(record), judged.to_json(), [incarnation.to_json() for incarnation in judged.incarnations]
 
 
 def encode_token(payload: bytes) -> str:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from killpoint import protocol
 from killpoint.errors import InternalError
+from killpoint.harness.codec import (NONE, SCHEMA, Undecodable, decode_all, field_problems, is_of, schema_problems,
+                                     seconds_problems)
 
 if TYPE_CHECKING:
     from killpoint.catalogue import Catalogue
@@ -60,6 +62,11 @@ class GoldenRun:
     point_times_s: tuple[float, ...] = ()
 
 
+FINDING_TYPES: dict[str, tuple[type, ...]] = {
+    "property": (str,), "message": (str,), "call": (str, NONE), "kill": (str, NONE), "evidence": (list,),
+}
+
+
 @dataclass(frozen=True)
 class Finding:
     property: str
@@ -68,9 +75,21 @@ class Finding:
     kill: str | None = None
     evidence: tuple[str, ...] = ()
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, entry: Any) -> Finding:
+        problems = (field_problems(entry, FINDING_TYPES, text_lists=("evidence",)) if isinstance(entry, dict)
+                    else ["not an object"])
+        if problems:
+            raise Undecodable(problems)
+        return cls(entry["property"], entry["message"], entry["call"], entry["kill"], tuple(entry["evidence"]))
+
 
 # What one checker rule concluded (Jepsen's :valid? true / false / :unknown).
 PASSED, FAILED, UNKNOWN = "passed", "failed", "unknown"
+RULE_STATUSES = (PASSED, FAILED, UNKNOWN)
 
 
 @dataclass(frozen=True)
@@ -80,6 +99,18 @@ class RuleResult:
     rule: str
     status: str  # PASSED, FAILED or UNKNOWN
     reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``Verdict.to_json`` holds under the rule's name."""
+        return {"status": self.status, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, rule: str, entry: Any) -> RuleResult:
+        if not (isinstance(entry, dict) and entry.get("status") in RULE_STATUSES and "reason" in entry
+                and is_of(entry["reason"], (str, NONE))):
+            raise Undecodable([f"rules.{rule}: {entry!r:.60} is not {{\"status\": one of {', '.join(RULE_STATUSES)}, "
+                               f"\"reason\": text or null}}"])
+        return cls(rule, entry["status"], entry["reason"])
 
 
 def merged_validity(results: tuple[RuleResult, ...]) -> bool | None:
@@ -106,15 +137,52 @@ class Verdict:
     def properties(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(finding.property for finding in self.findings))
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> dict[str, Any]:
         """The verdict as verdict.json and the JSON report hold it."""
         return {
             "valid": self.valid,
-            "findings": [asdict(finding) for finding in self.findings],
+            "findings": [finding.to_json() for finding in self.findings],
             "notes": list(self.notes),
             "error": self.error,
-            "rules": {result.rule: {"status": result.status, "reason": result.reason} for result in self.rules},
+            "rules": {result.rule: result.to_json() for result in self.rules},
         }
+
+    @classmethod
+    def from_json(cls, entry: Any) -> Verdict:
+        """The verdict ``to_json`` wrote; Undecodable naming every problem, also a verdict at odds with itself
+        (``checker.check`` never writes one): valid as its rules merge, failed exactly when it has findings."""
+        if not isinstance(entry, dict):
+            raise Undecodable([f"holds {type(entry).__name__}, not an object"])
+        problems = field_problems(entry, VERDICT_TYPES, text_lists=("notes",), exact=False)
+        if problems:
+            raise Undecodable(problems)
+        findings, wrong_findings = decode_all(Finding.from_json, ((f"findings[{index}].", (finding,))
+                                                                for index, finding in enumerate(entry["findings"])))
+        rules, wrong_rules = decode_all(RuleResult.from_json, (("", item) for item in entry["rules"].items()))
+        problems = wrong_findings + wrong_rules
+        if problems:
+            raise Undecodable(problems)
+        verdict = cls(entry["valid"], tuple(findings), tuple(entry["notes"]), entry["error"], tuple(rules))
+        if contradictions := verdict.contradictions():
+            raise Undecodable(contradictions)
+        return verdict
+
+    def contradictions(self) -> list[str]:
+        """What in the verdict disagrees with the rest of it."""
+        problems = []
+        shown = json.dumps(self.valid)
+        if self.rules and self.valid != (merged := merged_validity(self.rules)):
+            statuses = ", ".join(f"{result.rule} {result.status}" for result in self.rules)
+            problems.append(f"valid: {shown}, but its rules ({statuses}) make it {json.dumps(merged)}")
+        if bool(self.findings) != (self.valid is False):
+            problems.append(f"valid: {shown}, but it has {len(self.findings)} finding(s): a run fails exactly when "
+                            f"it has findings")
+        return problems
+
+
+VERDICT_TYPES: dict[str, tuple[type, ...]] = {
+    "valid": (bool, NONE), "findings": (list,), "notes": (list,), "error": (str, NONE), "rules": (dict,),
+}
 
 
 @dataclass(frozen=True)
@@ -268,14 +336,81 @@ class Incarnation:
     # (``MAX_STORAGE_TIMEOUTS``): the tool's slowness may explain it as well as a hang.
     storage_bound: bool = False
 
-    @property
+    @cached_property
     def kill(self) -> Kill | None:
-        """The scheduled kill that ended it, read back from ``killed_at``; None if it ended itself or at its timeout.
+        """The scheduled kill that ended it, read from ``killed_at`` once; None if it ended itself or at its timeout.
 
-        ``killed_at`` stays a string on disk (it is evidence); a reader comes
-        here rather than testing its spelling.
+        ``killed_at`` stays the kill's text (it is evidence, quoted as the
+        token and the flags spell it); a reader comes here rather than testing
+        its spelling.
         """
         return None if self.killed_at in (None, TIMEOUT) else parse_kill(self.killed_at)
+
+    def to_json(self) -> dict[str, Any]:
+        """The incarnation as incarnations.json, verdict.json and the JSON report hold it: its fields, each a JSON
+        value already (not ``asdict``, which copies each deeply, nor ``vars``, which holds the ``kill`` read)."""
+        return {name: getattr(self, name) for name in INCARNATION_FIELDS}
+
+    @classmethod
+    def from_json(cls, index: int, entry: Any) -> Incarnation:
+        """Entry ``index`` of the incarnations as ``to_json`` wrote them (one written before a key was added holds
+        what that key's absence meant); Undecodable naming what is wrong."""
+        if problem := _incarnation_problem(index, entry):
+            raise Undecodable([problem])
+        entry = {**INCARNATION_LATER_FIELDS, **entry}
+        return cls(**{**entry, **{key: tuple(entry[key]) for key in _INCARNATION_TEXT_LISTS}})
+
+    @classmethod
+    def all_from_json(cls, entries: Any) -> tuple[Incarnation, ...]:
+        """Every incarnation of ``entries``, numbered 0, 1, ... in order; Undecodable naming each entry wrong."""
+        if not isinstance(entries, list):
+            raise Undecodable([f"holds {type(entries).__name__}, not a list of the incarnations"])
+        incarnations, problems = decode_all(cls.from_json, (("", item) for item in enumerate(entries)))
+        if problems:
+            raise Undecodable(problems)
+        return tuple(incarnations)
+
+
+# The keys of an incarnation as ``Incarnation.to_json`` writes them, each with its JSON types.
+INCARNATION_FIELDS: dict[str, tuple[type, ...]] = {
+    "number": (int,), "pid": (int,), "exit_code": (int, NONE), "killed_at": (str, NONE), "timed_out": (bool,),
+    "points": (list,), "seconds": (int, float), "stderr_tail": (str,), "leftovers": (list,),
+    "catalogue_drift": (str, NONE), "kill_latency_s": (int, float, NONE), "protocol_problems": (list,),
+    "escaped": (list,), "storage_s": (int, float, NONE), "storage_bound": (bool,),
+}
+_INCARNATION_TEXT_LISTS = ("points", "leftovers", "protocol_problems", "escaped")  # held as tuples
+# Keys a later killpoint added, and what an entry written before them means: nothing escaped, no lazy file system.
+INCARNATION_LATER_FIELDS: dict[str, Any] = {"escaped": [], "storage_s": None, "storage_bound": False}
+
+
+def _incarnation_problem(index: int, entry: Any) -> str | None:
+    """Why entry ``index`` of the incarnations is not an incarnation as the runner writes it, or None."""
+    if not isinstance(entry, dict):
+        return f"entry {index} is {type(entry).__name__}, not an object"
+    problems = []
+    if missing := sorted(set(INCARNATION_FIELDS) - set(INCARNATION_LATER_FIELDS) - set(entry)):
+        problems.append(f"no {', '.join(missing)}")
+    if unknown := sorted(set(entry) - set(INCARNATION_FIELDS)):
+        problems.append(f"unknown key(s) {', '.join(map(repr, unknown))}")
+    if wrong := [f"{key}={value!r:.40}" for key, value in entry.items() if key in INCARNATION_FIELDS
+                 and not _fits(key, value)]:
+        problems.append(f"ill-typed {', '.join(wrong)}")
+    if problems:
+        return f"entry {index} has {'; '.join(problems)}"
+    if entry["number"] != index:
+        return f"entry {index} is numbered {entry['number']}; incarnations are numbered 0, 1, ... in order"
+    if entry["killed_at"] not in (None, TIMEOUT):
+        try:
+            parse_kill(entry["killed_at"])
+        except KillSyntaxError as error:
+            return f"entry {index} has killed_at {entry['killed_at']!r:.60}, which is no kill ({error.reason})"
+    return None
+
+
+def _fits(key: str, value: Any) -> bool:
+    if key in _INCARNATION_TEXT_LISTS:
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    return is_of(value, INCARNATION_FIELDS[key])
 
 
 # -- kills: when an incarnation is SIGKILLed, and the fault the kill carries --------------------
@@ -594,9 +729,10 @@ class RunOutcome:
             return "failed"
         return "passed" if self.killed_any else "untested"
 
-    def to_json(self) -> dict[str, object]:
-        """The run as verdict.json and the JSON report hold it (``merge`` reads it back)."""
+    def to_json(self) -> dict[str, Any]:
+        """The run as verdict.json and the JSON report hold it (``from_json`` reads it back)."""
         return {
+            "schema": SCHEMA,
             "index": self.job.index,
             "schedule": [str(kill) for kill in self.job.schedule],
             "seed": self.job.seed,
@@ -605,11 +741,74 @@ class RunOutcome:
             **self.verdict.to_json(),
             "outcome": self.result,
             "unreached": list(self.unreached),
-            "incarnations": [asdict(incarnation) for incarnation in self.incarnations],
+            "incarnations": [incarnation.to_json() for incarnation in self.incarnations],
             "shared_incarnations": self.shared,
             "token": self.token,
             "seconds": self.seconds,
         }
+
+
+    @classmethod
+    def from_json(cls, entry: Any) -> RunOutcome:
+        """The run ``to_json`` wrote; Undecodable naming every problem, also a run at odds with itself: an outcome
+        its verdict and incarnations do not make, a duration or index out of bounds, a kill that is none."""
+        if not isinstance(entry, dict):
+            raise Undecodable([f"holds {type(entry).__name__}, not an object"])
+        problems = schema_problems(entry) or field_problems(entry, OUTCOME_TYPES, text_lists=("schedule", "unreached"),
+                                                            exact=False)
+        if problems:
+            raise Undecodable(problems)
+        verdict = incarnations = None
+        try:
+            verdict = Verdict.from_json(entry)
+        except Undecodable as wrong:
+            problems += wrong.problems
+        try:
+            incarnations = Incarnation.all_from_json(entry["incarnations"])
+            problems += _outcome_bounds(entry)
+        except Undecodable as wrong:
+            problems += [f"incarnations: {problem}" for problem in wrong.problems]
+        if entry["outcome"] not in RESULTS:
+            problems.append(f"outcome: {entry['outcome']!r:.40} is not one of {', '.join(RESULTS)}")
+        try:
+            schedule = tuple(parse_kill(kill) for kill in entry["schedule"])
+            drift = None if entry["drift"] is None else Drift(*entry["drift"].partition("=")[::2])
+        except KillSyntaxError as error:
+            problems.append(f"schedule: {error.text!r} is no kill ({error.reason})")
+        if problems:
+            raise Undecodable(problems)
+        assert verdict is not None and incarnations is not None
+        outcome = cls(Job(entry["index"], schedule, entry["seed"], drift), Path(entry["run_dir"]), verdict,
+                      incarnations, entry["token"], entry["seconds"], entry.get("shared_incarnations", 0))
+        if outcome.result != entry["outcome"]:
+            raise Undecodable([f"outcome: says {entry['outcome']}, but its verdict and incarnations make it "
+                               f"{outcome.result}"])
+        return outcome
+
+
+# The fields of a run as ``RunOutcome.to_json`` writes them, beside its verdict's (``VERDICT_TYPES``).
+OUTCOME_TYPES: dict[str, tuple[type, ...]] = {
+    "index": (int,), "schedule": (list,), "seed": (int, NONE), "drift": (str, NONE), "run_dir": (str,),
+    "outcome": (str,), "unreached": (list,), "incarnations": (list,), "token": (str,), "seconds": (int, float),
+}
+MAX_RUN_INDEX = 1_000_000_000  # no session runs a billion schedules: an index past it was never written
+
+
+def _outcome_bounds(entry: dict[str, Any]) -> list[str]:
+    """A run's index, its shared incarnations (absent before prefixes were shared: none) and every duration
+    it gives must be in bounds (a negative or astronomic one was never written); its incarnations decoded."""
+    problems = [] if 0 <= entry["index"] <= MAX_RUN_INDEX else [
+        f"index: {entry['index']!r:.40} is not a whole number from 0 to {MAX_RUN_INDEX}"]
+    shared = entry.get("shared_incarnations", 0)
+    if not (is_of(shared, (int,)) and 0 <= shared <= len(entry["incarnations"])):
+        problems.append(f"shared_incarnations: {shared!r:.40} is not a whole number from 0 to the run's "
+                        f"{len(entry['incarnations'])} incarnations")
+    durations = {"seconds": entry["seconds"]}
+    for number, incarnation in enumerate(entry["incarnations"]):
+        durations[f"incarnations[{number}].seconds"] = incarnation["seconds"]
+        if incarnation["kill_latency_s"] is not None:
+            durations[f"incarnations[{number}].kill_latency_s"] = incarnation["kill_latency_s"]
+    return problems + seconds_problems(durations)
 
 
 RESULTS = ("passed", "failed", "unknown", "untested")

@@ -29,7 +29,7 @@ def test_an_escaped_process_makes_every_rule_unknown_and_is_named(ledger):
 
 def test_the_escaped_are_read_back_from_incarnations_json(tmp_path):
     path = tmp_path / "incarnations.json"
-    path.write_text(json.dumps([{**vars(INCARNATIONS[0]), "points": [], "leftovers": [], "protocol_problems": [],
+    path.write_text(json.dumps([{**INCARNATIONS[0].to_json(), "points": [], "leftovers": [], "protocol_problems": [],
                                  "escaped": [ESCAPED]}]))
     (incarnation,), problem = read_incarnations(path)
     assert problem is None and incarnation.escaped == (ESCAPED,)

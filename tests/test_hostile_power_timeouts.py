@@ -82,7 +82,7 @@ def test_the_storage_wait_counts_from_the_launch_doubled_up_to_its_cap_and_keeps
 
 def test_incarnations_json_carries_the_storage_wait(tmp_path: Path):
     path = tmp_path / "incarnations.json"
-    path.write_text(json.dumps([vars(replace(STORAGE_BOUND, number=0))]))
+    path.write_text(json.dumps([replace(STORAGE_BOUND, number=0).to_json()]))
     (read,), problem = read_incarnations(path)
     assert problem is None and read.storage_s == 20.0 and read.storage_bound is True
     entry = json.loads(path.read_text())[0]

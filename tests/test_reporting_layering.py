@@ -1,8 +1,8 @@
 """The reports read values: importing one loads none of what runs a session, so a report, ``show`` or ``merge`` of
 runs made elsewhere (a CI artifact, another machine's shard) needs nothing that launches, kills or holds a process.
 
-Each check runs in a fresh interpreter, the only place the modules an import loads can be seen. The model and
-the run layout sit below everything: they load nothing of the harness but each other.
+Each check runs in a fresh interpreter, the only place the modules an import loads can be seen. The model, its
+codec and the run layout sit below everything: they load nothing of the harness but each other.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def test_a_report_loads_nothing_that_runs_a_session(report):
         name for name in loaded if name.startswith(RUNNING))
 
 
-@pytest.mark.parametrize("module", ["killpoint.harness.model", "killpoint.harness.layout"])
-def test_the_model_and_the_run_layout_load_nothing_of_the_harness_but_each_other(module):
+@pytest.mark.parametrize("module", ["killpoint.harness.model", "killpoint.harness.layout", "killpoint.harness.codec"])
+def test_the_model_the_codec_and_the_run_layout_load_nothing_of_the_harness_but_each_other(module):
     loaded = modules_loaded_by(f"import {module}")
     assert {name for name in loaded if name.startswith("killpoint.harness.")} <= {
-        "killpoint.harness.model", "killpoint.harness.layout"}, sorted(loaded)
+        "killpoint.harness.model", "killpoint.harness.codec", "killpoint.harness.layout"}, sorted(loaded)

@@ -14,7 +14,8 @@ import pytest
 from killpoint.errors import ConfigError
 from killpoint.harness.execute._process_tree import process_identity
 from killpoint.harness.execute.run_record import write_run_record
-from killpoint.harness.model import Incarnation
+from killpoint.harness.model import (FAILED, PASSED, Finding, Incarnation, Job, RuleResult, RunOutcome, Verdict,
+                                     parse_kill)
 from killpoint.harness.reporting.show import describe_run_dir
 from tests.test_run_record import demo_record
 
@@ -94,11 +95,15 @@ def test_a_running_harness_is_told_by_its_identity_not_the_wall_clock(tmp_path):
 
 
 def verdict_json(**changes: object) -> dict[str, object]:
-    return {"index": 3, "schedule": ["c5:after_effect"], "seed": None, "outcome": "failed", "valid": False,
-            "findings": [{"property": "interrupted-action", "message": "c5 ran twice", "call": "c5",
-                          "kill": "c5:after_effect", "evidence": ["ledger.jsonl:3: {}"]}],
-            "notes": [], "error": None, "unreached": [], "incarnations": [asdict(KILLED), asdict(RECOVERED)],
-            "token": demo_record().token, "seconds": 1.2, **changes}
+    """A failed run's verdict.json, as the session writes it (``RunOutcome.to_json``), with ``changes``."""
+    finding = Finding("interrupted-action", "c5 ran twice", "c5", "c5:after_effect", ("ledger.jsonl:3: {}",))
+    verdict = Verdict(False, (finding,), rules=(RuleResult("interrupted-action", FAILED),))
+    outcome = RunOutcome(Job(3, (parse_kill("c5:after_effect"),)), Path("run-00003"), verdict, (KILLED, RECOVERED),
+                         demo_record().token, 1.2)
+    return {**json.loads(json.dumps(outcome.to_json())), **changes}
+
+
+PASSED_RULES = {"interrupted-action": {"status": PASSED, "reason": None}}
 
 
 def test_a_judged_run_shows_its_verdict_and_findings(tmp_path):
@@ -110,7 +115,7 @@ def test_a_judged_run_shows_its_verdict_and_findings(tmp_path):
 
 
 def test_a_run_reduced_to_its_verdict_is_shown_from_it(tmp_path):
-    (tmp_path / "verdict.json").write_text(json.dumps(verdict_json(outcome="passed", findings=[])))
+    (tmp_path / "verdict.json").write_text(json.dumps(verdict_json(outcome="passed", valid=True, findings=[], rules=PASSED_RULES)))
     text = shown(tmp_path)
     assert "schedule: kill at c5:after_effect (from verdict.json: this run kept no run.json" in text
     assert "verdict: passed" in text and "reproduce: " in text

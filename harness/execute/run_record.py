@@ -29,7 +29,7 @@ from killpoint._json import strict_json
 from killpoint.errors import ConfigError
 from killpoint.harness._safe_files import read_bounded
 from killpoint.harness.execute._process_tree import own_identity
-from killpoint.harness.judge.evidence import is_of
+from killpoint.harness.codec import NONE, field_problems
 from killpoint.harness.layout import RunPaths
 from killpoint.harness.repro.safety import recorded_origin
 
@@ -123,15 +123,14 @@ def write_run_record(run_dir: Path, record: RunRecord) -> Path:
     return path
 
 
-_NONE = type(None)
 _TYPES: dict[str, tuple[type, ...]] = {
     "scenario": (str,), "origin": (dict,), "scenario_digest": (str,), "plan_digest": (str,),
-    "catalogue_digest": (str,), "schedule": (list,), "seed": (int, _NONE), "drift": (str, _NONE),
+    "catalogue_digest": (str,), "schedule": (list,), "seed": (int, NONE), "drift": (str, NONE),
     "run": (int,), "token": (str,), "backend": (str,), "backend_options": (dict,), "argv": (list,),
     "harness_pid": (int,), "killpoint_version": (str,), "python_version": (str,), "started": (str,),
     "format": (str,),
 }
-_OPTIONAL_TYPES: dict[str, tuple[type, ...]] = {"harness_identity": (str, _NONE)}  # checked when present
+_OPTIONAL_TYPES: dict[str, tuple[type, ...]] = {"harness_identity": (str, NONE)}  # checked when present
 _TEXT_LISTS = ("schedule", "argv")
 WHAT_IT_IS = "run.json is written by killpoint before a run's first launch"
 
@@ -172,23 +171,3 @@ def read_json_file(path: Path, what_it_is: str) -> Any:
     except ValueError as error:
         raise ConfigError(f"{path}: not JSON ({error}); {what_it_is} and never leaves one half-written, so "
                           f"something else changed it: rerun the run (its token is in the harness's output)") from None
-
-
-def field_problems(data: dict[str, Any], types: dict[str, tuple[type, ...]], *, text_lists: tuple[str, ...] = (),
-                   text_tables: tuple[str, ...] = (), exact: bool = True) -> list[str]:
-    """Every field of ``types`` missing from ``data`` or of another JSON type, and (if ``exact``) every field
-    ``types`` does not name; ``text_lists`` must hold text, ``text_tables`` map names to text."""
-    problems = [f"{name}: missing" for name in types if name not in data]
-    if exact:
-        problems += [f"{name}: unknown field" for name in sorted(set(data) - set(types))]
-    for name, kinds in types.items():
-        if name not in data:
-            continue
-        value = data[name]
-        if not is_of(value, kinds):
-            problems.append(f"{name}: {type(value).__name__} {value!r:.40}, not {' or '.join(k.__name__ for k in kinds)}")
-        elif name in text_lists and not all(isinstance(item, str) for item in value):
-            problems.append(f"{name}: must be a list of text")
-        elif name in text_tables and not all(isinstance(item, str) for item in value.values()):
-            problems.append(f"{name}: must map names to text")
-    return problems

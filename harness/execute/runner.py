@@ -77,8 +77,7 @@ def prepare_run_dir(scenario: Scenario, run_dir: Path, drift: Drift | None) -> R
 
 def save_incarnations(path: Path, incarnations: list[Incarnation]) -> None:
     """Replace ``path`` with the list of ``incarnations`` at once: a reader finds the old list or the new, whole."""
-    # vars(), not asdict(): an incarnation's fields are JSON values already, and asdict copies each deeply.
-    write_json_atomically(path, [vars(incarnation) for incarnation in incarnations], indent=None)
+    write_json_atomically(path, [incarnation.to_json() for incarnation in incarnations], indent=None)
 
 
 def task_completed(journal_path: Path) -> bool:

@@ -27,7 +27,8 @@ from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import read_bounded
 from killpoint.harness.faults.lazyfs.model import DropReport
 from killpoint.harness.layout import STORE_FINAL, RunPaths, handed_catalogue_file, refusal_path
-from killpoint.harness.model import TIMEOUT, DurableState, Incarnation, KillSyntaxError, Plan, StoreReader, parse_kill
+from killpoint.harness.codec import Undecodable
+from killpoint.harness.model import DurableState, Incarnation, Plan, StoreReader
 
 
 class MissingEvidence(InternalError):
@@ -113,54 +114,6 @@ def lines_no_kill_left(ledger: JsonLines) -> list[BadLine]:
     return [bad for bad in ledger.bad_lines if bad.number not in closed_by_kill]
 
 
-def is_of(value: Any, kinds: tuple[type, ...]) -> bool:
-    """``isinstance``, except that a bool is a number only where ``kinds`` names bool (JSON tells them apart)."""
-    return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-
-
-_NONE = type(None)
-# incarnations.json holds one object per incarnation with exactly these keys (the runner writes asdict).
-INCARNATION_FIELDS: dict[str, tuple[type, ...]] = {
-    "number": (int,), "pid": (int,), "exit_code": (int, _NONE), "killed_at": (str, _NONE), "timed_out": (bool,),
-    "points": (list,), "seconds": (int, float), "stderr_tail": (str,), "leftovers": (list,),
-    "catalogue_drift": (str, _NONE), "kill_latency_s": (int, float, _NONE), "protocol_problems": (list,),
-    "escaped": (list,), "storage_s": (int, float, _NONE), "storage_bound": (bool,),
-}
-STRING_LISTS = ("points", "leftovers", "protocol_problems", "escaped")  # held as tuples by an Incarnation
-# Keys a later killpoint added, and what an entry written before them means: nothing escaped, no lazy file system.
-LATER_FIELDS: dict[str, Any] = {"escaped": [], "storage_s": None, "storage_bound": False}
-
-
-def _fits(key: str, value: Any) -> bool:
-    if key in STRING_LISTS:
-        return isinstance(value, list) and all(isinstance(item, str) for item in value)
-    return is_of(value, INCARNATION_FIELDS[key])
-
-
-def incarnation_problem(index: int, entry: Any) -> str | None:
-    """Why entry ``index`` of incarnations.json is not an incarnation as the runner writes it, or None."""
-    if not isinstance(entry, dict):
-        return f"entry {index} is {type(entry).__name__}, not an object"
-    problems = []
-    if missing := sorted(set(INCARNATION_FIELDS) - set(LATER_FIELDS) - set(entry)):
-        problems.append(f"no {', '.join(missing)}")
-    if unknown := sorted(set(entry) - set(INCARNATION_FIELDS)):
-        problems.append(f"unknown key(s) {', '.join(map(repr, unknown))}")
-    if wrong := [f"{key}={value!r:.40}" for key, value in entry.items() if key in INCARNATION_FIELDS
-                 and not _fits(key, value)]:
-        problems.append(f"ill-typed {', '.join(wrong)}")
-    if problems:
-        return f"entry {index} has {'; '.join(problems)}"
-    if entry["number"] != index:
-        return f"entry {index} is numbered {entry['number']}; incarnations are numbered 0, 1, ... in order"
-    if entry["killed_at"] not in (None, TIMEOUT):
-        try:
-            parse_kill(entry["killed_at"])
-        except KillSyntaxError as error:
-            return f"entry {index} has killed_at {entry['killed_at']!r:.60}, which is no kill ({error.reason})"
-    return None
-
-
 def read_incarnations(path: Path) -> tuple[tuple[Incarnation, ...], str | None]:
     """The incarnations the runner recorded, or () and why they cannot be read.
 
@@ -177,17 +130,11 @@ def read_incarnations(path: Path) -> tuple[tuple[Incarnation, ...], str | None]:
         return (), f"{path.name} is not JSON ({type(error).__name__}: {str(error)[:120]})"
     if not isinstance(entries, list) or not entries:
         return (), f"{path.name} holds {type(entries).__name__} {entries!r:.40}, not a list of the incarnations"
-    problems = [problem for index, entry in enumerate(entries) if (problem := incarnation_problem(index, entry))]
-    if problems:
+    try:
+        return Incarnation.all_from_json(entries), None
+    except Undecodable as wrong:
+        problems = wrong.problems
         return (), f"{path.name}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-    return tuple(map(incarnation_of, entries)), None
-
-
-def incarnation_of(entry: dict[str, Any]) -> Incarnation:
-    """The incarnation an entry ``incarnation_problem`` passed records (one written before a key was added
-    holds what that key's absence meant)."""
-    entry = {**LATER_FIELDS, **entry}
-    return Incarnation(**{**entry, **{key: tuple(entry[key]) for key in STRING_LISTS}})
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from killpoint import protocol as p
-from killpoint.harness.judge.evidence import Evidence, JsonLines, is_of
+from killpoint.harness.codec import is_of
+from killpoint.harness.judge.evidence import Evidence, JsonLines
 
 _STR, _INT, _BOOL = (str,), (int,), (bool,)
 JOURNAL_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {

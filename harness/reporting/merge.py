@@ -37,37 +37,24 @@ from killpoint.catalogue import Catalogue
 from killpoint.errors import ConfigError
 from killpoint.harness.config.limits import LIMITS
 from killpoint.harness.config.scenario import parse_plan
-from killpoint.harness.execute.run_record import field_problems
-from killpoint.harness.judge.evidence import is_of
-from killpoint.harness.model import (FAILED, PASSED, UNKNOWN, Drift, Finding, GoldenRun, Job, KillSyntaxError,
-                                     RuleResult, RunOutcome, Scenario, Verdict, merged_validity, parse_kill)
+from killpoint.harness.codec import NONE, Undecodable, field_problems, is_of, seconds_problems
+from killpoint.harness.model import GoldenRun, RunOutcome, Scenario
 from killpoint.harness.reporting.report import REPORT_FORMAT, write_json_report
-from killpoint.harness.reporting.show import incarnations_of, verdict_problems
 from killpoint.harness.reporting.summary import Summary, summarise
 from killpoint.harness.schedules.explore import shard_of
 
-_NONE = type(None)
 WRITTEN_BY = "killpoint run --shard K/N --json REPORT.json"
 MAX_PROBLEMS = 20  # problems listed per report; the rest are counted
-# Bounds of what a report may say, past which it was not written by a session: a run's index (no session runs a
-# billion schedules), the shards of a session (a CI matrix; `missing` counts them one by one), any duration.
-MAX_RUN_INDEX = 1_000_000_000
+# The most shards a session has (a CI matrix; `missing` counts them one by one): past it, none wrote the report.
 MAX_SHARDS = LIMITS["shards"].high
-MAX_SECONDS = 366 * 24 * 3600
 REPORT_TYPES: dict[str, tuple[type, ...]] = {
     "scenario": (str,), "origin": (dict,), "plan_digest": (str,), "catalogue_digest": (str,), "judged": (str,),
-    "session": (str,), "session_digest": (str,), "seed": (int, _NONE), "backend": (str,), "shard": (list, _NONE),
+    "session": (str,), "session_digest": (str,), "seed": (int, NONE), "backend": (str,), "shard": (list, NONE),
     "workload": (list,), "plan": (dict,), "catalogue": (dict,), "golden": (dict,), "summary": (dict,),
     "runs": (list,),
 }
-RULE_STATUSES = (PASSED, FAILED, UNKNOWN)
 GOLDEN_TYPES: dict[str, tuple[type, ...]] = {"run_dir": (str,), "seconds": (int, float), "points": (list,)}
 CATALOGUE_TYPES: dict[str, tuple[type, ...]] = {"default": (str,), "interactive": (list,), "tools": (dict,)}
-# The fields of a run that verdict.json does not hold too (show.verdict_problems checks those).
-RUN_TYPES: dict[str, tuple[type, ...]] = {
-    "index": (int,), "drift": (str, _NONE), "run_dir": (str,), "valid": (bool, _NONE), "rules": (dict,),
-    "seconds": (int, float),
-}
 # The fields every shard of one session has alike, each with the fix when two reports differ in it.
 SAME_SESSION: tuple[tuple[str, str], ...] = (
     ("scenario", "merge the shards of one scenario only"),
@@ -265,7 +252,7 @@ def _report_problems(data: Any) -> list[str]:
                                                                    text_lists=("points",), exact=False)]
     problems += [f"catalogue.{problem}" for problem in field_problems(
         data["catalogue"], CATALOGUE_TYPES, text_lists=("interactive",), text_tables=("tools",))]
-    problems += _seconds_problems({"golden.seconds": data["golden"].get("seconds"),
+    problems += seconds_problems({"golden.seconds": data["golden"].get("seconds"),
                                    "summary.seconds": data["summary"].get("seconds")})
     shard = data["shard"]
     if shard is not None and not (len(shard) == 2 and all(is_of(number, (int,)) for number in shard)
@@ -273,13 +260,6 @@ def _report_problems(data: Any) -> list[str]:
         problems.append(f"shard: {shard!r:.40} is not [K, N] with 1 <= K <= N <= {MAX_SHARDS}, as --shard K/N "
                         f"writes it")
     return problems
-
-
-def _seconds_problems(durations: dict[str, Any]) -> list[str]:
-    """Each of ``durations`` (field -> value) that is no number of seconds from 0 to MAX_SECONDS."""
-    return [f"{field}: {value!r:.40} is not a number of seconds from 0 to {MAX_SECONDS}"
-            for field, value in durations.items()
-            if not (is_of(value, (int, float)) and 0 <= value <= MAX_SECONDS)]
 
 
 def _catalogue(data: dict[str, Any]) -> Catalogue:
@@ -295,64 +275,16 @@ def _digest_problems(data: dict[str, Any], scenario: Scenario) -> list[str]:
 
 
 def _outcome(entry: Any, shard: int, shards: int) -> tuple[RunOutcome | None, list[str]]:
-    """A run of the report as the ``RunOutcome`` it was written from (``RunOutcome.to_json``), or its problems."""
-    problems = verdict_problems(entry)
-    if isinstance(entry, dict):
-        problems += field_problems(entry, RUN_TYPES, exact=False)
-    if not problems:
-        problems += [f"rules.{rule}: {result!r:.60} is not {{\"status\": one of {', '.join(RULE_STATUSES)}, "
-                     f"\"reason\": text or null}}" for rule, result in entry["rules"].items()
-                     if not (isinstance(result, dict) and result.get("status") in RULE_STATUSES
-                             and "reason" in result and is_of(result["reason"], (str, _NONE)))]
-        problems += _shared_problems(entry) + _number_problems(entry)
-    if problems:
-        return None, problems
+    """A run of the report as the ``RunOutcome`` it was written from (``RunOutcome.from_json``), or its problems."""
     try:
-        schedule = tuple(parse_kill(kill) for kill in entry["schedule"])
-    except KillSyntaxError as error:
-        return None, [f"schedule: {error.text!r} is no kill ({error.reason})"]
-    tool, _, new_class = (entry["drift"] or "").partition("=")
-    findings = tuple(Finding(finding["property"], finding["message"], finding["call"], finding["kill"],
-                             tuple(finding["evidence"])) for finding in entry["findings"])
-    rules = tuple(RuleResult(rule, result["status"], result["reason"]) for rule, result in entry["rules"].items())
-    verdict = Verdict(entry["valid"], findings, tuple(entry["notes"]), entry["error"], rules)
-    if contradictions := _verdict_contradictions(verdict):
-        return None, contradictions
-    job = Job(entry["index"], schedule, entry["seed"], Drift(tool, new_class) if entry["drift"] else None)
-    outcome = RunOutcome(job, Path(entry["run_dir"]), verdict, incarnations_of(entry["incarnations"]), entry["token"],
-                         entry["seconds"], entry.get("shared_incarnations", 0))
-    if outcome.result != entry["outcome"]:
-        problems.append(f"outcome: says {entry['outcome']}, but its verdict and incarnations make it {outcome.result}")
-    if shard_of(job, shards) != shard:
-        problems.append(f"schedule {', '.join(entry['schedule'])} is shard {shard_of(job, shards)}'s of {shards}, "
-                        f"not this report's shard {shard}")
-    return (None if problems else outcome), problems
-
-
-def _number_problems(entry: dict[str, Any]) -> list[str]:
-    """A run's index and every duration it gives must be in bounds (a negative or astronomic one was never written)."""
-    problems = [] if 0 <= entry["index"] <= MAX_RUN_INDEX else [
-        f"index: {entry['index']!r:.40} is not a whole number from 0 to {MAX_RUN_INDEX}"]
-    durations = {"seconds": entry["seconds"]}
-    for number, incarnation in enumerate(entry["incarnations"]):
-        durations[f"incarnations[{number}].seconds"] = incarnation["seconds"]
-        if incarnation["kill_latency_s"] is not None:
-            durations[f"incarnations[{number}].kill_latency_s"] = incarnation["kill_latency_s"]
-    return problems + _seconds_problems(durations)
-
-
-def _verdict_contradictions(verdict: Verdict) -> list[str]:
-    """What in a run's verdict disagrees with the rest of it, as ``checker.check`` never writes it: a run is
-    valid as its rules merge (false > unknown > true), and failed exactly when it has findings."""
-    problems = []
-    shown = json.dumps(verdict.valid)
-    if verdict.rules and verdict.valid != (merged := merged_validity(verdict.rules)):
-        statuses = ", ".join(f"{result.rule} {result.status}" for result in verdict.rules)
-        problems.append(f"valid: {shown}, but its rules ({statuses}) make it {json.dumps(merged)}")
-    if bool(verdict.findings) != (verdict.valid is False):
-        problems.append(f"valid: {shown}, but it has {len(verdict.findings)} finding(s): a run fails exactly when "
-                        f"it has findings")
-    return problems
+        outcome = RunOutcome.from_json(entry)
+    except Undecodable as wrong:
+        return None, list(wrong.problems)
+    if shard_of(outcome.job, shards) != shard:
+        schedule = ", ".join(map(str, outcome.job.schedule))
+        return None, [f"schedule {schedule} is shard {shard_of(outcome.job, shards)}'s of {shards}, not this "
+                      f"report's shard {shard}"]
+    return outcome, []
 
 
 def _run_named(position: int, entry: Any) -> str:
@@ -378,16 +310,6 @@ def _summary_problems(reported: dict[str, Any], golden: GoldenRun, outcomes: lis
     return [f"summary.{field}: " + (f"says {_shown(reported[field])[:60]}" if field in reported else "missing")
             + f", but its runs make it {_shown(value)[:60]}" for field, value in counted.items()
             if reported.get(field) != value or field not in reported]
-
-
-def _shared_problems(entry: dict[str, Any]) -> list[str]:
-    """``shared_incarnations`` (absent from a report made before prefixes were shared: none) counts some of the
-    run's incarnations."""
-    shared = entry.get("shared_incarnations", 0)
-    if is_of(shared, (int,)) and 0 <= shared <= len(entry["incarnations"]):
-        return []
-    return [f"shared_incarnations: {shared!r:.40} is not a whole number from 0 to the run's "
-            f"{len(entry['incarnations'])} incarnations"]
 
 
 def _capped(problems: list[str]) -> list[str]:

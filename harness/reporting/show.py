@@ -14,46 +14,23 @@ import argparse
 import os
 import shlex
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import psutil
 
 from killpoint.errors import ConfigError
 from killpoint.harness.config import limits
 from killpoint.harness.execute._process_tree import identity_running
-from killpoint.harness.execute.run_record import RunRecord, field_problems, read_json_file, read_run_record
-from killpoint.harness.judge.evidence import incarnation_of, incarnation_problem, read_drop
+from killpoint.harness.codec import Undecodable
+from killpoint.harness.execute.run_record import RunRecord, read_json_file, read_run_record
+from killpoint.harness.judge.evidence import read_drop
 from killpoint.harness.layout import INTERRUPTED_NAME, RUN_RECORD_NAME, VERDICT_NAME, RunPaths
-from killpoint.harness.model import RESULTS, Finding, Incarnation
+from killpoint.harness.model import Incarnation, RunOutcome
 from killpoint.harness.repro.safety import repro_line
 
 EXAMPLE = "killpoint show killpoint-runs/<session>/run-00000"
-# The fields of verdict.json that show reads; others may be there (the report grows), and are left alone.
-VERDICT_TYPES: dict[str, tuple[type, ...]] = {
-    "outcome": (str,), "schedule": (list,), "seed": (int, type(None)), "findings": (list,), "notes": (list,),
-    "error": (str, type(None)), "unreached": (list,), "incarnations": (list,), "token": (str,),
-}
-FINDING_TYPES: dict[str, tuple[type, ...]] = {
-    "property": (str,), "message": (str,), "call": (str, type(None)), "kill": (str, type(None)), "evidence": (list,),
-}
-
-
-@dataclass(frozen=True)
-class JudgedRun:
-    """What verdict.json says of a run the harness judged."""
-
-    outcome: str  # one of model.RESULTS
-    schedule: tuple[str, ...]
-    seed: int | None
-    findings: tuple[Finding, ...]
-    notes: tuple[str, ...]
-    error: str | None
-    unreached: tuple[str, ...]
-    incarnations: tuple[Incarnation, ...]
-    token: str
 
 
 def add_show_parser(commands: argparse._SubParsersAction) -> None:
@@ -82,7 +59,8 @@ def describe_run_dir(run_dir: Path) -> list[str]:
     if record is not None:
         lines += _what_was_asked(record)
     elif judged is not None:
-        lines.append(f"schedule: {_schedule(judged.schedule, judged.seed)} (from {VERDICT_NAME}: this run kept no "
+        schedule = tuple(map(str, judged.job.schedule))
+        lines.append(f"schedule: {_schedule(schedule, judged.job.seed)} (from {VERDICT_NAME}: this run kept no "
                      f"{RUN_RECORD_NAME}, so its scenario, backend and argv are not known)")
     incarnations = judged.incarnations if judged else _incarnations_so_far(run_dir)
     lines += _incarnations(incarnations)
@@ -136,23 +114,11 @@ def _incarnations_so_far(run_dir: Path) -> tuple[Incarnation, ...]:
     if not _is_there(path):
         return ()
     entries = read_json_file(path, "incarnations.json is written by killpoint as each incarnation ends")
-    problems = incarnations_problems(entries)
-    if problems:
+    try:
+        return Incarnation.all_from_json(entries)
+    except Undecodable as wrong:
         raise ConfigError(f"{path}: not the incarnations as killpoint writes them, so how far the run got cannot be "
-                          f"told", tuple(problems))
-    return incarnations_of(entries)
-
-
-def incarnations_problems(entries: Any) -> list[str]:
-    """What keeps ``entries`` (incarnations.json, or verdict.json's copy) from being the incarnations; [] is none yet."""
-    if not isinstance(entries, list):
-        return [f"holds {type(entries).__name__}, not a list of the incarnations"]
-    return [problem for index, entry in enumerate(entries) if (problem := incarnation_problem(index, entry))]
-
-
-def incarnations_of(entries: list[dict[str, Any]]) -> tuple[Incarnation, ...]:
-    """The incarnations of checked entries (``incarnations_problems`` found none)."""
-    return tuple(map(incarnation_of, entries))
+                          f"told", wrong.problems) from None
 
 
 def _incarnations(incarnations: tuple[Incarnation, ...]) -> Iterator[str]:
@@ -179,12 +145,12 @@ def incarnation_ending(incarnation: Incarnation) -> str:
             else f"exited {incarnation.exit_code}")
 
 
-def _verdict(judged: JudgedRun) -> Iterator[str]:
-    yield f"verdict: {judged.outcome}" + (f": {judged.error}" if judged.error else "")
-    for finding in judged.findings:
+def _verdict(judged: RunOutcome) -> Iterator[str]:
+    yield f"verdict: {judged.result}" + (f": {judged.verdict.error}" if judged.verdict.error else "")
+    for finding in judged.verdict.findings:
         where = " ".join(part for part in (finding.call, f"(kill {finding.kill})" if finding.kill else None) if part)
         yield f"  [{finding.property}] {where + ': ' if where else ''}{finding.message}"
-    yield from (f"  note: {note}" for note in judged.notes)
+    yield from (f"  note: {note}" for note in judged.verdict.notes)
     if judged.unreached:
         yield f"  kill(s) that never came: {', '.join(judged.unreached)}"
 
@@ -219,32 +185,11 @@ def _still_running(record: RunRecord) -> bool:
         return False
 
 
-def read_verdict(path: Path) -> JudgedRun:
-    """What verdict.json says; ConfigError naming the file and every problem if it is not one killpoint wrote."""
+def read_verdict(path: Path) -> RunOutcome:
+    """The run verdict.json holds (``RunOutcome.from_json``); ConfigError naming the file and every problem if it
+    is not one killpoint wrote."""
     what_it_is = f"{VERDICT_NAME} is written by killpoint when it judges a run"
-    data = read_json_file(path, what_it_is)
-    problems = verdict_problems(data)
-    if problems:
-        raise ConfigError(f"{path}: not a verdict as killpoint writes it ({what_it_is})", tuple(problems))
-    incarnations = incarnations_of(data["incarnations"])
-    findings = tuple(Finding(**{name: entry[name] for name in FINDING_TYPES if name != "evidence"},
-                             evidence=tuple(entry["evidence"])) for entry in data["findings"])
-    return JudgedRun(outcome=data["outcome"], schedule=tuple(data["schedule"]), seed=data["seed"], findings=findings,
-                     notes=tuple(data["notes"]), error=data["error"], unreached=tuple(data["unreached"]),
-                     incarnations=incarnations, token=data["token"])
-
-
-def verdict_problems(data: Any) -> list[str]:
-    if not isinstance(data, dict):
-        return [f"holds {type(data).__name__}, not an object"]
-    problems = field_problems(data, VERDICT_TYPES, text_lists=("schedule", "notes", "unreached"), exact=False)
-    if problems:
-        return problems
-    if data["outcome"] not in RESULTS:
-        problems.append(f"outcome: {data['outcome']!r:.40} is not one of {', '.join(RESULTS)}")
-    for index, entry in enumerate(data["findings"]):
-        wrong = (field_problems(entry, FINDING_TYPES, text_lists=("evidence",)) if isinstance(entry, dict)
-                 else ["not an object"])
-        problems += [f"findings[{index}].{problem}" for problem in wrong]
-    problems += [f"incarnations: {problem}" for problem in incarnations_problems(data["incarnations"])]
-    return problems
+    try:
+        return RunOutcome.from_json(read_json_file(path, what_it_is))
+    except Undecodable as wrong:
+        raise ConfigError(f"{path}: not a verdict as killpoint writes it ({what_it_is})", wrong.problems) from None
