@@ -95,6 +95,13 @@ def test_a_glob_leaving_the_world_is_refused(world: World, pattern: str) -> None
     assert not result.ok and "refused" in result.error
 
 
+@pytest.mark.parametrize("pattern", [".", "./", "./."])
+def test_a_glob_naming_no_file_fails_as_a_tool_failure_not_a_crash(world: World, pattern: str) -> None:
+    """Python 3.11's glob raised IndexError on a pattern of no parts; the tool crashed (found by hypothesis)."""
+    result = call(world, "glob_files", {"pattern": pattern})
+    assert not result.ok and "it names no file" in result.error, result
+
+
 @pytest.mark.parametrize(("tool", "args"), [
     ("glob_files", {"pattern": "**/*"}),
     ("glob_files", {"pattern": "link_out/*"}),

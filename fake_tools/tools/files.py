@@ -96,6 +96,8 @@ def glob_files(ctx: ToolContext, args: Args) -> list[str]:
     pattern = PurePosixPath(args["pattern"])
     if pattern.is_absolute() or ".." in pattern.parts:
         raise SandboxError(f"pattern {args['pattern']!r} refused: a pattern is relative and stays in the world")
+    if not pattern.parts:  # "" or ".": Python 3.11's glob fails with an IndexError on a pattern of no parts
+        raise ToolFailed(f"bad pattern {args['pattern']!r}: it names no file; give one such as '*.txt'")
     root = ctx.world.files_root
     try:
         found = [_relative(ctx.world, match) for match in root.glob(args["pattern"]) if match != root]
