@@ -233,9 +233,9 @@ class Scenario:
     # The fake world is on the device a power loss drops from, beside KILLPOINT_RUN_DIR; else it stands for the
     # world outside the device, which no power loss touches.
     world_on_device: bool = False
-    # The scenario's [journal] table: the runtime keeps its own durable record (a framework's database, a
+    # The scenario's [journal] table, read: the runtime keeps its own durable record (a framework's database, a
     # mapped journal) and is judged from it and the ledger (black-box), not from killpoint's journal.
-    journal: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    journal: StoreTable | None = field(default=None, hash=False, compare=False)
     # The scenario's [agent] table: the workload is an unmodified agent, served a scripted model and the tools by
     # the harness (harness/agents), judged from what the model received (``journal`` is then agent-seams).
     agent: dict[str, Any] | None = field(default=None, hash=False, compare=False)
@@ -308,6 +308,23 @@ class StoreReader(Protocol):
     def read(self, folder: Path, plan: Plan) -> DurableState:
         """The durable state held by the copy of ``files()`` in ``folder``; never raises."""
         ...
+
+
+@dataclass(frozen=True)
+class StoreTable:
+    """A scenario's ``[journal]`` table (an ``[agent]``'s seams), read once as the scenario is loaded
+    (``judge/stores.store_table``): the format it names, the reader of the store it describes, and the table as
+    written, kept for a scenario file written back."""
+
+    format: str
+    reader: StoreReader
+    table: Mapping[str, Any] = field(hash=False, compare=False)
+
+    @property
+    def path(self) -> str | None:
+        """The store's file as the table names it (relative to the workload folder); None: the format's own."""
+        path = self.table.get("path")
+        return path if isinstance(path, str) else None
 
 
 @dataclass(frozen=True)

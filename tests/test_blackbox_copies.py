@@ -121,7 +121,7 @@ def test_a_journal_table_with_problems_is_refused_with_the_scenario_naming_field
     (problem,) = refused.value.problems
     assert problem.startswith(f"{scenario}: journal.format: unknown format 'killpont' (did you mean 'killpoint'?)")
     scenario.write_text(scenario.read_text().replace('format = "killpont"', 'format = "killpoint"'))
-    assert load_scenario(scenario).journal == {"format": "killpoint"}
+    assert load_scenario(scenario).journal.table == {"format": "killpoint"}
     scenario.write_text('journal = 3\n' + scenario.read_text().replace('[journal]\nformat = "killpoint"\n', ''))
     with pytest.raises(ConfigError) as refused:
         load_scenario(scenario)

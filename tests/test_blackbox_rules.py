@@ -8,12 +8,12 @@ from killpoint import protocol as p
 from killpoint.harness.judge.blackbox import NO_PROBE_HINT
 from killpoint.harness.judge.checker import BLACK_BOX_RULES, check
 from killpoint.harness.judge.evidence import Evidence
-from killpoint.harness.judge.stores import DurableState, StepRecord
+from killpoint.harness.judge.stores import DurableState, StepRecord, store_table
 from killpoint.harness.layout import CATALOGUE_FILE, DRIFTED_CATALOGUE_FILE
 from killpoint.harness.model import Incarnation
 from tests.test_checker import CATALOGUE, GOLDEN, SCENARIO, WORLD, effect, invoked, lines
 
-BLACK_BOX = replace(SCENARIO, journal={"format": "killpoint"})
+BLACK_BOX = replace(SCENARIO, journal=store_table({"format": "killpoint"}))
 PROBE_C2 = {"probe": "effect_present", "call": "c2", "tool": "append", "incarnation": 1, "pid": 101}
 
 

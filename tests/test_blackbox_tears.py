@@ -9,10 +9,11 @@ import pytest
 from killpoint.errors import ConfigError
 from killpoint.harness.config.scenario import load_scenario
 from killpoint.harness.frontends.spec import build_spec
+from killpoint.harness.judge.stores import store_table
 from tests.helpers import DEMO
 
-OWN_STORE = {"format": "json", "path": "tasks/{task_id}.json", "records": "operations",
-             "fields": {"call": "llmCallId", "status": "status"}, "status": {"SUCCEEDED": ["SUCCEEDED"]}}
+OWN_STORE = store_table({"format": "json", "path": "tasks/{task_id}.json", "records": "operations",
+                         "fields": {"call": "llmCallId", "status": "status"}, "status": {"SUCCEEDED": ["SUCCEEDED"]}})
 
 
 @pytest.mark.parametrize("choices", [{"exhaustive": True, "torn_tail": True},
@@ -26,7 +27,7 @@ def test_a_tear_of_a_store_killpoint_does_not_tear_names_the_flag_and_the_store(
     assert "journal.format = 'json'" in str(refused.value)
 
 
-@pytest.mark.parametrize("journal", [None, {"format": "killpoint"}], ids=["white-box", "black-box killpoint journal"])
+@pytest.mark.parametrize("journal", [None, store_table({"format": "killpoint"})], ids=["white-box", "black-box killpoint journal"])
 def test_a_tear_of_killpoints_own_journal_is_accepted(journal, tmp_path):
     scenario = dataclasses.replace(load_scenario(DEMO), journal=journal)
     assert build_spec(scenario, runs_dir=tmp_path, exhaustive=True, torn_tail=True).scenario.journal == journal

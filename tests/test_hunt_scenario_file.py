@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.judge.stores import store_table
 from killpoint.harness.schedules.hunt import write_scenario
 from tests.helpers import DEMO
 
-JOURNAL = {"format": "killpoint", "path": "journal.jsonl"}
+JOURNAL = store_table({"format": "killpoint", "path": "journal.jsonl"})
 
 
 def test_a_black_box_scenario_is_written_with_its_journal_table(tmp_path):

@@ -25,7 +25,7 @@ from killpoint.fake_tools.base import REGISTRY, lookup
 from killpoint.harness.agents.declared_tools import declared_classes
 from killpoint.harness.agents.scenario_table import agent_journal, agent_problems
 from killpoint.harness.config.scenario_fields import plan_problems, scenario_problems
-from killpoint.harness.judge.stores import journal_problems
+from killpoint.harness.judge.stores import journal_problems, store_table
 from killpoint.harness.model import DEFAULT_TIMEOUT_S, KillSyntaxError, Plan, PlannedCall, Scenario
 from killpoint.harness.schedules.schedule import planned_kill
 
@@ -131,7 +131,8 @@ def load_scenario(path: str | Path) -> Scenario:
         default_schedule=data.get("schedule", {}),
         backend=data.get("backend"),
         image=data.get("image"),
-        journal=agent_journal(agent) if agent is not None else journal,
+        journal=(store_table(agent_journal(agent)) if agent is not None
+                 else store_table(journal) if journal is not None else None),
         agent=agent,
         world_on_device=data.get("world_on_device", False),
     )

@@ -45,7 +45,7 @@ from killpoint.harness.faults import nemesis
 from killpoint.harness.faults.lazyfs import LazyMount
 from killpoint.harness.faults.power_loss import MAX_STORAGE_TIMEOUTS, Disks, StorageWait
 from killpoint.harness.judge.evidence import read_lines
-from killpoint.harness.judge.stores import AgentSeams, AgentStore, reader_for
+from killpoint.harness.judge.stores import AgentSeams, AgentStore
 from killpoint.harness.layout import RunPaths
 from killpoint.harness.model import (AfterDelay, AtPoint, Drift, GoldenRun, Incarnation, Kill, OnEvent, PowerLoss,
                                      Scenario)
@@ -104,12 +104,12 @@ def completed_task(scenario: Scenario, incarnation: Incarnation, journal_path: P
 
 def store_files(scenario: Scenario) -> tuple[str, ...] | None:
     """The files of the runtime's own store to copy at each kill and at the end; None without ``[journal]``."""
-    return reader_for(scenario.journal).files(scenario.plan) if scenario.journal is not None else None
+    return scenario.journal.reader.files(scenario.plan) if scenario.journal is not None else None
 
 
 def agent_store(scenario: Scenario) -> AgentStore | None:
     """The store an agent scenario's ``[agent] store`` names; None: none, or no agent."""
-    reader = reader_for(scenario.journal) if scenario.journal is not None else None
+    reader = scenario.journal.reader if scenario.journal is not None else None
     return reader.own if isinstance(reader, AgentSeams) else None
 
 

@@ -37,7 +37,6 @@ from killpoint.harness.faults import lazyfs
 from killpoint.harness.judge.checker import check
 from killpoint.harness.judge.evidence import Evidence, StoreReading, read_evidence
 from killpoint.harness.judge.golden_store import check_golden_store
-from killpoint.harness.judge.stores import reader_for
 from killpoint.harness.layout import PREFIXES_NAME, RUN_RECORD_NAME, SCRATCH_COPY_NAME, VERDICT_NAME, RunPaths
 from killpoint.harness.model import (AfterDelay, AfterPoint, GoldenRun, Incarnation, Job, JobBatches, Kill, RunOutcome,
                                      Scenario, Verdict)
@@ -192,7 +191,7 @@ def run_evidence(scenario: Scenario, run_dir: Path, golden: GoldenRun) -> Eviden
     """A run's evidence as the checker judges it: with a ``[journal]`` scenario, its store's copies too."""
     if scenario.journal is None:
         return read_evidence(run_dir)
-    return read_evidence(run_dir, StoreReading(reader_for(scenario.journal), scenario.plan, golden.run_dir))
+    return read_evidence(run_dir, StoreReading(scenario.journal.reader, scenario.plan, golden.run_dir))
 
 
 def write_verdict(outcome: RunOutcome) -> None:

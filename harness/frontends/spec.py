@@ -235,8 +235,8 @@ def scratch_root(chosen: Path | None, *, no_scratch: bool, power_loss: bool, bac
 
 def _check_tears_apply(scenario: Scenario, torn_tail: bool, mode: ScheduleMode) -> None:
     """A torn tail cuts killpoint's journal.jsonl; a runtime judged from a store of its own is not torn by it."""
-    if scenario.journal is None or (scenario.journal.get("format") == "killpoint"  # the [journal] format of it
-                                    and scenario.journal.get("path", protocol.JOURNAL_NAME) == protocol.JOURNAL_NAME):
+    if scenario.journal is None or (scenario.journal.format == "killpoint"  # the [journal] format of it
+                                    and scenario.journal.path in (None, protocol.JOURNAL_NAME)):
         return
     given = mode.schedule if isinstance(mode, GivenMode) else ()
     torn = ("--torn-tail" if torn_tail else
@@ -244,7 +244,7 @@ def _check_tears_apply(scenario: Scenario, torn_tail: bool, mode: ScheduleMode) 
     if torn is not None:
         raise ConfigError(f"{torn}: a torn tail cuts the last record of killpoint's {protocol.JOURNAL_NAME}, but "
                           f"{scenario.name} is judged from its runtime's own store (journal.format = "
-                          f"{scenario.journal.get('format')!r}), which killpoint does not tear; drop the tear")
+                          f"{scenario.journal.format!r}), which killpoint does not tear; drop the tear")
 
 
 def spec_for_token(token: ReproToken, scenario: Scenario, *, backend: str | None = None, image: str | None = None,

@@ -351,4 +351,4 @@ def retries_made_unsafe_by_drift(facts: Facts) -> list[str]:
 
 
 def _format(facts: Facts) -> str:
-    return str((facts.scenario.journal or {}).get("format"))
+    return str(facts.scenario.journal.format if facts.scenario.journal is not None else None)

@@ -34,7 +34,7 @@ from killpoint.harness.model import (FAILED, PASSED, UNKNOWN, DurableState, Find
                                      TornTail, Verdict, merged_validity)
 
 if TYPE_CHECKING:
-    from killpoint.harness.model import Scenario
+    from killpoint.harness.model import Scenario, StoreTable
 
 __all__ = ["BLACK_BOX_JUDGEMENTS", "BLACK_BOX_RULES", "JUDGEMENTS", "PROPERTIES", "RULES", "Judgement", "check",
            "expected_action"]
@@ -321,12 +321,12 @@ def kept_by_copy(evidence: Evidence) -> dict[str, tuple[str, ...]]:
     return kept
 
 
-def judged_black_box(journal: dict[str, object]) -> str:
+def judged_black_box(journal: StoreTable) -> str:
     """How a report says a run was judged from a runtime's own store: "judged black-box from langgraph-sqlite (...)"."""
-    versions = ", ".join(f"{name} {version}" for name, version in framework_versions(journal).items())
-    if journal.get("format") == AGENT_SEAMS:  # which SDK the agent is built on, the harness cannot say
+    versions = ", ".join(f"{name} {version}" for name, version in framework_versions(journal.format).items())
+    if journal.format == AGENT_SEAMS:  # which SDK the agent is built on, the harness cannot say
         return f"judged at the agent's network seams (the agent SDKs installed here: {versions})"
-    return f"judged black-box from {journal.get('format')}" + (f" ({versions})" if versions else "")
+    return f"judged black-box from {journal.format}" + (f" ({versions})" if versions else "")
 
 
 def _unknown_reasons(unknown: list[RuleResult]) -> str:

@@ -17,7 +17,6 @@ from pathlib import Path
 from killpoint import protocol
 from killpoint.errors import ConfigError
 from killpoint.harness.judge.evidence import StoreReading, read_lines, read_store_copy
-from killpoint.harness.judge.stores import reader_for
 from killpoint.harness.judge.stores._agent_seams import AgentSeams
 from killpoint.harness.judge.stores._agent_store import AgentStore
 from killpoint.harness.layout import RunPaths
@@ -30,7 +29,7 @@ def check_golden_store(scenario: Scenario, golden_dir: Path, ledger: Path) -> No
     """ConfigError when the crash-free run's store is missing or holds no record of a call whose tool ran."""
     if scenario.journal is None:
         return
-    reader = reader_for(scenario.journal)
+    reader = scenario.journal.reader
     state, why = read_store_copy(RunPaths(golden_dir).store_final, StoreReading(reader, scenario.plan, golden_dir))
     where = scenario.origin.get("scenario", "the scenario")
     if state is None:  # every run's store rules would be unknown for the same reason: say it once, up front
@@ -62,7 +61,7 @@ def check_golden_store(scenario: Scenario, golden_dir: Path, ledger: Path) -> No
     raise ConfigError(
         f"{where}: [journal]: {found}, though it completed the task and the ledger shows "
         f"{'that tool' if len(ran) == 1 else 'those tools'} ran; nothing was judged",
-        (f"check journal.path ({scenario.journal.get('path', files[0])!r}, relative to the workload folder)"
+        (f"check journal.path ({scenario.journal.path or files[0]!r}, relative to the workload folder)"
          + ("" if not copied else ", and the mapping (journal.fields, journal.status with every value the runtime "
                                   "writes, journal.query, journal.steps, journal.thread, journal.workflow)"),
          f"the crash-free run's evidence: {golden_dir}"))

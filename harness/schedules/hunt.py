@@ -304,7 +304,7 @@ def write_scenario(path: Path, scenario: Scenario, description: str) -> Path:
     if scenario.agent is not None:  # an agent judged at its seams, as the hunted scenario was
         document["agent"] = scenario.agent
     elif scenario.journal is not None:  # judged black-box from the runtime's own store, as the hunted scenario was
-        document["journal"] = scenario.journal
+        document["journal"] = dict(scenario.journal.table)
     if scenario.world_on_device:  # a power loss drops from the world as it did in the hunt
         document["world_on_device"] = True
     path.write_text(tomli_w.dumps(document))

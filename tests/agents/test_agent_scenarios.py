@@ -47,7 +47,7 @@ def test_two_calls_a_tool_request_could_not_tell_apart_are_refused(killpoint, tm
 
 def test_an_agent_scenario_is_judged_from_what_its_model_received(tmp_path):
     path = write(tmp_path, "s.toml", HEADER + CALLS + "[agent]\n")
-    assert load_scenario(path).journal == {"format": AGENT_SEAMS}
+    assert load_scenario(path).journal.table == {"format": AGENT_SEAMS}
 
 
 def test_a_users_journal_cannot_name_the_agents_store(killpoint, tmp_path):

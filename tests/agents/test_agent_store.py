@@ -145,8 +145,8 @@ def test_a_store_the_agent_made_hostile_is_a_note_beside_the_verdict_never_a_cra
 def test_a_scenario_naming_its_agents_store_reads_it_beside_the_seams(tmp_path):
     path = write(tmp_path, "s.toml", HEADER + CALLS + '[agent]\nstore = ["a.sqlite", "{task_id}/log.jsonl"]\n')
     journal = load_scenario(path).journal
-    assert journal == {"format": "agent-seams", "store": ["a.sqlite", "{task_id}/log.jsonl"]}
-    assert reader_for(journal).files(PLAN) == ("a.sqlite", "a.sqlite-wal", "a.sqlite-shm", "a.sqlite-journal",
+    assert journal is not None and journal.table == {"format": "agent-seams", "store": ["a.sqlite", "{task_id}/log.jsonl"]}
+    assert journal.reader.files(PLAN) == ("a.sqlite", "a.sqlite-wal", "a.sqlite-shm", "a.sqlite-journal",
                                                "t/log.jsonl", "t/log.jsonl-wal", "t/log.jsonl-shm",
                                                "t/log.jsonl-journal")
 

@@ -168,10 +168,10 @@ def test_a_langgraph_table_of_other_columns_is_a_problem(tmp_path):
 
 
 def test_framework_versions_name_the_installed_framework_and_nothing_for_mapped_formats():
-    versions = framework_versions(GRAPH)
+    versions = framework_versions(GRAPH["format"])
     assert set(versions) == {"langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite"}
-    assert versions["langgraph-checkpoint-sqlite"] == "3.1.2" and framework_versions(DBOS) == {"dbos": "3.4.0"}
-    assert framework_versions({"format": "json"}) == {} and framework_versions({"format": "killpoint"}) == {}
+    assert versions["langgraph-checkpoint-sqlite"] == "3.1.2" and framework_versions(DBOS["format"]) == {"dbos": "3.4.0"}
+    assert framework_versions("json") == {} and framework_versions("killpoint") == {}
 
 
 def test_framework_tables_take_their_keys_and_defaults():

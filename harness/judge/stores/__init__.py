@@ -25,9 +25,10 @@ from killpoint.harness.judge.stores._langgraph import LangGraphSqlite
 from killpoint.harness.judge.stores._mapping import FieldMapping
 from killpoint.harness.judge.stores._sqlite_query import SqliteQuery
 from killpoint.harness.judge.stores._table import DEFAULT_PATHS, journal_problems
-from killpoint.harness.model import DurableState, StepRecord, StoreReader
+from killpoint.harness.model import DurableState, StepRecord, StoreReader, StoreTable
 
-__all__ = ["AGENT_SEAMS", "AgentSeams", "AgentStore", "DurableState", "StepRecord", "StoreReader", "framework_versions", "journal_problems", "reader_for"]
+__all__ = ["AGENT_SEAMS", "AgentSeams", "AgentStore", "DurableState", "StepRecord", "StoreReader", "StoreTable",
+           "framework_versions", "journal_problems", "reader_for", "store_table"]
 
 # The distributions whose versions a report prints for each framework format.
 FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
@@ -36,6 +37,11 @@ FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     # An agent judged at its seams: the SDKs and frameworks an agent is built on (which one, the report cannot say).
     AGENT_SEAMS: ("openai", "anthropic", "openai-agents", "langchain-openai", "langgraph-prebuilt", "pydantic-ai-slim"),
 }
+
+
+def store_table(table: dict[str, Any]) -> StoreTable:
+    """A ``[journal]`` table that ``journal_problems`` passed, read once: its format and its store's reader."""
+    return StoreTable(table["format"], reader_for(table), table)
 
 
 def reader_for(table: dict[str, Any]) -> StoreReader:
@@ -60,10 +66,10 @@ def reader_for(table: dict[str, Any]) -> StoreReader:
     raise ValueError(f"no reader for journal format {form!r}; journal_problems refuses it")  # a caller's bug
 
 
-def framework_versions(table: dict[str, Any]) -> dict[str, str]:
+def framework_versions(form: str) -> dict[str, str]:
     """The installed versions of the format's framework, for reports (empty for killpoint's and mapped formats)."""
     versions = {}
-    for distribution in FRAMEWORK_DISTRIBUTIONS.get(table.get("format", ""), ()):
+    for distribution in FRAMEWORK_DISTRIBUTIONS.get(form, ()):
         try:
             versions[distribution] = metadata.version(distribution)
         except metadata.PackageNotFoundError:
