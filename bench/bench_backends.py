@@ -23,14 +23,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from killpoint.harness.backends._engine import DEFAULT_IMAGE
 from killpoint.harness.config.scenario import load_scenario
 from killpoint.harness.frontends.spec import build_spec, run_spec
-from killpoint.harness.model import GoldenRun, Job, JobBatches, Plan, PlannedCall, RunOutcome, Scenario
+from killpoint.harness.model import BatchGenerator, GoldenRun, JobBatches, Plan, PlannedCall, Scenario, next_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "scenarios" / "demo.toml"
@@ -133,13 +133,11 @@ def session_cost(scenario: Scenario, depth: int, backend: str, jobs: int, under:
 
 
 def first(batches: JobBatches, count: int) -> JobBatches:
-    def limited(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        remaining = count
-        for batch in batches(golden, outcomes):
-            yield batch[:remaining]
+    def limited(golden: GoldenRun) -> BatchGenerator:
+        inner, done, remaining = batches(golden), None, count
+        while remaining > 0 and (batch := next_batch(inner, done)) is not None:
+            done = yield batch[:remaining]
             remaining -= len(batch[:remaining])
-            if remaining <= 0:
-                return
 
     return limited
 

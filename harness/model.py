@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -830,5 +830,29 @@ def _outcome_bounds(entry: dict[str, Any]) -> list[str]:
 
 RESULTS = ("passed", "failed", "unknown", "untested")
 
-# Given the golden run and every outcome so far, yield the next batch of jobs.
-JobBatches = Callable[[GoldenRun, list[RunOutcome]], Iterator[list[Job]]]
+# Given the golden run, the batches of jobs a session runs, one after the other; each batch's outcomes are sent
+# back in (``generator.send``) as the next is asked for: how exhaustive depth k+1 grows from the points depth k
+# reached. Iterated without sending, a batch's outcomes are None.
+BatchGenerator = Generator[list[Job], "list[RunOutcome] | None", None]
+JobBatches = Callable[[GoldenRun], BatchGenerator]
+
+
+def next_batch(batches: BatchGenerator, done: list[RunOutcome] | None) -> list[Job] | None:
+    """The batch after the one whose outcomes are ``done`` (None: the first); None when there is no more."""
+    try:
+        return batches.send(done)  # send(None) to a generator not yet started is next()
+    except StopIteration:
+        return None
+
+
+def each_batch(batches: JobBatches, change: Callable[[list[Job]], list[Job]]) -> JobBatches:
+    """``batches`` with each batch changed by ``change`` as it is handed out, and each batch's outcomes handed
+    back to ``batches``."""
+
+    def changed(golden: GoldenRun) -> BatchGenerator:
+        inner = batches(golden)
+        done = None
+        while (batch := next_batch(inner, done)) is not None:
+            done = yield change(batch)
+
+    return changed

@@ -86,25 +86,24 @@ def golden_of_demo() -> GoldenRun:
                                      {"exhaustive": True, "shard": "2/3"}])
 def test_no_pause_makes_every_crash_point_kill_of_the_session_now(choices):
     spec = build_spec(load_scenario(DEMO), no_pause=True, **choices)
-    jobs = [job for batch in spec.batches()(golden_of_demo(), []) for job in batch]
+    jobs = [job for batch in spec.batches()(golden_of_demo()) for job in batch]
     kills = [kill for job in jobs for kill in job.schedule]
     assert kills and all(kill.now for kill in kills if isinstance(kill, RENDEZVOUS_KILLS))
     assert "no pause" in spec.describe()
     paused = build_spec(load_scenario(DEMO), **choices)
-    assert not any(kill.now for batch in paused.batches()(golden_of_demo(), []) for job in batch
+    assert not any(kill.now for batch in paused.batches()(golden_of_demo()) for job in batch
                    for kill in job.schedule if isinstance(kill, RENDEZVOUS_KILLS))
 
 
 def test_no_pause_kills_at_depth_two_grow_from_the_points_reached_and_stay_now():
     spec = build_spec(load_scenario(DEMO), no_pause=True, exhaustive=True, depth=2)
-    outcomes: list[RunOutcome] = []
-    batches = spec.batches()(golden_of_demo(), outcomes)
+    batches = spec.batches()(golden_of_demo())
     first = next(batches)
-    outcomes += [RunOutcome(job, Path("run"), Verdict(True), (
+    outcomes = [RunOutcome(job, Path("run"), Verdict(True), (
         Incarnation(0, 1, None, killed_at=str(job.schedule[0])),
         Incarnation(1, 2, 0, points=(f"c1:{protocol.BEFORE_STARTED}", protocol.AFTER_DECISIONS))), "", 0.0)
         for job in first]
-    second = next(batches)
+    second = batches.send(outcomes)
     assert len(second) == 2 * len(first)
     assert {str(job.schedule[1]) for job in second} == {"c1:before_started/now", "after_decisions/now"}
     assert all(kill.now for job in second for kill in job.schedule)

@@ -72,14 +72,14 @@ def test_every_kill_applies_both_choices_and_says_so():
                                      {"timed": True, "runs": 3, "seed": 1}, {"kill_on": ["ledger:effect:c3"]}])
 def test_power_loss_makes_every_kill_of_every_mode_a_power_loss(choices):
     spec = build_spec(load_scenario(DEMO), power_loss=True, **choices)
-    kills = [kill for batch in spec.batches()(golden_of_demo(), []) for job in batch for kill in job.schedule]
+    kills = [kill for batch in spec.batches()(golden_of_demo()) for job in batch for kill in job.schedule]
     assert kills and all(isinstance(kill.fault, PowerLoss) for kill in kills)
     assert "power loss" in spec.describe()
 
 
 def test_exhaustive_torn_power_losses_run_both_variants_at_every_kill():
     spec = build_spec(load_scenario(DEMO), power_loss=True, torn_tail=True, exhaustive=True)
-    jobs = next(spec.batches()(golden_of_demo(), []))
+    jobs = next(spec.batches()(golden_of_demo()))
     faults = {(str(job.schedule[0].trigger), job.schedule[0].fault) for job in jobs}
     assert ("c2:after_started", PowerLoss("op", 499)) in faults and ("c2:after_started", PowerLoss("seq", 500)) in faults
     assert ("c2:after_effect", PowerLoss()) in faults and not any(isinstance(fault, TornTail | PlainKill)

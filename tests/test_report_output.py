@@ -306,8 +306,8 @@ def test_failure_blocks_print_in_run_order_however_the_runs_finish():
                            killed(0, "c4:after_effect"), finished(1)) for index in range(4)}
     out = io.StringIO()
     with SessionPrinter(out, mode="quiet") as printer:
-        batches = printer.track(lambda golden, outcomes: iter([[run.job for run in runs.values()]]))
-        for _ in batches(GOLDEN, []):
+        batches = printer.track(lambda golden: (batch for batch in [[run.job for run in runs.values()]]))
+        for _ in batches(GOLDEN):
             for index in (1, 0, 3):
                 printer.on_outcome(runs[index])
             assert re.findall(r"FAIL run (\d+)", out.getvalue()) == ["0", "1"]  # run 3 waits for run 2
@@ -320,8 +320,8 @@ def test_a_session_with_no_bar_prints_a_progress_line_every_few_seconds():
     now = [0.0]
     out = io.StringIO()
     with SessionPrinter(out, mode="normal", progress_bar=False, clock=lambda: now[0]) as printer:
-        batches = printer.track(lambda golden, outcomes: iter([[Job(index, ()) for index in range(10)]]))
-        for _ in batches(GOLDEN, []):
+        batches = printer.track(lambda golden: (batch for batch in [[Job(index, ()) for index in range(10)]]))
+        for _ in batches(GOLDEN):
             for index in range(10):
                 now[0] += 1.5
                 printer.on_outcome(passed(index))

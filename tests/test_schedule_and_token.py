@@ -24,7 +24,7 @@ def test_exhaustive_is_every_point_reached_once_in_the_order_reached():
     """The one exhaustive generator (the product's): a schedule per distinct crash point the golden run reached."""
     reached = tuple(f"{call}:{point}" for call in PLAN.call_ids for point in protocol.CALL_POINTS)
     golden = GoldenRun(Path("golden"), {}, {}, reached + reached[:3] + ("after_decisions",), 0.5)
-    (jobs,) = list(ExhaustiveMode(1).batches(PLAN)(golden, []))
+    (jobs,) = list(ExhaustiveMode(1).batches(PLAN)(golden))
     schedules = [job.schedule for job in jobs]
     assert len(schedules) == len(PLAN.calls) * len(protocol.CALL_POINTS) + 1 == len(set(schedules))
     assert schedules[0] == (AtPoint("before_started", "c1"),) and schedules[-1] == (AtPoint("after_decisions"),)

@@ -37,7 +37,7 @@ def golden(times: tuple[float, ...], points: tuple[str, ...] = POINTS) -> Golden
 
 
 def drawn(run: GoldenRun, runs: int = 200, seed: int = 7, window_s: float | None = None) -> list[AfterDelay]:
-    (jobs,) = list(TimedMode(runs, seed, window_s).batches(PLAN)(run, []))
+    (jobs,) = list(TimedMode(runs, seed, window_s).batches(PLAN)(run))
     kills = [kill for job in jobs for kill in job.schedule]
     assert all(isinstance(kill, AfterDelay) for kill in kills)
     return kills  # type: ignore[return-value]

@@ -39,7 +39,7 @@ from killpoint.harness.judge.evidence import Evidence, StoreReading, read_eviden
 from killpoint.harness.judge.golden_store import check_golden_store
 from killpoint.harness.layout import PREFIXES_NAME, RUN_RECORD_NAME, SCRATCH_COPY_NAME, VERDICT_NAME, RunPaths
 from killpoint.harness.model import (AfterDelay, AfterPoint, GoldenRun, Incarnation, Job, JobBatches, Kill, RunOutcome,
-                                     Scenario, Verdict)
+                                     Scenario, Verdict, next_batch)
 from killpoint.harness.repro.safety import recorded_origin
 from killpoint.harness.repro.token import ReproToken
 from killpoint.harness.schedules.schedule import Schedule, has_power_loss, parse_point_reached
@@ -292,7 +292,8 @@ def run_session(
             require_rendezvous(scenario, golden)
         under_way = []
         workers = 1  # never more than a batch has schedules: -j 64 on one schedule forks no 63 idle workers
-        for batch in batches(golden, outcomes):
+        generator, done = batches(golden), None
+        while (batch := next_batch(generator, done)) is not None:
             under_way = [runs_dir / f"run-{job.index:05d}" for job in batch]
             if min(jobs, len(batch)) > workers:  # a deeper level may have more schedules: a bigger pool for it
                 if pool is not None:
@@ -300,14 +301,16 @@ def run_session(
                 workers = min(jobs, len(batch))
                 pool = WorkerPool(workers, backend_name, backend_options)
             if pool is None:
-                done: Iterator[RunOutcome] = (
+                finished: Iterator[RunOutcome] = (
                     run_job(scenario, golden, job, runs_dir, backend, keep_all=keep_all, scratch=scratch)
                     for job in batch)
             else:
-                done = pool.outcomes(_run_in_worker, (scenario, golden, runs_dir, keep_all, scratch), batch)
-            for outcome in (_compacted(outcome, shared) for outcome in done):
+                finished = pool.outcomes(_run_in_worker, (scenario, golden, runs_dir, keep_all, scratch), batch)
+            done = []  # this batch's outcomes, handed to the batches as the next is asked for
+            for outcome in (_compacted(outcome, shared) for outcome in finished):
                 under_way.remove(outcome.run_dir)
                 on_outcome(outcome)
+                done.append(outcome)
                 outcomes.append(outcome)
                 raise_if_stopped()  # a Ctrl-C swallowed on its way is raised here, between two runs
                 if stop_at_first_failure and not outcome.verdict.valid:

@@ -87,7 +87,7 @@ class SessionSpec:
         """
         if self.shard is None or outcomes:
             return None
-        first = next(iter(self.mode.batches(self.scenario.plan, self.drift)(golden, [])), [])
+        first = next(self.mode.batches(self.scenario.plan, self.drift)(golden), [])
         shard, shards = self.shard
         deeper = " (and the deeper ones that grow from them)" if isinstance(self.mode, ExhaustiveMode) \
             and self.mode.depth > 1 else ""

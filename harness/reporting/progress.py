@@ -18,11 +18,11 @@ from __future__ import annotations
 import io
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from killpoint.harness.frontends._ci import ci_profile
-from killpoint.harness.model import GoldenRun, Job, JobBatches, RunOutcome, Scenario
+from killpoint.harness.model import GoldenRun, Job, JobBatches, RunOutcome, Scenario, each_batch
 from killpoint.harness.reporting.report import (describe_failure, repro_command, summary_line, summary_rows,
                                                 write_coverage)
 from killpoint.harness.reporting.summary import Summary
@@ -58,12 +58,11 @@ class ProgressLines:
 def counted(batches: JobBatches, handed: Callable[[int], object]) -> JobBatches:
     """The same batches, telling ``handed`` how many jobs each holds as it is handed out."""
 
-    def each(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        for batch in batches(golden, outcomes):
-            handed(len(batch))
-            yield batch
+    def told(batch: list[Job]) -> list[Job]:
+        handed(len(batch))
+        return batch
 
-    return each
+    return each_batch(batches, told)
 
 
 class SessionPrinter:
@@ -117,19 +116,17 @@ class SessionPrinter:
 
     def track(self, batches: JobBatches) -> JobBatches:
         """The same batches, growing the progress bar's total as each batch is known."""
+        return each_batch(batches, self._handed)
 
-        def tracked(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list]:
-            for batch in batches(golden, outcomes):
-                self._order += [job.index for job in batch]
-                self._handed_out.update(job.index for job in batch)
-                if self._lines is not None:
-                    self._lines.handed(len(batch))
-                if self._progress is not None:
-                    total = self._progress.tasks[0].total or 0
-                    self._progress.update(self._task, description="schedules", total=total + len(batch))
-                yield batch
-
-        return tracked
+    def _handed(self, batch: list[Job]) -> list[Job]:
+        self._order += [job.index for job in batch]
+        self._handed_out.update(job.index for job in batch)
+        if self._lines is not None:
+            self._lines.handed(len(batch))
+        if self._progress is not None:
+            total = self._progress.tasks[0].total or 0
+            self._progress.update(self._task, description="schedules", total=total + len(batch))
+        return batch
 
     def on_outcome(self, outcome: RunOutcome) -> None:
         """Called as each run is judged, in the order runs finish."""

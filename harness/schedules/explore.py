@@ -1,24 +1,24 @@
 """Which schedules a session runs: one mode each for given, exhaustive to depth k, random and timed.
 
 Each mode's ``batches`` returns ``JobBatches``: a generator of job batches that may look
-at the golden run and at every outcome so far. That is how depth k+1 grows
-from the points actually reached at depth k, so a point that cannot be reached
-is never counted as covered.
+at the golden run, and is handed each batch's outcomes as the next is asked for.
+That is how depth k+1 grows from the points actually reached at depth k, so a
+point that cannot be reached is never counted as covered.
 """
 
 from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from killpoint.errors import ConfigError
 from killpoint.harness.config import defaults
 from killpoint.harness.config.limits import LIMITS
-from killpoint.harness.model import (DELAY_PREFIX, RENDEZVOUS_KILLS, AfterDelay, Drift, GoldenRun, Job, JobBatches,
-                                     KillSyntaxError, PlainKill, Plan, RunOutcome, parse_kill)
+from killpoint.harness.model import (DELAY_PREFIX, RENDEZVOUS_KILLS, AfterDelay, BatchGenerator, Drift, GoldenRun, Job,
+                                     JobBatches, KillSyntaxError, PlainKill, Plan, each_batch, parse_kill)
 from killpoint.harness.schedules.schedule import (POWER_TORN_PERMILLES, RandomFaults, Schedule, call_points_of,
                                                   children, derived_seed, format_schedule, random_schedule,
                                                   torn_variants)
@@ -58,7 +58,7 @@ class GivenMode:
         return f"kill at {format_schedule(self.schedule)}"
 
     def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
-        def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
+        def batches(golden: GoldenRun) -> BatchGenerator:
             yield [Job(self.index, self.schedule, self.seed, drift)]
 
         return batches
@@ -87,7 +87,7 @@ class ExhaustiveMode:
         return POWER_TORN_PERMILLES if self.power_loss else (500,)
 
     def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
-        def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
+        def batches(golden: GoldenRun) -> BatchGenerator:
             level: list[Schedule] = children((), golden.points)
             index = 0
             for kills in range(1, self.depth + 1):
@@ -97,10 +97,10 @@ class ExhaustiveMode:
                 jobs = [Job(index + offset, schedule, drift=drift, saves_prefix=self.share_prefixes and kills < self.depth
                             and isinstance(schedule[-1].fault, PlainKill)) for offset, schedule in enumerate(schedules)]
                 index += len(jobs)
-                yield jobs
+                done = yield jobs
                 if kills == self.depth:
                     return
-                by_index = {outcome.job.index: outcome for outcome in outcomes}
+                by_index = {outcome.job.index: outcome for outcome in done or ()}
                 level = []
                 for job in jobs:
                     outcome = by_index.get(job.index)  # None: another shard's
@@ -208,7 +208,7 @@ class RandomMode:
         return f"{self.runs} random schedules, seed {self.seed}"
 
     def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
-        def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
+        def batches(golden: GoldenRun) -> BatchGenerator:
             faults = replace(self.faults, timed_window_s=self.faults.timed_window_s or timed_window(golden))
             points = call_points_of(golden.points)
             yield [Job(index, random_schedule(plan, derived_seed(self.seed, index), faults, points),
@@ -234,7 +234,7 @@ class TimedMode:
         return f"{self.runs} timed kills, seed {self.seed}"
 
     def batches(self, plan: Plan, drift: Drift | None = None) -> JobBatches:
-        def batches(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
+        def batches(golden: GoldenRun) -> BatchGenerator:
             # An explicit window is drawn from the start of work, as asked; else between the crash points.
             stretches = timed_stretches(golden) if self.window_s is None else ()
             window = timed_window(golden, self.window_s)
@@ -279,18 +279,10 @@ def with_schedules(batches: JobBatches, change: Callable[[Schedule], Schedule]) 
     changed here in turn (``change`` leaves a changed kill as it is).
     """
 
-    def mapped(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        for batch in batches(golden, outcomes):
-            yield [replace(job, schedule=change(job.schedule)) for job in batch]
-
-    return mapped
+    return each_batch(batches, lambda batch: [replace(job, schedule=change(job.schedule)) for job in batch])
 
 
 def sharded(batches: JobBatches, shard: int, shards: int) -> JobBatches:
     """Only the jobs of shard ``shard`` of ``shards``."""
 
-    def filtered(golden: GoldenRun, outcomes: list[RunOutcome]) -> Iterator[list[Job]]:
-        for batch in batches(golden, outcomes):
-            yield [job for job in batch if shard_of(job, shards) == shard]
-
-    return filtered
+    return each_batch(batches, lambda batch: [job for job in batch if shard_of(job, shards) == shard])

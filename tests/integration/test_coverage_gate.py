@@ -86,7 +86,7 @@ GOLDEN = GoldenRun(Path("golden"), {}, {}, ("c1:before_started",), 0.5, work_win
 
 
 def delays(batches, golden: GoldenRun = GOLDEN) -> list[float]:
-    (jobs,) = list(batches(golden, []))
+    (jobs,) = list(batches(golden))
     return [kill.seconds for job in jobs for kill in job.schedule if isinstance(kill, AfterDelay)]
 
 
