@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from killpoint import protocol as p
 from killpoint.harness.judge.evidence import Line
-from killpoint.harness.judge.properties import (PROPERTY_BY_STATUS, Facts, LedgerAroundKill, decided, drift_excuse,
-                                                expected_action, incarnations_failed, judged, of_kind, repeated_effect,
-                                                timeouts_on_slow_storage)
+from killpoint.harness.judge.properties import (PROPERTY_BY_STATUS, Facts, LedgerAroundKill, WithNotes, decided,
+                                                drift_excuse, expected_action, incarnations_failed, judged, of_kind,
+                                                repeated_effect, timeouts_on_slow_storage)
 from killpoint.harness.judge.stores._agent_seams import SEAMS_FILE
 from killpoint.harness.layout import STORE_FINAL, handed_catalogue_file, store_at_kill_name, store_found_name
 from killpoint.harness.model import AtPoint, DurableState, Finding, PowerLoss, StepRecord
@@ -267,8 +267,9 @@ def _effects_in_ledger(facts: Facts, kill: StoreKill, call: str, effects: list[L
     return counted
 
 
-def write_ahead(facts: Facts) -> list[Finding]:
-    """Where the store records a step when it begins, no tool ran before its call's record was durable."""
+def write_ahead(facts: Facts) -> WithNotes:
+    """Where the store records a step when it begins, no tool ran before its call's record was durable; a store
+    that records a step only once it returns leaves that unjudged, and says so."""
     findings = []
     kills = store_kills(facts)
     for kill in kills:
@@ -291,9 +292,10 @@ def write_ahead(facts: Facts) -> list[Finding]:
                     f"when its tool ran", call, kill.around.point,
                     (state.invoked.quote(), *state.quoted_record, *facts.evidence.drops.get(kill.around.number, ()))))
     if kills and not any(kill.records_start for kill in kills):
-        facts.notes.append(f"write-ahead's started half is not judged: the store ({_format(facts)}) records a step "
-                           f"only once it returns, so a tool run before its start was durable leaves no trace there")
-    return findings
+        return WithNotes(findings, [f"write-ahead's started half is not judged: the store ({_format(facts)}) "
+                                    f"records a step only once it returns, so a tool run before its start was "
+                                    f"durable leaves no trace there"])
+    return WithNotes(findings, [])
 
 
 def _lost_at_power_loss(kill: StoreKill, call: str) -> bool:

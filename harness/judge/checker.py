@@ -25,7 +25,7 @@ from killpoint import protocol as p
 from killpoint.errors import InternalError
 from killpoint.harness.judge import blackbox, properties
 from killpoint.harness.judge.evidence import Evidence, MissingEvidence, lines_no_kill_left
-from killpoint.harness.judge.properties import PROPERTIES, Facts, expected_action
+from killpoint.harness.judge.properties import PROPERTIES, Facts, WithNotes, expected_action
 from killpoint.harness.judge.stores import AGENT_SEAMS, framework_versions
 from killpoint.harness.judge.validate import trusted
 from killpoint.harness.layout import (STORE_AT_KILL_PREFIX, STORE_FINAL, handed_catalogue_file, store_at_kill_name,
@@ -160,14 +160,15 @@ class Judgement:
 
     finds: tuple[str, ...]
     needs: tuple[Guard, ...]
-    judge: Callable[[Facts], list[Finding]]
+    judge: Callable[[Facts], list[Finding] | WithNotes]  # WithNotes: its findings, and notes to say beside them
 
 
-def world_rule(excuses: Callable[[Facts], list[str]], kills: tuple[Guard, ...]) -> Callable[[Facts], list[Finding]]:
+def world_rule(excuses: Callable[[Facts], list[str]],
+               kills: tuple[Guard, ...]) -> Callable[[Facts], list[Finding] | WithNotes]:
     """The judgement that the world equals the crash-free run's, unless a drifted catalogue made the rules
     require a repeat: ``excuses`` finds those, from the kills' evidence that ``kills`` guards."""
 
-    def world(facts: Facts) -> list[Finding]:
+    def world(facts: Facts) -> list[Finding] | WithNotes:
         differs = properties.world_differs(facts)
         if not differs:
             return differs
@@ -176,8 +177,7 @@ def world_rule(excuses: Callable[[Facts], list[str]], kills: tuple[Guard, ...]) 
             return differs
         _require(facts.evidence, (*kills, handed_catalogues))  # the excuse reads the kills and the handed catalogues
         if found := excuses(facts):
-            facts.notes += [f"{excuse}; so the world is not held to the crash-free run's" for excuse in found]
-            return []
+            return WithNotes([], [f"{excuse}; so the world is not held to the crash-free run's" for excuse in found])
         return differs
 
     return world
@@ -223,27 +223,31 @@ def _require(evidence: Evidence, needs: tuple[Guard, ...]) -> None:
         raise MissingEvidence("; ".join(reasons))
 
 
-def _judge_safe(judgement: Judgement, facts: Facts) -> tuple[list[Finding], str | None]:
-    """One judgement's findings, or why it could not judge: its evidence missing, the run undecidable, or an
-    error inside it (a finding naming a property it does not judge is one)."""
+def _judge_safe(judgement: Judgement, facts: Facts) -> tuple[WithNotes, str | None]:
+    """One judgement's findings and notes, or why it could not judge: its evidence missing, the run undecidable,
+    or an error inside it (a finding naming a property it does not judge is one)."""
     try:
         _require(facts.evidence, judgement.needs)
-        findings = judgement.judge(facts)
-        if strays := sorted({finding.property for finding in findings} - set(judgement.finds)):
+        judged = judgement.judge(facts)
+        judged = judged if isinstance(judged, WithNotes) else WithNotes(judged, [])
+        if strays := sorted({finding.property for finding in judged.findings} - set(judgement.finds)):
             raise InternalError(f"{judgement.judge.__name__} found {', '.join(strays)}, which it does not judge")
     except MissingEvidence as missing:
-        return [], f"evidence missing: {missing}"
+        return NOTHING, f"evidence missing: {missing}"
     except properties.Undecidable as why:
-        return [], f"not decidable: {why}"
+        return NOTHING, f"not decidable: {why}"
     except Exception as error:  # noqa: BLE001 - a checker bug must not pass as a verdict, nor hide the other rules
-        return [], f"checker error: {type(error).__name__}: {error}"
-    return findings, None
+        return NOTHING, f"checker error: {type(error).__name__}: {error}"
+    return judged, None
 
 
-def _rule_result(rule: str, judged: list[tuple[Judgement, list[Finding], str | None]]) -> RuleResult:
+NOTHING = WithNotes([], [])  # what a judgement that could not judge found
+
+
+def _rule_result(rule: str, judged: list[tuple[Judgement, WithNotes, str | None]]) -> RuleResult:
     """A rule failed if a judgement found it broken; else unknown if a judgement of it could not judge (its
     reasons merged, each said once); else passed."""
-    if any(finding.property == rule for _, findings, _ in judged for finding in findings):
+    if any(finding.property == rule for _, found, _ in judged for finding in found.findings):
         return RuleResult(rule, FAILED)
     reasons = [why for judgement, _, why in judged if why is not None and rule in judgement.finds]
     return RuleResult(rule, UNKNOWN, _merged_reasons(reasons)) if reasons else RuleResult(rule, PASSED)
@@ -285,8 +289,8 @@ def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun,
     facts = Facts(scenario, evidence, golden, tuple(journal_problems))
     judged = [(judgement, *_judge_safe(judgement, facts)) for judgement in judgements]
     results = tuple(_rule_result(rule, judged) for rule in rules)
-    findings = [finding for _, found, _ in judged for finding in found]
-    notes += facts.notes
+    findings = [finding for _, found, _ in judged for finding in found.findings]
+    notes += [note for _, found, _ in judged for note in found.notes]
     if evidence.store_final is not None and evidence.store_final.traffic:
         findings = [with_traffic(finding, evidence.store_final.traffic) for finding in findings]
     if kept := kept_by_copy(evidence):

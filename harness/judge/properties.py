@@ -121,6 +121,15 @@ class StruckKill(LedgerAroundKill):
         return fold_journal(self.found_lines)
 
 
+@dataclass(frozen=True)
+class WithNotes:
+    """A judgement's findings, and what it has to say beside them (a part it could not judge, an excuse it took):
+    what a judgement returns that says more than its findings."""
+
+    findings: list[Finding]
+    notes: list[str]
+
+
 @dataclass
 class Facts:
     """What the rules share about one run; each fact is built from the evidence only when a rule asks for it.
@@ -134,7 +143,6 @@ class Facts:
     evidence: Evidence
     golden: GoldenRun
     journal_problems: tuple[str, ...] = ()
-    notes: list[str] = field(default_factory=list)  # what a rule wants said beside its findings
 
     @cached_property
     def killed(self) -> list[Incarnation]:
