@@ -25,7 +25,7 @@ from typing import TypeVar
 
 from killpoint.harness.backends import Backend, Launched, make_backend
 from killpoint.harness.config.scenario import load_scenario
-from killpoint.harness.execute.runner import execute_run
+from killpoint.harness.execute.runner import carry_out_schedule
 from killpoint.harness.model import AtPoint
 from killpoint.protocol import AFTER_DECISIONS, AFTER_EFFECT
 
@@ -69,7 +69,7 @@ def cycle_seconds(backend_name: str, cycles: int) -> dict[str, float]:
     backend = instrument(make_backend(backend_name), timings)
     try:
         with tempfile.TemporaryDirectory() as runs_dir:
-            incarnations = execute_run(scenario, schedule, Path(runs_dir) / "run", backend)
+            incarnations = carry_out_schedule(scenario, schedule, Path(runs_dir) / "run", backend)
     finally:
         backend.close()
     recovered = incarnations[1:cycles + 1]

@@ -67,7 +67,8 @@ def field_problems(data: dict[str, Any], types: dict[str, tuple[type, ...]], *, 
             continue
         value = data[name]
         if not is_of(value, kinds):
-            problems.append(f"{name}: {type(value).__name__} {value!r:.40}, not {' or '.join(k.__name__ for k in kinds)}")
+            wanted = " or ".join(kind.__name__ for kind in kinds)
+            problems.append(f"{name}: {type(value).__name__} {value!r:.40}, not {wanted}")
         elif name in text_lists and not all(isinstance(item, str) for item in value):
             problems.append(f"{name}: must be a list of text")
         elif name in text_tables and not all(isinstance(item, str) for item in value.values()):

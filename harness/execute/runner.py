@@ -1,12 +1,15 @@
 """The runner: launches incarnations through a backend, waits for each kill's moment, restarts.
 
-``execute_run`` carries out one schedule in one run directory and leaves all
-its evidence there; it judges nothing. The backend starts; the rendezvous
-server decides the moment; the nemesis strikes (kills through the backend,
-confirms, and writes down what it did: kill markers, journal copies, torn
-tails, copies of a runtime's own store). ``incarnations.json`` is rewritten as
-each incarnation ends, so a harness killed mid-run leaves a readable list of
-those it finished.
+``carry_out_schedule`` carries out one schedule in one run directory and leaves all
+its evidence there; it judges nothing. Each incarnation (``_one_incarnation``)
+is launched by the backend; the rendezvous server decides the moment; the
+nemesis strikes (kills through the backend, confirms, and writes down what it
+did: kill markers, journal copies, torn tails, copies of a runtime's own
+store). How an incarnation is watched besides its kill is a strategy
+(``_Watch``): armed at its kill alone, measured for its working period (the
+crash-free run), or held at every point for the snapshots of shared prefixes.
+``incarnations.json`` is rewritten as each incarnation ends, so a harness
+killed mid-run leaves a readable list of those it finished.
 
 A ``[journal]`` scenario's runtime writes no killpoint journal: an incarnation
 of it that exits 0 has completed the task, and its store is copied once more
@@ -23,7 +26,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -198,9 +201,9 @@ class Sharing(Protocol):
         """The watch of the incarnation just launched after the last kill, from a state that stands in."""
 
 
-def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
-                drift: Drift | None = None, max_incarnations: int | None = None,
-                resumed: Sequence[Incarnation] = (), sharing: Sharing | None = None) -> list[Incarnation]:
+def carry_out_schedule(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
+                       drift: Drift | None = None, max_incarnations: int | None = None,
+                       resumed: Sequence[Incarnation] = (), sharing: Sharing | None = None) -> list[Incarnation]:
     """Carry out ``schedule`` against the workload in ``run_dir``; return what each incarnation did.
 
     With ``resumed``, ``run_dir`` already holds the state those incarnations (the
@@ -209,28 +212,77 @@ def execute_run(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: 
     ``sharing``, the run saves the state its last kill left, and then the
     incarnation after it waits at every point, where ``sharing``'s watch sees it.
     """
-    return _carry_out(scenario, schedule, run_dir, backend, drift=drift, max_incarnations=max_incarnations,
-                      resumed=resumed, sharing=sharing)[0]
+    return _run_incarnations(scenario, schedule, run_dir, backend, drift=drift, max_incarnations=max_incarnations,
+                             resumed=resumed, sharing=sharing)
 
 
-def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
-               drift: Drift | None = None, max_incarnations: int | None = None, watch_work: bool = False,
-               resumed: Sequence[Incarnation] = (), sharing: Sharing | None = None, on_lazy_fs: bool = False,
-               ) -> tuple[list[Incarnation], WorkPeriod | None]:
-    """``execute_run``, and with ``watch_work`` the first incarnation's working period (see ``work_period``);
-    on a lazy file system if ``schedule`` has a power loss, or ``on_lazy_fs``."""
-    # Resolved once: the paths handed to each incarnation are absolute and free of links the harness put there.
+def _run_incarnations(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
+                      drift: Drift | None = None, max_incarnations: int | None = None, work: _WorkWatch | None = None,
+                      resumed: Sequence[Incarnation] = (), sharing: Sharing | None = None, on_lazy_fs: bool = False,
+                      ) -> list[Incarnation]:
+    """``carry_out_schedule``, with ``work`` watching the first incarnation's working period; on a lazy file
+    system if ``schedule`` has a power loss, or ``on_lazy_fs``."""
+    bound = max_incarnations or len(schedule) + scenario.max_extra_incarnations
+    with _opened(scenario, run_dir, backend, drift, resumed=bool(resumed),
+                 on_lazy_fs=on_lazy_fs or has_power_loss(schedule)) as run:
+        run.incarnations += resumed
+        # Whether the state the incarnation after the last kill starts from stands in for the run's own: restored
+        # whole from a snapshot, or saved by ``sharing`` after the last kill.
+        stands_in = bool(schedule) and len(run.incarnations) == len(schedule)
+        for number in range(len(run.incarnations), bound):
+            kill: Kill | None = schedule[number] if number < len(schedule) else None
+            watch = (work if work is not None and number == 0
+                     else _SnapshotWatch(sharing, run) if (sharing is not None and sharing.holds_points and stands_in
+                                                           and number == len(schedule))
+                     else ARMED_AT_KILL)
+            incarnation = _one_incarnation(run, number, kill, watch)
+            run.incarnations.append(incarnation)
+            save_incarnations(run.paths.incarnations, run.incarnations)
+            watch.recorded(incarnation)
+            if sharing is not None and incarnation.killed_at is not None and number == len(schedule) - 1:
+                stands_in = sharing.after_last_kill(run.run_dir, run.incarnations, run.control_dir)
+            if incarnation.killed_at is None and completed_task(scenario, incarnation, run.paths.journal):
+                break
+        return run.incarnations
+
+
+@dataclass
+class _Run:
+    """What the incarnations of one run share: its directory (resolved, so the paths handed to each incarnation
+    are absolute and free of links the harness put there), its rendezvous, the services the workload calls, the
+    lazy file system its power losses drop from, and the incarnations so far."""
+
+    scenario: Scenario
+    backend: Backend
+    drift: Drift | None
+    paths: RunPaths
+    control_dir: Path
+    server: RendezvousServer
+    escapes: RunFiles  # what ties a process that escaped an incarnation to the run
+    services: AgentServices | ToolServices
+    files: tuple[str, ...] | None  # the runtime's own store's, copied at each kill; None: it keeps none
+    disks: Disks | None  # None: no power loss
+    incarnations: list[Incarnation] = field(default_factory=list)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.paths.run_dir
+
+    @property
+    def kills(self) -> int:
+        """How many of the incarnations so far were killed: the number of the next kill."""
+        return sum(1 for incarnation in self.incarnations if incarnation.killed_at is not None)
+
+
+@contextlib.contextmanager
+def _opened(scenario: Scenario, run_dir: Path, backend: Backend, drift: Drift | None, *, resumed: bool,
+            on_lazy_fs: bool) -> Iterator[_Run]:
+    """A run in ``run_dir`` (laid out afresh unless ``resumed``), its store copied once more when it ends, and
+    everything it opened closed whatever happens."""
     run_dir = run_dir.resolve()
     paths = RunPaths(run_dir) if resumed else prepare_run_dir(scenario, run_dir, drift)
-    bound = max_incarnations or len(schedule) + scenario.max_extra_incarnations
     control_dir = Path(tempfile.mkdtemp(prefix=f"{CONTROL_DIR_PREFIX}{os.getpid()}-", dir=control_root()))
     server = RendezvousServer(control_dir / "control.sock")
-    escapes = RunFiles.of(run_dir, paths.workload)  # what ties a process that escaped an incarnation to the run
-    incarnations: list[Incarnation] = list(resumed)
-    # Whether the state the incarnation after the last kill starts from stands in for the run's own: restored
-    # whole from a snapshot, or saved by ``sharing`` after the last kill.
-    stands_in = bool(schedule) and len(incarnations) == len(schedule)
-    window = None
     # The fake tools over HTTP, and an agent's scripted model: its services write what the model received, saved
     # beside the copies of the agent's own store.
     services = (AgentServices.start(script_plan(scenario.plan, scenario.agent), paths.world, paths.ledger,
@@ -238,97 +290,16 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
                 ToolServices.start(scenario.plan.to_json(), paths.world, paths.ledger, server.path))
     if isinstance(services, AgentServices) and (own := agent_store(scenario)) is not None:
         services.keep_store(own, scenario.plan, paths.workload)
-    files = store_files(scenario)
     disks: Disks | None = None
     try:
-        if on_lazy_fs or has_power_loss(schedule):
+        if on_lazy_fs:
             disks = mount_disks(run_dir, world=scenario.world_on_device)
-        for number in range(len(incarnations), bound):
-            kill: Kill | None = schedule[number] if number < len(schedule) else None
-            watched = sharing is not None and sharing.holds_points and stands_in and number == len(schedule)
-            waited = StorageWait(disks, scenario.timeout_s) if disks is not None else None
-            world_durable = disks is not None and disks.world is not None
-            # The crash-free run's point times place the timed kills (``work_period``), so it waits at every
-            # point, as a timed kill's incarnation does; a watched one is held at each.
-            armed = None if watch_work or watched else armed_points(kill)
-            services.begin(number, ArmedPoints.parse(armed), world_durable=world_durable)
-            started = time.monotonic()
-            launched = backend.launch(
-                scenario.workload, cwd=scenario.cwd,
-                env=_environment(paths, server.path, number, drift, world_durable=world_durable, armed=armed)
-                | services.environment(),
-                stdout=run_dir / f"incarnation-{number}.stdout", stderr=run_dir / f"incarnation-{number}.stderr")
-            watch = (sharing.snapshots(run_dir, incarnations, control_dir, launched, started, files)
-                     if sharing is not None and watched else None)
-            cpu_waits = CpuWaits(launched.pid) if watch_work and number == 0 else None
-            event = kill if isinstance(kill, OnEvent) else None
-            # A timed kill counts from a crash point it names, or from the moment work began, and the crash-free
-            # run's working period is measured from it (``work_began``): only a watcher sees it in a workload that
-            # announces no crash point.
-            watcher = (EventWatcher(event, paths.journal, paths.ledger)
-                       if event or (isinstance(kill, AfterDelay) and kill.after is None) or (watch_work and number == 0)
-                       else None)
-            try:
-                services.started(launched)  # served in a container's own network too; an agent's store watched
-                served = server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
-                                      watcher=watcher, on_point=watch.on_point if watch is not None
-                                      else cpu_waits.on_point if cpu_waits is not None else None,
-                                      storage=waited, incarnation=number)
-                # Timed out at the most its wait may move its deadline by: still waiting for the storage, maybe.
-                storage_bound = served.timed_out and waited is not None and waited.exhausted
-                storage_s = waited() if waited is not None else None  # asked before a strike copies the storage
-                killed_at: str | None = None
-                exit_code: int | None = None
-                kill_problems: tuple[str, ...] = ()
-                if served.hit is None and not served.timed_out:
-                    services.ended()
-                    exit_code = launched.wait()
-                    leftovers, escaped = tuple(launched.sweep()), tuple(escapes.hunt())
-                else:
-                    kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
-                    services.strike()  # nothing held goes on, every effect is in the ledger before the marker
-                    struck = _strike(launched, served, run_dir, number, files, disks, escapes, kills=kills)
-                    services.save(RunPaths(run_dir).store_at_kill(kills))
-                    if kill is not None and isinstance(kill.fault, PowerLoss):
-                        # What the model received is the services', off the disk that lost power: the next
-                        # incarnation finds it as it was.
-                        services.save(RunPaths(run_dir).store_found(kills))
-                    killed_at, leftovers, kill_problems = struck.point, struck.leftovers, struck.problems
-                    escaped = struck.escaped
-                    server.read_after_kill(served)
-                latency = watcher.latency_s() if watcher is not None and event and served.hit is not None else None
-            except BaseException:
-                nemesis.kill_confirmed(launched)
-                escapes.hunt()
-                raise
-            finally:
-                if watcher is not None:
-                    watcher.close()
-            if watch_work and number == 0:
-                window = work_period(served, watcher, cpu_waits)
-            server.drop_connections()
-            incarnations.append(Incarnation(
-                number=number, pid=launched.pid, exit_code=exit_code, killed_at=killed_at,
-                timed_out=served.timed_out, points=tuple(served.points),
-                seconds=round(time.monotonic() - started, 4),
-                stderr_tail=stderr_tail(run_dir / f"incarnation-{number}.stderr"),
-                leftovers=leftovers,
-                protocol_problems=(*served.protocol_problems, *kill_problems),
-                catalogue_drift=str(drift) if drift is not None and number > 0 else None,
-                kill_latency_s=latency,
-                escaped=escaped,
-                storage_s=None if storage_s is None else round(storage_s, 4), storage_bound=storage_bound,
-            ))
-            save_incarnations(paths.incarnations, incarnations)
-            if watch is not None:
-                watch.finish(incarnations[-1])
-            if sharing is not None and killed_at is not None and number == len(schedule) - 1:
-                stands_in = sharing.after_last_kill(run_dir, incarnations, control_dir)
-            if killed_at is None and completed_task(scenario, incarnations[-1], paths.journal):
-                break
-        if files is not None:
-            _copy_final_store(paths, files, run_dir, incarnations)
-        services.save(RunPaths(run_dir).store_final)
+        run = _Run(scenario, backend, drift, paths, control_dir, server, RunFiles.of(run_dir, paths.workload),
+                   services, store_files(scenario), disks)
+        yield run
+        if run.files is not None:
+            _copy_final_store(paths, run.files, run_dir, run.incarnations)
+        services.save(paths.store_final)
     finally:
         services.close()
         server.close()
@@ -337,7 +308,152 @@ def _carry_out(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: B
             disks.close()
             with contextlib.suppress(OSError):  # each mount removed its own state; their folder goes when empty
                 (run_dir / LAZYFS_STATE).rmdir()
-    return incarnations, window
+
+
+OnPoint = Callable[[str, "str | None", Served], object]
+
+
+class _Watch:
+    """How an incarnation is watched besides its kill: the runner's strategy for it. This one is every run's:
+    the incarnation is armed at its kill's point alone (``armed_points``), and nothing else sees its points."""
+
+    watches_work = False  # whether the evidence files are watched for its first write, whatever its kill
+
+    def armed(self, kill: Kill | None) -> str | None:
+        return armed_points(kill)
+
+    def launched(self, launched: Launched, started: float) -> OnPoint | None:
+        """What sees each point the incarnation just launched waits at; None: nothing."""
+        return None
+
+    def served(self, served: Served, watcher: EventWatcher | None) -> None:
+        """The incarnation's rendezvous is over (and its event watcher closed)."""
+
+    def recorded(self, incarnation: Incarnation) -> None:
+        """What the incarnation did is in incarnations.json."""
+
+
+ARMED_AT_KILL = _Watch()
+
+
+class _WorkWatch(_Watch):
+    """The crash-free run's: it waits at every point, as a timed kill's incarnation does, and its working period
+    is measured (``work_period``), where timed kills are drawn."""
+
+    watches_work = True
+
+    def __init__(self) -> None:
+        self.cpu_waits: CpuWaits | None = None
+        self.period: WorkPeriod | None = None
+
+    def armed(self, kill: Kill | None) -> str | None:
+        return None
+
+    def launched(self, launched: Launched, started: float) -> OnPoint | None:
+        self.cpu_waits = CpuWaits(launched.pid)
+        return self.cpu_waits.on_point
+
+    def served(self, served: Served, watcher: EventWatcher | None) -> None:
+        self.period = work_period(served, watcher, self.cpu_waits)
+
+
+class _SnapshotWatch(_Watch):
+    """The incarnation after a run's last kill, started from a state that stands in for the run's own: held at
+    each point, where ``sharing``'s watch saves the state for the runs that kill there (``point_snapshots.py``)."""
+
+    def __init__(self, sharing: Sharing, run: _Run) -> None:
+        self.sharing, self.run = sharing, run
+        self.watch: PointWatch | None = None
+
+    def armed(self, kill: Kill | None) -> str | None:
+        return None
+
+    def launched(self, launched: Launched, started: float) -> OnPoint | None:
+        run = self.run
+        self.watch = self.sharing.snapshots(run.run_dir, run.incarnations, run.control_dir, launched, started,
+                                            run.files)
+        return self.watch.on_point
+
+    def recorded(self, incarnation: Incarnation) -> None:
+        if self.watch is not None:
+            self.watch.finish(incarnation)
+
+
+def _one_incarnation(run: _Run, number: int, kill: Kill | None, watch: _Watch) -> Incarnation:
+    """Launch incarnation ``number``, serve its rendezvous until ``kill``'s moment (or its end, or its timeout),
+    strike it if that moment came, and say what it did."""
+    scenario, paths, services = run.scenario, run.paths, run.services
+    waited = StorageWait(run.disks, scenario.timeout_s) if run.disks is not None else None
+    world_durable = run.disks is not None and run.disks.world is not None
+    armed = watch.armed(kill)
+    services.begin(number, ArmedPoints.parse(armed), world_durable=world_durable)
+    started = time.monotonic()
+    launched = run.backend.launch(
+        scenario.workload, cwd=scenario.cwd,
+        env=_environment(paths, run.server.path, number, run.drift, world_durable=world_durable, armed=armed)
+        | services.environment(),
+        stdout=run.run_dir / f"incarnation-{number}.stdout", stderr=run.run_dir / f"incarnation-{number}.stderr")
+    on_point = watch.launched(launched, started)
+    event = kill if isinstance(kill, OnEvent) else None
+    # A timed kill counts from a crash point it names, or from the moment work began, and the crash-free run's
+    # working period is measured from it (``work_began``): only a watcher sees it in a workload that announces
+    # no crash point.
+    watcher = (EventWatcher(event, paths.journal, paths.ledger)
+               if event or (isinstance(kill, AfterDelay) and kill.after is None) or watch.watches_work else None)
+    try:
+        services.started(launched)  # served in a container's own network too; an agent's store watched
+        served = run.server.serve(launched.pid, kill, started=started, deadline=started + scenario.timeout_s,
+                                  watcher=watcher, on_point=on_point, storage=waited, incarnation=number)
+        # Timed out at the most its wait may move its deadline by: still waiting for the storage, maybe.
+        storage_bound = served.timed_out and waited is not None and waited.exhausted
+        storage_s = waited() if waited is not None else None  # asked before a strike copies the storage
+        killed_at: str | None = None
+        exit_code: int | None = None
+        kill_problems: tuple[str, ...] = ()
+        if served.hit is None and not served.timed_out:
+            services.ended()
+            exit_code = launched.wait()
+            leftovers, escaped = tuple(launched.sweep()), tuple(run.escapes.hunt())
+        else:
+            struck = _struck(run, launched, served, number, kill)
+            killed_at, leftovers, escaped = struck.point, struck.leftovers, struck.escaped
+            kill_problems = struck.problems
+            run.server.read_after_kill(served)
+        latency = watcher.latency_s() if watcher is not None and event and served.hit is not None else None
+    except BaseException:
+        nemesis.kill_confirmed(launched)
+        run.escapes.hunt()
+        raise
+    finally:
+        if watcher is not None:
+            watcher.close()
+    watch.served(served, watcher)
+    run.server.drop_connections()
+    return Incarnation(
+        number=number, pid=launched.pid, exit_code=exit_code, killed_at=killed_at,
+        timed_out=served.timed_out, points=tuple(served.points),
+        seconds=round(time.monotonic() - started, 4),
+        stderr_tail=stderr_tail(run.run_dir / f"incarnation-{number}.stderr"),
+        leftovers=leftovers,
+        protocol_problems=(*served.protocol_problems, *kill_problems),
+        catalogue_drift=str(run.drift) if run.drift is not None and number > 0 else None,
+        kill_latency_s=latency,
+        escaped=escaped,
+        storage_s=None if storage_s is None else round(storage_s, 4), storage_bound=storage_bound,
+    )
+
+
+def _struck(run: _Run, launched: Launched, served: Served, number: int, kill: Kill | None) -> nemesis.Strike:
+    """The strike at the moment ``served`` ended on, with what the services keep saved beside its copies."""
+    kills = run.kills
+    run.services.strike()  # nothing held goes on, every effect is in the ledger before the marker
+    struck = _strike(launched, served, run.run_dir, number, run.files, run.disks, run.escapes, kills=kills)
+    run.services.save(run.paths.store_at_kill(kills))
+    if kill is not None and isinstance(kill.fault, PowerLoss):
+        # What the model received is the services', off the disk that lost power: the next incarnation finds it
+        # as it was.
+        run.services.save(run.paths.store_found(kills))
+    return struck
 
 
 LAZYFS_STATE = ".lazyfs"  # in a power-loss run's directory: each lazy file system's backing store and undo log
@@ -464,8 +580,10 @@ def work_period(served: Served, watcher: EventWatcher | None, cpu_waits: CpuWait
 def run_golden(scenario: Scenario, run_dir: Path, backend: Backend, *, on_lazy_fs: bool = False) -> GoldenRun:
     """Run the plan once with no kill (with ``on_lazy_fs``, on the lazy file system a power-loss run has, never
     dropped); a workload that cannot do that is a workload error."""
-    incarnations, window = _carry_out(scenario, (), run_dir, backend, max_incarnations=1, watch_work=True,
-                                      on_lazy_fs=on_lazy_fs)
+    work = _WorkWatch()
+    incarnations = _run_incarnations(scenario, (), run_dir, backend, max_incarnations=1, work=work,
+                                     on_lazy_fs=on_lazy_fs)
+    window = work.period
     paths = RunPaths(run_dir)
     only = incarnations[0]
     if only.timed_out or only.exit_code != 0 or only.escaped or not completed_task(scenario, only, paths.journal):

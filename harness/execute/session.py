@@ -29,7 +29,7 @@ from killpoint.harness.execute.point_snapshots import RunSharing
 from killpoint.harness.execute.pool import WorkerPool
 from killpoint.harness.execute.prefixes import Prefixes
 from killpoint.harness.execute.run_record import new_run_record, write_json_atomically, write_run_record
-from killpoint.harness.execute.runner import (execute_run, require_rendezvous, run_golden, save_incarnations,
+from killpoint.harness.execute.runner import (carry_out_schedule, require_rendezvous, run_golden, save_incarnations,
                                               sweep_abandoned_control_dirs)
 from killpoint.harness.execute.scratch import Scratch, open_scratch, sweep_abandoned
 from killpoint.harness.execute.stop_signals import Terminated, raise_if_stopped
@@ -109,7 +109,7 @@ def run_job(scenario: Scenario, golden: GoldenRun, job: Job, runs_dir: Path, bac
         backend=backend.name, backend_options=backend.options))
     if scratch is not None and not has_power_loss(job.schedule) and scratch.has_room():
         return _run_in_scratch(scenario, golden, job, run_dir, scratch, backend, keep_all=keep_all, started=started)
-    incarnations = tuple(execute_run(scenario, job.schedule, run_dir, backend, drift=job.drift))
+    incarnations = tuple(carry_out_schedule(scenario, job.schedule, run_dir, backend, drift=job.drift))
     verdict = check(scenario, run_evidence(scenario, run_dir, golden), golden)
     outcome = _outcome(scenario, golden, job, run_dir, verdict, incarnations, backend, started)
     write_verdict(outcome)
@@ -132,7 +132,7 @@ def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Pa
     take = prefix is not None and prefix.kills == len(job.schedule) and not job.saves_prefix
     resumed = (prefix.restore(scratch_run, take=take) if prefix is not None else None) or []
     sharing = RunSharing(prefixes, job.schedule, job.drift, job.index) if job.saves_prefix else None
-    incarnations = tuple(execute_run(scenario, job.schedule, scratch_run, backend, drift=job.drift, resumed=resumed,
+    incarnations = tuple(carry_out_schedule(scenario, job.schedule, scratch_run, backend, drift=job.drift, resumed=resumed,
                                      sharing=sharing))
     verdict = check(scenario, run_evidence(scenario, scratch_run, golden), golden)
     if prefix is not None and resumed:

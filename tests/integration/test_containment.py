@@ -28,7 +28,7 @@ from killpoint.harness.backends import _cgroup
 from killpoint.harness.backends.subprocess import SubprocessBackend
 from killpoint.harness.config.scenario import load_scenario
 from killpoint.harness.execute import _process_tree
-from killpoint.harness.execute.runner import execute_run
+from killpoint.harness.execute.runner import carry_out_schedule
 from killpoint.harness.schedules.schedule import parse_kill_point
 from tests.helpers import DEMO, workload_command
 from tests.integration.test_docker_backend import backend, docker_engine, leftover_sweeps_serialised  # noqa: F401
@@ -99,7 +99,7 @@ def test_without_a_usable_cgroup_hierarchy_the_fallback_is_said_once(monkeypatch
     try:
         backends = [SubprocessBackend(), SubprocessBackend()]
         scenario = load_scenario(DEMO)
-        (incarnation,) = execute_run(scenario, (parse_kill_point("c2:after_effect", scenario.plan),), tmp_path / "run",
+        (incarnation,) = carry_out_schedule(scenario, (parse_kill_point("c2:after_effect", scenario.plan),), tmp_path / "run",
                                      backends[0], max_incarnations=1)
     finally:
         _cgroup.usable_parent.cache_clear()

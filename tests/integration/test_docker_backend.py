@@ -26,7 +26,7 @@ from killpoint.errors import ConfigError
 from killpoint.harness.backends import _engine
 from killpoint.harness.backends.docker import PIDS_LIMIT, DockerBackend
 from killpoint.harness.config.scenario import load_scenario, with_workload
-from killpoint.harness.execute.runner import execute_run, run_golden
+from killpoint.harness.execute.runner import carry_out_schedule, run_golden
 from killpoint.harness.frontends._ci import ci_profile
 from killpoint.harness.judge.checker import check
 from killpoint.harness.judge.evidence import read_evidence
@@ -218,7 +218,7 @@ def test_breakout_attempts_all_fail(docker_engine, tmp_path, user):
                              f"{{python}} {WORKLOADS / 'breakout.py'} {listener.getsockname()[1]}")
     backend = DockerBackend(user=user)
     try:
-        (incarnation,) = execute_run(scenario, (), tmp_path / "run", backend, max_incarnations=1)
+        (incarnation,) = carry_out_schedule(scenario, (), tmp_path / "run", backend, max_incarnations=1)
     finally:
         backend.close()
     assert incarnation.exit_code == 0, incarnation.stderr_tail
@@ -260,7 +260,7 @@ def test_restart_same_starts_the_killed_container_again(docker_engine, tmp_path)
     backend = DockerBackend(restart="same")
     try:
         golden = run_golden(scenario, tmp_path / "golden", backend)
-        incarnations = execute_run(scenario, schedule, tmp_path / "run", backend)
+        incarnations = carry_out_schedule(scenario, schedule, tmp_path / "run", backend)
         (container,) = backend.same_mode_containers.values()
         assert backend.containers == {container}  # the golden run's container went when this run began
         verdict = check(scenario, read_evidence(tmp_path / "run"), golden)

@@ -128,16 +128,16 @@ def test_a_package_runs_its_main_module_on_the_fork_server_as_python_m_would(kil
 def test_dead_server_is_restarted_and_said(tmp_path, capsys):
     from killpoint.harness.backends.forkserver import ForkServerBackend
     from killpoint.harness.config.scenario import load_scenario
-    from killpoint.harness.execute.runner import execute_run
+    from killpoint.harness.execute.runner import carry_out_schedule
 
     scenario = load_scenario(DEMO)
     backend = ForkServerBackend()
     try:
-        execute_run(scenario, (), tmp_path / "first", backend, max_incarnations=1)
+        carry_out_schedule(scenario, (), tmp_path / "first", backend, max_incarnations=1)
         assert backend.server._server is not None
         os.kill(backend.server._server.process.pid, signal.SIGKILL)
         backend.server._server.process.wait()
-        incarnations = execute_run(scenario, (), tmp_path / "second", backend, max_incarnations=1)
+        incarnations = carry_out_schedule(scenario, (), tmp_path / "second", backend, max_incarnations=1)
         assert incarnations[0].exit_code == 0
         assert backend.server.restarts and "restarted" in backend.server.restarts[0]
         assert "fork server pid" in capsys.readouterr().err
@@ -150,12 +150,12 @@ def test_child_reaped_before_it_is_watched_is_an_exit_not_a_crash(tmp_path):
     before the runner opens its pidfd; that is an exit with its code, every time."""
     from killpoint.harness.backends.forkserver import ForkServerBackend
     from killpoint.harness.config.scenario import load_scenario, with_workload
-    from killpoint.harness.execute.runner import execute_run
+    from killpoint.harness.execute.runner import carry_out_schedule
 
     scenario = with_workload(load_scenario(DEMO), workload_command("exits_at_once.py"))
     backend = ForkServerBackend()
     try:
-        codes = {execute_run(scenario, (), tmp_path / f"run-{n}", backend, max_incarnations=1)[0].exit_code
+        codes = {carry_out_schedule(scenario, (), tmp_path / f"run-{n}", backend, max_incarnations=1)[0].exit_code
                  for n in range(30)}
     finally:
         backend.close()

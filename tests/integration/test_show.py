@@ -17,7 +17,7 @@ import pytest
 from killpoint.harness.backends import make_backend
 from killpoint.harness.config.scenario import load_scenario, with_workload
 from killpoint.harness.execute.run_record import new_run_record, write_run_record
-from killpoint.harness.execute.runner import execute_run, run_golden
+from killpoint.harness.execute.runner import carry_out_schedule, run_golden
 from killpoint.harness.execute.session import run_job
 from killpoint.harness.frontends import cli
 from killpoint.harness.model import Job
@@ -62,7 +62,7 @@ def test_a_run_its_harness_never_judged_says_what_it_was_running(tmp_path, backe
     record = new_run_record(scenario, run=7, schedule=("c5:after_effect",), seed=None, drift=None,
                             token="kp1.unused", backend=backend.name, backend_options={})
     write_run_record(run_dir, replace(record, harness_pid=gone.pid, harness_identity=f"{gone.pid}:0"))
-    incarnations = execute_run(scenario, schedule, run_dir, backend)
+    incarnations = carry_out_schedule(scenario, schedule, run_dir, backend)
     text = "\n".join(describe_run_dir(run_dir))
     assert "schedule: run 7, kill at c5:after_effect" in text and f"backend: {backend.name}" in text
     assert f"incarnations: {len(incarnations)} finished\n  incarnation 0 (pid {incarnations[0].pid}," in text

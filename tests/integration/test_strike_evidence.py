@@ -14,7 +14,7 @@ import pytest
 
 from killpoint.harness.backends.subprocess import SubprocessBackend
 from killpoint.harness.config.scenario import load_scenario
-from killpoint.harness.execute.runner import execute_run, sweep_abandoned_control_dirs
+from killpoint.harness.execute.runner import carry_out_schedule, sweep_abandoned_control_dirs
 from killpoint.harness.schedules.schedule import parse_kill_point
 from tests.helpers import DEMO, ROOT
 
@@ -23,7 +23,7 @@ HARNESS_KILLED_AT_SECOND_LAUNCH = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
     from killpoint.harness.backends.subprocess import SubprocessBackend
-    from killpoint.harness.execute.runner import execute_run
+    from killpoint.harness.execute.runner import carry_out_schedule
     from killpoint.harness.config.scenario import load_scenario
     from killpoint.harness.schedules.schedule import parse_kill_point
 
@@ -37,7 +37,7 @@ HARNESS_KILLED_AT_SECOND_LAUNCH = textwrap.dedent("""
             return super().launch(*args, **kwargs)
 
     scenario = load_scenario(sys.argv[1])
-    execute_run(scenario, (parse_kill_point("c2:after_effect", scenario.plan),), Path(sys.argv[2]),
+    carry_out_schedule(scenario, (parse_kill_point("c2:after_effect", scenario.plan),), Path(sys.argv[2]),
                 DiesAtTheSecondLaunch())
 """)
 
@@ -59,7 +59,7 @@ def test_a_run_directory_holding_only_run_json_is_laid_out_around_it(tmp_path: P
     run_dir.mkdir()
     record = '{"schedule": ["c2:after_effect"], "seed": 7}\n'
     (run_dir / "run.json").write_text(record)
-    incarnations = execute_run(scenario, (parse_kill_point("c2:after_effect", scenario.plan),), run_dir,
+    incarnations = carry_out_schedule(scenario, (parse_kill_point("c2:after_effect", scenario.plan),), run_dir,
                                SubprocessBackend())
     assert [incarnation.killed_at for incarnation in incarnations] == ["c2:after_effect", None]
     assert (run_dir / "run.json").read_text() == record
@@ -70,4 +70,4 @@ def test_a_run_directory_used_before_is_refused(tmp_path: Path) -> None:
     scenario = load_scenario(DEMO)
     (tmp_path / "run" / "workload").mkdir(parents=True)
     with pytest.raises(FileExistsError):
-        execute_run(scenario, (), tmp_path / "run", SubprocessBackend(), max_incarnations=1)
+        carry_out_schedule(scenario, (), tmp_path / "run", SubprocessBackend(), max_incarnations=1)
