@@ -128,7 +128,7 @@ class PointSnapshots:
                 return False
             state = building / STATE
             strike = nemesis.record_strike(kill, incarnation=self.number, leftovers=(),
-                                           **strike_sites(state, self.store, self.number))
+                                           sites=strike_sites(state, self.store, self.number))
             if strike.problems:
                 return False
             killed = Incarnation(

@@ -29,7 +29,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from killpoint import protocol
 from killpoint.client import ArmedPoints
@@ -483,18 +483,18 @@ def _strike(launched: Launched, served: Served, run_dir: Path, number: int, file
     file system a power loss drops from (None: the run has no power loss); ``escapes`` the run's files, which
     a process that escaped the kill may hold.
     """
-    return nemesis.strike(launched, served.hit, incarnation=number, **strike_sites(run_dir, files, kills),
+    return nemesis.strike(launched, served.hit, incarnation=number, sites=strike_sites(run_dir, files, kills),
                           drop=None if disks is None else nemesis.DropSite(disks, run_dir, kills), escapes=escapes)
 
 
-def strike_sites(run_dir: Path, files: tuple[str, ...] | None, kills: int) -> dict[str, Any]:
-    """Where the strike of kill number ``kills`` (from 0) of the run in ``run_dir`` reads and writes: the keyword
-    arguments of ``nemesis.strike`` and ``record_strike``; ``files``, the runtime's own store's (None: none)."""
+def strike_sites(run_dir: Path, files: tuple[str, ...] | None, kills: int) -> nemesis.StrikeSites:
+    """Where the strike of kill number ``kills`` (from 0) of the run in ``run_dir`` reads and writes; ``files``,
+    the runtime's own store's (None: none)."""
     paths = RunPaths(run_dir)
     store = None if files is None else nemesis.StoreCopies(paths.workload, files, paths.store_at_kill(kills),
                                                            paths.store_found(kills))
-    return {"ledger": paths.ledger, "journal": paths.journal, "journal_copy": paths.journal_at_kill(kills),
-            "torn_copy": paths.torn_journal(kills), "store": store}
+    return nemesis.StrikeSites(paths.ledger, paths.journal, paths.journal_at_kill(kills), paths.torn_journal(kills),
+                               store)
 
 
 def _copy_final_store(paths: RunPaths, files: tuple[str, ...], run_dir: Path,

@@ -64,6 +64,19 @@ class StoreCopies:
 
 
 @dataclass(frozen=True)
+class StrikeSites:
+    """Where one strike reads and writes: the run's ledger (the kill marker) and journal, where the journal is
+    copied as the kill left it and as its torn tail leaves it, and the runtime's own store's copies (None: it
+    keeps none). ``runner.strike_sites`` places them where ``RunPaths`` says."""
+
+    ledger: Path
+    journal: Path
+    journal_copy: Path
+    torn_copy: Path
+    store: StoreCopies | None = None
+
+
+@dataclass(frozen=True)
 class DropSite:
     """The lazy file systems of the run (the runtime's storage, maybe the world), for a power loss to drop from
     (kill ``kill_number``)."""
@@ -73,8 +86,7 @@ class DropSite:
     kill_number: int
 
 
-def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: Path, journal: Path,
-           journal_copy: Path, torn_copy: Path, store: StoreCopies | None = None, drop: DropSite | None = None,
+def strike(launched: Launched, kill: Kill | None, *, incarnation: int, sites: StrikeSites, drop: DropSite | None = None,
            escapes: RunFiles | None = None) -> Strike:
     """Kill ``launched`` at ``kill`` (None: at its timeout), confirm it dead, and write the evidence of it.
 
@@ -93,12 +105,10 @@ def strike(launched: Launched, kill: Kill | None, *, incarnation: int, ledger: P
     kill_confirmed(launched)
     leftovers = tuple(launched.sweep())
     escaped = tuple(escapes.hunt()) if escapes is not None else ()
-    return record_strike(kill, incarnation=incarnation, leftovers=leftovers, ledger=ledger, journal=journal,
-                         journal_copy=journal_copy, torn_copy=torn_copy, store=store, drop=drop, escaped=escaped)
+    return record_strike(kill, incarnation=incarnation, leftovers=leftovers, sites=sites, drop=drop, escaped=escaped)
 
 
-def record_strike(kill: Kill | None, *, incarnation: int, leftovers: tuple[str, ...], ledger: Path, journal: Path,
-                  journal_copy: Path, torn_copy: Path, store: StoreCopies | None = None,
+def record_strike(kill: Kill | None, *, incarnation: int, leftovers: tuple[str, ...], sites: StrikeSites,
                   drop: DropSite | None = None, escaped: tuple[str, ...] = ()) -> Strike:
     """What a strike writes once nothing of the incarnation runs: the kill marker, the copies, the fault's damage.
 
@@ -106,6 +116,7 @@ def record_strike(kill: Kill | None, *, incarnation: int, leftovers: tuple[str, 
     point (``harness/execute/prefixes.py``) calls it on its copy, which thereby becomes
     what the kill there would have left.
     """
+    ledger, journal, store = sites.ledger, sites.journal, sites.store
     problems: list[str] = []
     try:
         ledger_line_closed = mark_kill(ledger, incarnation, kill)
@@ -121,9 +132,9 @@ def record_strike(kill: Kill | None, *, incarnation: int, leftovers: tuple[str, 
         problems += [f"at the kill, {problem}" for problem in store_problems]
         store_copied = None if store_problems else store.copy
     try:
-        copy_evidence(journal, journal_copy)
-        copied = journal_copy
-        torn = _inflict(fault, journal, torn_copy)
+        copy_evidence(journal, sites.journal_copy)
+        copied = sites.journal_copy
+        torn = _inflict(fault, journal, sites.torn_copy)
     except UntrustedFile as refusal:
         problems.append(f"at the kill, {refusal}")
     if isinstance(fault, PowerLoss):

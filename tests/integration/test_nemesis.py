@@ -82,12 +82,12 @@ def _tree_walk_only(tmp_path: Path) -> Launched:
 
 
 @pytest.fixture
-def evidence(tmp_path: Path) -> dict[str, Path]:
-    paths = {"ledger": tmp_path / "ledger.jsonl", "journal": tmp_path / "journal.jsonl",
-             "journal_copy": tmp_path / "journal-at-kill-0.jsonl", "torn_copy": tmp_path / "journal-at-kill-0.torn.jsonl"}
-    paths["ledger"].write_bytes(b'{"call": "c1", "effect": "wrote"}\n')
-    paths["journal"].write_bytes(JOURNAL)
-    return paths
+def evidence(tmp_path: Path) -> nemesis.StrikeSites:
+    sites = nemesis.StrikeSites(tmp_path / "ledger.jsonl", tmp_path / "journal.jsonl",
+                                tmp_path / "journal-at-kill-0.jsonl", tmp_path / "journal-at-kill-0.torn.jsonl")
+    sites.ledger.write_bytes(b'{"call": "c1", "effect": "wrote"}\n')
+    sites.journal.write_bytes(JOURNAL)
+    return sites
 
 
 def ledger_records(path: Path) -> list[dict[str, object]]:
@@ -96,36 +96,36 @@ def ledger_records(path: Path) -> list[dict[str, object]]:
 
 @pytest.mark.parametrize("launch", [_in_cgroup, _tree_walk_only], ids=["cgroup", "tree-walk"])
 def test_a_strike_kills_the_whole_tree_then_marks_copies_and_tears(
-        launch: Callable[[Path], Launched], tmp_path: Path, evidence: dict[str, Path]) -> None:
+        launch: Callable[[Path], Launched], tmp_path: Path, evidence: nemesis.StrikeSites) -> None:
     launched = launch(tmp_path)
     tree = [launched.pid, *wait_for_descendants(launched.pid, 3)]
     kill = AtPoint("after_effect", "c1", TornTail(500))
 
-    record = nemesis.strike(launched, kill, incarnation=1, **evidence)
+    record = nemesis.strike(launched, kill, incarnation=1, sites=evidence)
 
     assert alive_after_deadline(tree) == []
-    assert ledger_records(evidence["ledger"])[-1] == {"killed": 1, "point": "c1:after_effect", "torn": 500}
-    assert evidence["journal_copy"].read_bytes() == JOURNAL  # the journal as the kill left it
-    torn = evidence["journal"].read_bytes()
+    assert ledger_records(evidence.ledger)[-1] == {"killed": 1, "point": "c1:after_effect", "torn": 500}
+    assert evidence.journal_copy.read_bytes() == JOURNAL  # the journal as the kill left it
+    torn = evidence.journal.read_bytes()
     assert JOURNAL.startswith(torn) and len(JOURNAL.splitlines()[0]) + 1 < len(torn) < len(JOURNAL)
-    assert evidence["torn_copy"].read_bytes() == torn  # and as the next incarnation will find it
+    assert evidence.torn_copy.read_bytes() == torn  # and as the next incarnation will find it
     assert record == nemesis.Strike(
         incarnation=1, point="c1:after_effect/torn:500", fault=TornTail(500), leftovers=(),
-        ledger_line_closed=False, journal_copy=evidence["journal_copy"], torn_copy=evidence["torn_copy"], problems=())
+        ledger_line_closed=False, journal_copy=evidence.journal_copy, torn_copy=evidence.torn_copy, problems=())
     assert "incarnation 1, killed by SIGKILL at c1:after_effect/torn:500, tail torn to 500/1000" in repr(record)
 
 
-def test_a_strike_at_the_timeout_is_a_plain_kill_marked_timeout(tmp_path: Path, evidence: dict[str, Path]) -> None:
+def test_a_strike_at_the_timeout_is_a_plain_kill_marked_timeout(tmp_path: Path, evidence: nemesis.StrikeSites) -> None:
     launched = _in_cgroup(tmp_path)
     tree = [launched.pid, *wait_for_descendants(launched.pid, 3)]
 
-    record = nemesis.strike(launched, None, incarnation=0, **evidence)
+    record = nemesis.strike(launched, None, incarnation=0, sites=evidence)
 
     assert alive_after_deadline(tree) == []
     assert (record.point, record.fault, record.torn_copy) == (TIMEOUT, PlainKill(), None)
-    assert ledger_records(evidence["ledger"])[-1] == {"killed": 0, "point": "timeout"}
-    assert evidence["journal"].read_bytes() == evidence["journal_copy"].read_bytes() == JOURNAL
-    assert not evidence["torn_copy"].exists()
+    assert ledger_records(evidence.ledger)[-1] == {"killed": 0, "point": "timeout"}
+    assert evidence.journal.read_bytes() == evidence.journal_copy.read_bytes() == JOURNAL
+    assert not evidence.torn_copy.exists()
 
 
 class _Unkillable:
@@ -146,9 +146,9 @@ class _Unkillable:
         raise AssertionError("not swept: its kill was never confirmed")
 
 
-def test_a_strike_whose_kill_is_not_confirmed_writes_no_evidence(evidence: dict[str, Path]) -> None:
+def test_a_strike_whose_kill_is_not_confirmed_writes_no_evidence(evidence: nemesis.StrikeSites) -> None:
     with pytest.raises(KillFailed, match="survived SIGKILL"):
-        nemesis.strike(_Unkillable(), AtPoint("after_effect", "c1", TornTail(500)), incarnation=0, **evidence)
-    assert ledger_records(evidence["ledger"]) == [{"call": "c1", "effect": "wrote"}]  # no marker
-    assert evidence["journal"].read_bytes() == JOURNAL  # not torn
-    assert not evidence["journal_copy"].exists() and not evidence["torn_copy"].exists()
+        nemesis.strike(_Unkillable(), AtPoint("after_effect", "c1", TornTail(500)), incarnation=0, sites=evidence)
+    assert ledger_records(evidence.ledger) == [{"call": "c1", "effect": "wrote"}]  # no marker
+    assert evidence.journal.read_bytes() == JOURNAL  # not torn
+    assert not evidence.journal_copy.exists() and not evidence.torn_copy.exists()
