@@ -30,9 +30,9 @@ from typing import Protocol
 from killpoint import protocol
 from killpoint.errors import ConfigError
 from killpoint.harness.config.limits import LIMITS
-from killpoint.harness.model import (POWER_VARIANTS, RENDEZVOUS_KILLS, AfterDelay, AfterPoint, AtPoint, Fault, Kill,
-                                     KillSyntaxError, OnEvent, PlainKill, Plan, PowerLoss, Schedule, TornTail,
-                                     parse_kill)
+from killpoint.harness.model import (CALL_SEPARATOR, POWER_VARIANTS, RENDEZVOUS_KILLS, AfterDelay, AfterPoint, AtPoint,
+                                     Fault, Kill, KillSyntaxError, OnEvent, PlainKill, Plan, PowerLoss, Schedule,
+                                     TornTail, parse_kill)
 
 # Points reached right after a journal write: the only ones where a torn last
 # record is a realistic crash (the write itself was cut). Anywhere else the
@@ -65,7 +65,7 @@ def parse_kill_point(text: str, plan: Plan) -> Kill:
 
 def point_reached(point: str, call: str | None) -> str:
     """A crash point as the runner records it: "c3:after_effect", or "after_decisions" for one of no call."""
-    return point if call is None else f"{call}:{point}"
+    return point if call is None else f"{call}{CALL_SEPARATOR}{point}"
 
 
 def parse_point_reached(reached: str) -> AtPoint:
@@ -74,7 +74,7 @@ def parse_point_reached(reached: str) -> AtPoint:
     Lenient on purpose: the points are what the workload announced, which the
     runner records whatever they are.
     """
-    call, _, point = reached.rpartition(":")
+    call, _, point = reached.rpartition(CALL_SEPARATOR)
     return AtPoint(point, call or None)
 
 
@@ -237,6 +237,5 @@ def call_points_of(golden_points: tuple[str, ...] | list[str]) -> tuple[str, ...
     """The points a call reaches, as a random schedule draws them: a protocol runtime's (``CALL_POINTS``, so a
     seed draws what it always drew), else those the crash-free run reached (a framework's steps, an agent's
     seams), in the order it first reached them; a kill at a point of another kind would never land."""
-    reached = tuple(dict.fromkeys(point for call, _, point in map(lambda text: text.rpartition(":"), golden_points)
-                                  if call))
+    reached = tuple(dict.fromkeys(kill.point for kill in map(parse_point_reached, golden_points) if kill.call))
     return protocol.CALL_POINTS if set(reached) <= set(protocol.CALL_POINTS) else reached
