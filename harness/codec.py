@@ -9,8 +9,10 @@ never trusts it: every field missing, ill-typed or out of bounds is named, and
 the value is refused whole (``Undecodable``), for each reader to answer as it
 must (a run unknown, or exit 2 naming the file).
 
-An outcome carries the version of its shape (``SCHEMA``); one without it was
-written before versions were, in the same shape, and reads as version 1.
+An outcome carries the version of its shape (``SCHEMA``), and has every key of
+it; one without it was written before versions were and reads as version 1,
+a key added before then (``rules``, ``shared_incarnations``, an incarnation's
+``escaped``) as what its absence meant.
 """
 
 from __future__ import annotations

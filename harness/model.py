@@ -94,7 +94,8 @@ RULE_STATUSES = (PASSED, FAILED, UNKNOWN)
 
 @dataclass(frozen=True)
 class RuleResult:
-    """One rule's conclusion; ``reason`` says why it is unknown (evidence missing, or the rule's own error)."""
+    """One rule's conclusion; ``reason`` says why it is unknown (evidence missing, or the rule's own error), or why
+    a failed rule was judged only in part."""
 
     rule: str
     status: str  # PASSED, FAILED or UNKNOWN
@@ -771,6 +772,8 @@ class RunOutcome:
         its verdict and incarnations do not make, a duration or index out of bounds, a kill that is none."""
         if not isinstance(entry, dict):
             raise Undecodable([f"holds {type(entry).__name__}, not an object"])
+        if "schema" not in entry:  # written before the shape had a version: what a key added since meant absent
+            entry = {**BEFORE_SCHEMA, **entry}
         problems = schema_problems(entry) or field_problems(entry, OUTCOME_TYPES, text_lists=("schedule", "unreached"),
                                                             exact=False)
         if problems:
@@ -789,7 +792,7 @@ class RunOutcome:
             problems.append(f"outcome: {entry['outcome']!r:.40} is not one of {', '.join(RESULTS)}")
         try:
             schedule = tuple(parse_kill(kill) for kill in entry["schedule"])
-            drift = None if entry["drift"] is None else Drift(*entry["drift"].partition("=")[::2])
+            drift = Drift(*entry["drift"].partition("=")[::2]) if entry["drift"] else None
         except KillSyntaxError as error:
             problems.append(f"schedule: {error.text!r} is no kill ({error.reason})")
         if problems:
@@ -809,6 +812,8 @@ OUTCOME_TYPES: dict[str, tuple[type, ...]] = {
     "outcome": (str,), "unreached": (list,), "incarnations": (list,), "token": (str,), "seconds": (int, float),
 }
 MAX_RUN_INDEX = 1_000_000_000  # no session runs a billion schedules: an index past it was never written
+# Keys added to a run before its shape had a version (``schema``), and what a run written without them means.
+BEFORE_SCHEMA: dict[str, Any] = {"rules": {}}  # no rule's result recorded (before 2026-12-01)
 
 
 def _outcome_bounds(entry: dict[str, Any]) -> list[str]:

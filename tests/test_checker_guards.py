@@ -132,6 +132,18 @@ def test_a_lost_catalogue_makes_the_rules_that_read_classes_unknown(tmp_path):
     assert status(verdict, "write-ahead")[0] == status(verdict, "liveness")[0] == "passed"
 
 
+def test_a_rule_found_broken_by_one_judgement_names_the_part_another_could_not_judge(tmp_path):
+    """journal-well-formed is judged on the records, the class snapshots and the decisions: with the catalogue
+    lost, a record with two op ids still fails it, and the verdict says which part was not judged."""
+    doubled = [*AT_KILL, {**started("c1", "read_file"), "op": "t-op9"}]
+    verdict = correct_run(tmp_path, catalogues={}, journal=doubled + RECOVERY)
+    assert verdict.valid is False and "journal-well-formed" in verdict.properties, verdict
+    state, reason = status(verdict, "journal-well-formed")
+    assert state == "failed" and reason == ("evidence missing: the catalogue handed to incarnation 0 cannot be read: "
+                                            "catalogue.json is missing")
+    assert f"not judged in full: journal-well-formed: {reason}" in verdict.notes, verdict.notes
+
+
 def test_the_drifted_catalogue_is_the_file_handed_not_one_rebuilt_from_the_drift(tmp_path):
     """The file handed to incarnation 1 calls ask_user UNKNOWN and not interactive (not what with_class would
     make of the drift): the runtime snapshotting what it was handed is right, and one snapshotting the rebuilt

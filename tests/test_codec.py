@@ -85,6 +85,15 @@ def test_a_run_written_before_the_schema_was_recorded_reads_as_version_1():
     assert RunOutcome.from_json(entry).result == "passed"
 
 
+def test_a_run_written_before_rule_results_were_recorded_is_read_with_none(tmp_path):
+    """verdict.json held no rules before 2026-12-01: killpoint show reads such a run directory all the same."""
+    entry = outcome_entry()
+    del entry["schema"], entry["rules"], entry["shared_incarnations"]
+    (tmp_path / "verdict.json").write_text(json.dumps(entry))
+    judged = read_verdict(tmp_path / "verdict.json")
+    assert judged.verdict.rules == () and judged.result == "passed" and judged.shared == 0
+
+
 @pytest.mark.parametrize("schema", [2, "1", None, 1.0])
 def test_a_shape_this_killpoint_does_not_know_is_refused_naming_its_version(tmp_path, schema):
     with pytest.raises(Undecodable) as refused:

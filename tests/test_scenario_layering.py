@@ -49,10 +49,13 @@ def test_no_module_of_the_package_imports_itself_back():
     assert cycles({name: imports_of(name, path, known) for name, path in known.items()}) == []
 
 
-def test_the_model_imports_only_the_standard_library_the_protocol_names_and_the_error_root():
+def test_the_model_imports_only_the_standard_library_the_protocol_names_the_error_root_and_its_codec():
     from bench.import_graph import imports_of, modules_of
 
     known = modules_of(DEMO.parent.parent)
-    model = "killpoint.harness.model"
-    # the catalogue only for a type hint (under TYPE_CHECKING), never at run time; the error root (KillSyntaxError)
-    assert imports_of(model, known[model], known) <= {"killpoint.protocol", "killpoint.errors", "killpoint.catalogue"}
+    model, codec = "killpoint.harness.model", "killpoint.harness.codec"
+    # the catalogue only for a type hint (under TYPE_CHECKING), never at run time; the error root (KillSyntaxError);
+    # the codec its values' from_json are made of, which imports the error root alone
+    assert imports_of(model, known[model], known) <= {"killpoint.protocol", "killpoint.errors", "killpoint.catalogue",
+                                                      codec}
+    assert imports_of(codec, known[codec], known) <= {"killpoint.errors"}

@@ -245,12 +245,14 @@ NOTHING = WithNotes([], [])  # what a judgement that could not judge found
 
 
 def _rule_result(rule: str, judged: list[tuple[Judgement, WithNotes, str | None]]) -> RuleResult:
-    """A rule failed if a judgement found it broken; else unknown if a judgement of it could not judge (its
-    reasons merged, each said once); else passed."""
-    if any(finding.property == rule for _, found, _ in judged for finding in found.findings):
-        return RuleResult(rule, FAILED)
+    """A rule failed if a judgement found it broken; else unknown if a judgement of it could not judge; else
+    passed. The reasons a judgement of it could not judge are merged, each said once: why it is unknown, or why
+    a failed rule was judged only in part."""
     reasons = [why for judgement, _, why in judged if why is not None and rule in judgement.finds]
-    return RuleResult(rule, UNKNOWN, _merged_reasons(reasons)) if reasons else RuleResult(rule, PASSED)
+    reason = _merged_reasons(reasons) if reasons else None
+    if any(finding.property == rule for _, found, _ in judged for finding in found.findings):
+        return RuleResult(rule, FAILED, reason)
+    return RuleResult(rule, UNKNOWN, reason) if reason else RuleResult(rule, PASSED)
 
 
 def _merged_reasons(reasons: list[str]) -> str:
@@ -302,6 +304,8 @@ def check(scenario: Scenario, evidence: Evidence, golden: GoldenRun,
     error = _unknown_reasons(unknown) if valid is None else None
     if valid is False:
         notes += [f"not judged: {result.rule}: {result.reason}" for result in unknown]
+        notes += [f"not judged in full: {result.rule}: {result.reason}" for result in results
+                  if result.status == FAILED and result.reason]
     return Verdict(valid, tuple(findings), tuple(notes), error, tuple(results))
 
 
