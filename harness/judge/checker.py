@@ -233,15 +233,12 @@ def _judge_safe(judgement: Judgement, facts: Facts) -> tuple[WithNotes, str | No
         if strays := sorted({finding.property for finding in judged.findings} - set(judgement.finds)):
             raise InternalError(f"{judgement.judge.__name__} found {', '.join(strays)}, which it does not judge")
     except MissingEvidence as missing:
-        return NOTHING, f"evidence missing: {missing}"
+        return WithNotes([], []), f"evidence missing: {missing}"
     except properties.Undecidable as why:
-        return NOTHING, f"not decidable: {why}"
+        return WithNotes([], []), f"not decidable: {why}"
     except Exception as error:  # noqa: BLE001 - a checker bug must not pass as a verdict, nor hide the other rules
-        return NOTHING, f"checker error: {type(error).__name__}: {error}"
+        return WithNotes([], []), f"checker error: {type(error).__name__}: {error}"
     return judged, None
-
-
-NOTHING = WithNotes([], [])  # what a judgement that could not judge found
 
 
 def _rule_result(rule: str, judged: list[tuple[Judgement, WithNotes, str | None]]) -> RuleResult:
