@@ -20,7 +20,7 @@ import errno
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import (SETTLE_DEADLINE_S, TOOL_REQUEST, AgentKilled, ReplyWrites, SeamHook,
                                            free_running)
 from killpoint.harness.agents.store_seam import StoreSeam
+from killpoint.harness.agents.mcp_endpoint import PATH as MCP_PATH
 from killpoint.harness.agents.tool_service import ToolService
 from killpoint.harness.backends import Launched
 from killpoint.harness.judge.stores._agent_seams import EXCHANGES_FILE, REPLY, REQUEST, SEAMS_FILE
@@ -43,6 +44,7 @@ from killpoint.harness.judge.stores._agent_store import AgentStore
 from killpoint.harness.model import Plan
 
 TOOLS_URL_ENV = protocol.ENV_TOOLS_URL
+MCP_URL_ENV = protocol.ENV_MCP_URL
 MODEL_URL_ENV = "KILLPOINT_MODEL_URL"
 API_KEY = "killpoint-scripted-model"  # the SDKs refuse to start without a key; the scripted model reads none
 
@@ -118,13 +120,17 @@ class ToolServices:
     seams: SeamClient | None  # None: a run nothing holds (the services' own tests)
 
     @classmethod
-    def start(cls, plan: dict[str, Any], world: Path, ledger: Path, control: Path | None) -> ToolServices:
+    def start(cls, plan: dict[str, Any], world: Path, ledger: Path, control: Path | None, *,
+              classes: Mapping[str, str] | None = None) -> ToolServices:
+        """``classes``: each tool's class in the scenario's catalogue (which the MCP tool list annotates)."""
         seams = SeamClient(str(control)) if control is not None else None
-        return cls(ToolService(plan, world, ledger, seams=seams, by_arguments=False).start(), seams)
+        return cls(ToolService(plan, world, ledger, seams=seams, by_arguments=False, classes=classes).start(), seams)
 
     def environment(self) -> dict[str, str]:
-        """The tools' URL, and loopback kept off any proxy the workload's environment names."""
-        return {TOOLS_URL_ENV: self.tools.url, "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+        """The tools' URL (and the same tools' MCP endpoint), and loopback kept off any proxy the workload's
+        environment names."""
+        return {TOOLS_URL_ENV: self.tools.url, MCP_URL_ENV: f"{self.tools.url}{MCP_PATH}",
+                "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
 
     def begin(self, incarnation: int, armed: ArmedPoints = ArmedPoints(), *, world_durable: bool = False) -> None:
         """Incarnation ``incarnation`` is about to start, to be held at the points ``armed`` names (by default,
@@ -188,11 +194,12 @@ class AgentServices(ToolServices):
     record: SeamRecord
 
     @classmethod
-    def start(cls, plan: dict[str, Any], world: Path, ledger: Path, control: Path | None) -> AgentServices:
+    def start(cls, plan: dict[str, Any], world: Path, ledger: Path, control: Path | None, *,
+              classes: Mapping[str, str] | None = None) -> AgentServices:
         """Both services of a run, held at their seams on ``control`` (None: a run nothing holds)."""
         seams = SeamClient(str(control)) if control is not None else None
         record = SeamRecord(seams, seams.is_struck) if seams is not None else SeamRecord(free_running)
-        tools = ToolService(plan, world, ledger, record, seams=seams, replies=record.replies).start()
+        tools = ToolService(plan, world, ledger, record, seams=seams, replies=record.replies, classes=classes).start()
         try:
             model = ModelEndpoint(Script.from_plan(plan), hook=record, replies=record.replies).start()
         except BaseException:

@@ -43,7 +43,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +57,7 @@ from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import open_regular
 from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, content_length, excerpt
+from killpoint.harness.agents import mcp_endpoint
 from killpoint.harness.agents.declared_tools import declared_tools
 from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import (SETTLE_DEADLINE_S, TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled,
@@ -132,14 +133,16 @@ class ToolService(LoopbackServer):
 
     def __init__(self, plan: dict[str, Any], world: Path, ledger: Path, hook: SeamHook = free_running, *,
                  world_durable: bool = False, seams: SeamClient | None = None, by_arguments: bool = True,
-                 replies: ReplyWrites | None = None) -> None:
+                 replies: ReplyWrites | None = None, classes: Mapping[str, str] | None = None) -> None:
         """``seams``: where ``after_effect`` is announced for a call a runtime names (None: nowhere).
+        ``classes``: each tool's class in the scenario's catalogue, which its MCP annotations say (none: UNKNOWN).
         ``replies``: where the replies being written are counted (shared with the model's: ``ReplyWrites``).
         ``by_arguments``: requests that name no call are attributed to the plan's (an agent's run); a plan
         whose runtime names its calls may call one tool twice with the same arguments, and such requests are
         refused."""
         self.index = PlanIndex.of(plan) if by_arguments else None
         self.declared = declared_tools(plan.get("tools", {}))  # the agent's own tools, as its scenario declares them
+        self.classes = {**(classes or {}), VERIFY_TOOL: protocol.READ_ONLY}
         self.world_path, self.world_durable = world, world_durable
         self._world: World | None = None  # held from ``begin`` (World.held)
         self.ledger_path = ledger
@@ -333,9 +336,9 @@ class ToolService(LoopbackServer):
         exchange["effect_found"] = found
         return found
 
-    def openapi(self) -> dict[str, Any]:
-        """An OpenAPI 3.1 document: one POST operation per tool the plan calls, and the probe."""
-        paths: dict[str, Any] = {}
+    def offered(self) -> Iterator[tuple[str, dict[str, Any], str]]:
+        """(name, JSON schema of its arguments, one line saying what it is) of each tool the plan calls, and the
+        probe: what the OpenAPI document and the MCP tool list offer."""
         for name in [*(self.index.tools() if self.index is not None else ()), VERIFY_TOOL]:
             tool = self.declared.get(name) or lookup(name)
             schema = tool.schema if tool is not None else {
@@ -343,6 +346,17 @@ class ToolService(LoopbackServer):
             summary = ("read-only: is the effect of an interrupted tool call in the world?" if tool is None else
                        f"{name} (declared by the scenario)" if name in self.declared else
                        f"{name} (a killpoint fake tool, family {tool.family})")
+            yield name, schema, summary
+
+    def mcp_tools(self) -> list[dict[str, Any]]:
+        """The MCP ``tools/list`` entries: each offered tool, annotated by its class."""
+        return [mcp_endpoint.listed_tool(name, summary, schema, self.classes.get(name, protocol.UNKNOWN))
+                for name, schema, summary in self.offered()]
+
+    def openapi(self) -> dict[str, Any]:
+        """An OpenAPI 3.1 document: one POST operation per tool the plan calls, and the probe."""
+        paths: dict[str, Any] = {}
+        for name, schema, summary in self.offered():
             paths[f"/tools/{name}"] = {"post": {
                 "operationId": name, "summary": summary,
                 "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
@@ -377,12 +391,20 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
         def do_GET(self) -> None:
             if self.path.split("?")[0] == "/openapi.json":
                 self._send(200, service.openapi())
+            elif self.path.split("?")[0] == mcp_endpoint.PATH:  # no stream from server to client is offered
+                self._send(405, None, ("Allow", "POST"))
             else:
                 self._send(404, {"ok": False, "error": f"no such path {self.path[:200]!r}; see /openapi.json"})
+
+        def do_DELETE(self) -> None:
+            self._send(405, None, ("Allow", "POST"))  # no MCP session is handed out, so none is ended
 
         def do_POST(self) -> None:
             kind, _, name = self.path.split("?")[0].removeprefix("/").partition("/")
             handle = {"tools": service.handle, "calls": service.call_named, "probes": service.probe_named}.get(kind)
+            if kind == mcp_endpoint.PATH.removeprefix("/") and not name:
+                self._mcp()
+                return
             if handle is None or not name or "/" in name:
                 self._send(404, {"ok": False, "error": f"no such path {self.path[:200]!r}; POST /tools/NAME (or "
                                                        f"/calls/NAME, /probes/NAME for a runtime naming its calls)"})
@@ -408,10 +430,32 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
             except AgentKilled:
                 self.drop_when_dead()  # nothing is written to it, nothing acts
 
-        def _send(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body, default=str).encode()
+        def _mcp(self) -> None:
+            """One MCP message (``mcp_endpoint``): its tool calls take the path every tool request takes."""
+            length = content_length(self.headers.get("Content-Length"))
+            if length is None or length > MAX_BODY_BYTES:
+                self._send(411 if length is None else 413, None)
+                self.close_connection = True
+                return
+            try:
+                message = strict_json(self.rfile.read(length)) if length else None
+            except ValueError as error:
+                self._send(400, mcp_endpoint.parse_error(str(error)))
+                return
+            try:
+                mcp_endpoint.answer(message, service.mcp_tools(), service.handle, self._send)
+            except RunFolderRefused as refused:
+                self._send(503, {"ok": False, "error": f"nothing acts: {refused}"})
+            except AgentKilled:
+                self.drop_when_dead()  # nothing is written to it, nothing acts
+
+        def _send(self, status: int, body: dict[str, Any] | None, *headers: tuple[str, str]) -> None:
+            data = b"" if body is None else json.dumps(body, default=str).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            if body is not None:
+                self.send_header("Content-Type", "application/json")
+            for header in headers:
+                self.send_header(*header)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

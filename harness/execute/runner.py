@@ -285,9 +285,10 @@ def _opened(scenario: Scenario, run_dir: Path, backend: Backend, drift: Drift | 
     server = RendezvousServer(control_dir / "control.sock")
     # The fake tools over HTTP, and an agent's scripted model: its services write what the model received, saved
     # beside the copies of the agent's own store.
+    classes = {call.tool: scenario.catalogue.class_of(call.tool) for call in scenario.plan.calls}
     services = (AgentServices.start(script_plan(scenario.plan, scenario.agent), paths.world, paths.ledger,
-                                    server.path) if scenario.agent is not None else
-                ToolServices.start(scenario.plan.to_json(), paths.world, paths.ledger, server.path))
+                                    server.path, classes=classes) if scenario.agent is not None else
+                ToolServices.start(scenario.plan.to_json(), paths.world, paths.ledger, server.path, classes=classes))
     if isinstance(services, AgentServices) and (own := agent_store(scenario)) is not None:
         services.keep_store(own, scenario.plan, paths.workload)
     disks: Disks | None = None
