@@ -25,13 +25,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import killpoint
 from killpoint import protocol as p
 
 PATH = "/mcp"
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 STATELESS_VERSION = "2026-07-28"
-SERVER_INFO = {"name": "killpoint-fake-tools", "version": killpoint.__version__}
+SERVER_INFO = {"name": "killpoint-fake-tools", "version": "1"}  # this server's version, as the OpenAPI document's
 CAPABILITIES = {"tools": {"listChanged": False}}
 # What a stateless-protocol client requires of a result, and a handshake client ignores.
 COMPLETE = {"resultType": "complete"}
