@@ -1,10 +1,12 @@
 """An OpenAI Agents SDK agent whose tools come from an MCP server, as its users write one, pointed at killpoint by
-its URLs alone.
+its URLs and its server's command alone.
 
 The agent of ``openai_agents_sdk.py`` (``Runner``, a ``SQLiteSession`` in
 ``$KILLPOINT_RUN_DIR``, the Responses API), with no function tools: its tools
-are those an MCP server lists over streamable HTTP, here killpoint's fake tools
-at ``$KILLPOINT_MCP_URL``. Nothing in it knows about crash recovery.
+are those an MCP server lists, here killpoint's fake tools, over streamable
+HTTP at ``$KILLPOINT_MCP_URL``, or with ``--stdio`` from a server it starts as
+its child (killpoint's shim, handed that URL in its environment). Nothing in it
+knows about crash recovery.
 """
 
 from __future__ import annotations
@@ -15,12 +17,19 @@ import sys
 from pathlib import Path
 
 from agents import Agent, Runner, SQLiteSession
-from agents.mcp import MCPServerStreamableHttp
+from agents.mcp import MCPServer, MCPServerStdio, MCPServerStreamableHttp
 
 
-async def run() -> str:
-    async with MCPServerStreamableHttp({"url": os.environ["KILLPOINT_MCP_URL"]}, cache_tools_list=True,
-                                       name="tools") as tools:
+def server(stdio: bool) -> MCPServer:
+    url = os.environ["KILLPOINT_MCP_URL"]
+    if stdio:
+        return MCPServerStdio({"command": sys.executable, "args": ["-m", "killpoint.harness.agents.mcp_stdio"],
+                               "env": {"KILLPOINT_MCP_URL": url}}, cache_tools_list=True, name="tools")
+    return MCPServerStreamableHttp({"url": url}, cache_tools_list=True, name="tools")
+
+
+async def run(stdio: bool) -> str:
+    async with server(stdio) as tools:
         agent = Agent(name="orders", instructions="Carry out the user's order with the tools.", model="gpt-4.1",
                       mcp_servers=[tools])
         session = SQLiteSession("order", str(Path(os.environ["KILLPOINT_RUN_DIR"]) / "session.sqlite"))
@@ -29,7 +38,7 @@ async def run() -> str:
 
 
 def main() -> int:
-    print(asyncio.run(run()))
+    print(asyncio.run(run("--stdio" in sys.argv[1:])))
     return 0
 
 

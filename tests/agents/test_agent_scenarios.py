@@ -56,7 +56,7 @@ def test_a_users_journal_cannot_name_the_agents_store(killpoint, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["reference_agent", "one_append", "openai_agents_sdk", "openai_agents_mcp",
-                                  "langgraph_prebuilt",
+                                  "openai_agents_mcp_stdio", "langgraph_prebuilt",
                                   "pydantic_ai_agent",
                                   "agent-blind-retry", "agent-forgets", "agent-retries-done"])
 def test_the_shipped_agent_scenarios_load(name):

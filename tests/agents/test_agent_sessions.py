@@ -103,6 +103,7 @@ def test_each_mutant_is_caught_with_its_rule_named(killpoint, mutant, rule, kill
 
 @pytest.mark.parametrize(("framework", "store"), [("openai_agents_sdk", "session.sqlite"),
                                                    ("openai_agents_mcp", "session.sqlite"),
+                                                   ("openai_agents_mcp_stdio", "session.sqlite"),
                                                    ("langgraph_prebuilt", "checkpoints.sqlite")])
 def test_a_framework_agent_that_reruns_a_turn_after_an_append_is_named(killpoint, framework, store):
     """Killed after the append's effect (c3, in a turn beside c2): neither framework saved the turn's calls,
@@ -135,7 +136,8 @@ def test_an_agent_with_no_durable_state_runs_again_what_the_model_had_the_result
     assert named and named[0].startswith("[succeeded-not-replayed] c1 "), result.out
 
 
-@pytest.mark.parametrize("framework", ["openai_agents_sdk", "openai_agents_mcp", "langgraph_prebuilt"])
+@pytest.mark.parametrize("framework", ["openai_agents_sdk", "openai_agents_mcp", "openai_agents_mcp_stdio",
+                                       "langgraph_prebuilt"])
 @pytest.mark.parametrize("kill", ["c1:tool_request", "c1:tool_effect", "c2:model_request", "model_request"])
 def test_a_framework_agent_killed_where_it_repeats_no_effect_passes(killpoint, framework, kill):
     """A read re-run (RETRY), a turn the model is about to choose, the final answer's request: held seams, where

@@ -117,3 +117,32 @@ def test_a_message_that_is_no_request_gets_the_error_the_specification_gives_it(
     assert answered == status
     assert (json.loads(data)["error"]["code"] if data else None) == code
     assert ledger_lines(tmp_path / "ledger.jsonl") == []
+
+
+@pytest.mark.integration  # starts the shim as a process, as an agent starts a stdio server
+@pytest.mark.parametrize("mode", ["handshake", "stateless"])
+def test_the_stdio_shim_an_agent_starts_forwards_every_call_to_the_harness(world, tmp_path, mode):
+    """The SDK's stdio client starts the shim as its child, as an agent starts a stdio MCP server; what the calls
+    did is in the ledger the harness wrote, and the shim keeps nothing."""
+    import os
+    import sys
+
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    ledger = tmp_path / "ledger.jsonl"
+
+    async def run(url: str) -> tuple[list[str], Any]:
+        server = StdioServerParameters(command=sys.executable, args=["-m", "killpoint.harness.agents.mcp_stdio"],
+                                       env={**os.environ, p.ENV_MCP_URL: url})
+        async with stdio_client(server) as (read, write), ClientSession(read, write) as client:
+            if mode == "handshake":
+                await client.initialize()
+            listed = [tool.name for tool in (await client.list_tools()).tools]
+            return listed, await client.call_tool("append", {"path": "log.txt", "text": "one\n"})
+
+    with ToolService(PLAN, world, ledger, classes=CLASSES) as tools:
+        tools.begin(0)
+        listed, appended = anyio.run(run, f"{tools.url}{PATH}")
+    assert set(listed) == {"read_file", "append", VERIFY_TOOL} and not appended.is_error
+    assert [line.get("invoked") for line in ledger_lines(ledger) if "invoked" in line] == ["append"]
+    assert (world / "files" / "log.txt").read_text() == "one\n"
