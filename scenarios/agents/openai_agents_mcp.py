@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 from agents import Agent, Runner, SQLiteSession
-from agents.mcp import MCPServer, MCPServerStdio, MCPServerStreamableHttp
+from agents.mcp import MCPServerStdio, MCPServerStreamableHttp
 
 
-def server(stdio: bool) -> MCPServer:
+def server(stdio: bool) -> MCPServerStdio | MCPServerStreamableHttp:
     url = os.environ["KILLPOINT_MCP_URL"]
     if stdio:
         return MCPServerStdio({"command": sys.executable, "args": ["-m", "killpoint.harness.agents.mcp_stdio"],
