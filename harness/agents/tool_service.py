@@ -401,14 +401,22 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
 
         def do_POST(self) -> None:
             kind, _, name = self.path.split("?")[0].removeprefix("/").partition("/")
-            handle = {"tools": service.handle, "calls": service.call_named, "probes": service.probe_named}.get(kind)
-            if kind == mcp_endpoint.PATH.removeprefix("/") and not name:
-                self._mcp()
+            if kind == mcp_endpoint.PATH.removeprefix("/") and not name:  # one MCP message: its tool calls too
+                self._serve(lambda message: mcp_endpoint.answer(message, service.mcp_tools(), service.handle,
+                                                                self._send), mcp_endpoint.parse_error, None)
                 return
+            handle = {"tools": service.handle, "calls": service.call_named, "probes": service.probe_named}.get(kind)
             if handle is None or not name or "/" in name:
                 self._send(404, {"ok": False, "error": f"no such path {self.path[:200]!r}; POST /tools/NAME (or "
                                                        f"/calls/NAME, /probes/NAME for a runtime naming its calls)"})
                 return
+            self._serve(lambda args: handle(name, args, self._send),
+                        lambda reason: {"ok": False, "error": f"the body is not one JSON value: {reason}"}, {})
+
+        def _serve(self, respond: Callable[[Any], None], not_json: Callable[[str], dict[str, Any]],
+                   empty: Any) -> None:
+            """Read the body (bounded, strict JSON; ``empty`` when there is none) and ``respond`` to it; a body
+            that is not JSON is answered 400 with ``not_json(reason)``."""
             length = content_length(self.headers.get("Content-Length"))
             if length is None or length > MAX_BODY_BYTES:
                 self._send(411 if length is None else 413, {
@@ -417,33 +425,14 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
                 self.close_connection = True
                 return
             try:
-                args = strict_json(self.rfile.read(length)) if length else {}
+                body = strict_json(self.rfile.read(length)) if length else empty
             except ValueError as error:
-                self._send(400, {"ok": False, "error": f"the body is not one JSON value: {error}"})
+                self._send(400, not_json(str(error)))
                 return
             try:
-                handle(name, args, self._send)
+                respond(body)
             except BadRequest as bad:
                 self._send(400, {"ok": False, "error": str(bad)})
-            except RunFolderRefused as refused:
-                self._send(503, {"ok": False, "error": f"nothing acts: {refused}"})
-            except AgentKilled:
-                self.drop_when_dead()  # nothing is written to it, nothing acts
-
-        def _mcp(self) -> None:
-            """One MCP message (``mcp_endpoint``): its tool calls take the path every tool request takes."""
-            length = content_length(self.headers.get("Content-Length"))
-            if length is None or length > MAX_BODY_BYTES:
-                self._send(411 if length is None else 413, None)
-                self.close_connection = True
-                return
-            try:
-                message = strict_json(self.rfile.read(length)) if length else None
-            except ValueError as error:
-                self._send(400, mcp_endpoint.parse_error(str(error)))
-                return
-            try:
-                mcp_endpoint.answer(message, service.mcp_tools(), service.handle, self._send)
             except RunFolderRefused as refused:
                 self._send(503, {"ok": False, "error": f"nothing acts: {refused}"})
             except AgentKilled:

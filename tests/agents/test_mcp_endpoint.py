@@ -4,17 +4,18 @@ strictly) in both protocols it speaks: a call takes the tool service's one path,
 from __future__ import annotations
 
 import json
+import os
+import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.client import Client
 
 from killpoint import protocol as p
-from killpoint.fake_tools.world import seed_world
 from killpoint.harness.agents.mcp_endpoint import ANNOTATIONS, PATH
 from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REQUEST
 from killpoint.harness.agents.tool_service import VERIFY_TOOL, ToolService
@@ -22,12 +23,6 @@ from tests.agents.test_tool_service import PLAN, ledger_lines
 
 CLASSES = {"read_file": p.READ_ONLY, "append": p.NON_IDEMPOTENT}
 MODES = ["auto", "legacy", "2026-07-28"]  # discover then the stateless protocol; the handshake; stateless outright
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Path:
-    seed_world(tmp_path / "world", {"notes.txt": "tea\n"}, {})
-    return tmp_path / "world"
 
 
 def session(url: str, mode: str, calls: list[tuple[str, dict[str, Any]]]) -> tuple[list[Any], list[Any]]:
@@ -124,11 +119,6 @@ def test_a_message_that_is_no_request_gets_the_error_the_specification_gives_it(
 def test_the_stdio_shim_an_agent_starts_forwards_every_call_to_the_harness(world, tmp_path, mode):
     """The SDK's stdio client starts the shim as its child, as an agent starts a stdio MCP server; what the calls
     did is in the ledger the harness wrote, and the shim keeps nothing."""
-    import os
-    import sys
-
-    from mcp import ClientSession, StdioServerParameters, stdio_client
-
     ledger = tmp_path / "ledger.jsonl"
 
     async def run(url: str) -> tuple[list[str], Any]:

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from killpoint.client import parse_json_lines
-from killpoint.fake_tools.world import seed_world
 from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled
 from killpoint.harness.agents.tool_service import PlanIndex, ToolService
 
@@ -32,12 +31,6 @@ def post(url: str, body: bytes | dict[str, Any]) -> tuple[int, dict[str, Any]]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Path:
-    seed_world(tmp_path / "world", {"notes.txt": "tea\n"}, {})
-    return tmp_path / "world"
 
 
 def ledger_lines(path: Path) -> list[dict[str, Any]]:
