@@ -382,7 +382,7 @@ class McpTarget:
         """
         try:
             server.initialize()
-            events = WorldEvents(world, session=server.process.pid if kill_at is not None else None)
+            events = WorldEvents(world, session=server.session_pid if kill_at is not None else None)
             try:
                 outcome = server.call_tool(tool, filled(args, world), events=events, kill_at=kill_at,
                                            kill_after_s=kill_after_s)

@@ -85,62 +85,74 @@ class McpCall:
     text: str | None = None              # what a call that ended answered (``answer_text``): a read tool's view
 
 
-class McpServer:
-    """One server process in its own session and cgroup; its stderr goes to ``stderr_path`` (its tail explains a death)."""
+class McpClient:
+    """The client side of MCP, whatever carries it: a transport gives the hooks, this speaks the protocol.
 
-    def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], stderr_path: Path,
-                 call_timeout_s: float) -> None:
-        self.argv, self.stderr_path, self.call_timeout_s = argv, stderr_path, call_timeout_s
-        # ``npx PACKAGE ...``: the bin npx would run, resolved once per session (``npx``), not at every start
-        self.started_argv, env = npx.started(argv, cwd, env)
-        self.cgroup = IncarnationCgroup.create()
-        if self.cgroup is None:
-            _say_no_cgroups()
-        try:
-            with stderr_path.open("wb") as stderr, preexec_joiner(self.cgroup) as join_cgroup:
-                self.process = subprocess.Popen(self.started_argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                                stdout=subprocess.PIPE, stderr=stderr, start_new_session=True,
-                                                preexec_fn=join_cgroup)
-        except (OSError, subprocess.SubprocessError) as error:  # only the cgroup's preexec_fn raises the latter
-            if self.cgroup is not None:
-                self.cgroup.discard()
-            why = error.strerror if isinstance(error, OSError) else "it could not join its cgroup"
-            raise ServerError(f"cannot start {self.started_argv[0]!r}: {why or error}") from None
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self._stdin, self._stdout = self.process.stdin.fileno(), self.process.stdout.fileno()
-        os.set_blocking(self._stdin, False)  # a server that stops reading must not block the client (the outbox)
-        self._outbox = bytearray()
-        self._pending = b""
-        self._next_id = 0
-        self.returncode: int | None = None
-        self.info: ServerInfo | None = None  # set by initialize
-        self._initialize_id: int | None = None
-        self.used = False  # a tool was called: it is no longer a fresh server for a kill trial
+    The hooks: ``_begin`` sends a request (its id), ``_select`` waits for the
+    transport (and for what ``selector`` watches besides, labelled ``events``)
+    while moving the bytes of the request, ``_answer`` is the answer to the
+    request once it has come, ``_delivered`` says the request is all sent,
+    ``_unsent_note`` says how much is not, ``kill`` ends the call the hard way.
+    ``initialize`` is the transport's too: the stdio handshake and the HTTP
+    negotiation differ. What they share is here, so the bounds, the pages and
+    the kill points are one code: ``list_tools`` and ``call_tool``.
+    """
 
-    # ------------------------------------------------------------------ the protocol
+    call_timeout_s: float
+    info: ServerInfo | None
+    used: bool  # a tool was called: it is no longer a fresh server for a kill trial
+    returncode: int | None
+
     def send_initialize(self) -> None:
-        """Ask the server to initialize, without waiting: a spare server starts while a trial runs."""
-        if self._initialize_id is None:
-            self._initialize_id = self._send_request("initialize", {
-                "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-                "clientInfo": {"name": "killpoint-certify", "version": "1"}})
+        """Start the handshake without waiting, where the transport can (stdio); else nothing."""
 
     def initialize(self) -> ServerInfo:
-        """Finish the handshake (``initialize``, then ``notifications/initialized``); once."""
-        import mcp_types
+        raise NotImplementedError
 
-        if self.info is not None:
-            return self.info
-        self.send_initialize()
-        assert self._initialize_id is not None
-        result = self._await(self._initialize_id, self.call_timeout_s, "initialize")
-        try:
-            parsed = mcp_types.InitializeResult.model_validate(result)
-        except ValueError as error:
-            raise ServerError(f"its initialize result is not MCP's: {str(error)[:300]}") from None
-        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        self.info = ServerInfo(parsed.server_info.name, parsed.server_info.version, parsed.protocol_version)
-        return self.info
+    def _begin(self, method: str, params: dict[str, Any]) -> int:
+        raise NotImplementedError
+
+    def _select(self, selector: selectors.BaseSelector, timeout: float) -> set[str]:
+        raise NotImplementedError
+
+    def _answer(self, ready: set[str], request_id: int, what: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _delivered(self) -> bool:
+        raise NotImplementedError
+
+    def _unsent_note(self) -> str:
+        raise NotImplementedError
+
+    def _abandon(self) -> None:
+        """A request got no answer in time: what the transport does about it (nothing, over stdio)."""
+
+    def kill(self) -> int | None:
+        raise NotImplementedError
+
+    @property
+    def session_pid(self) -> int | None:
+        """The server's process (its session leader), when killpoint started it; fanotify holds that session."""
+        return None
+
+    def _request(self, request_id: int, timeout_s: float, what: str) -> dict[str, Any]:
+        """The result of request ``request_id`` (``_begin``); ServerError if it errs, dies or says nothing in time."""
+        deadline = time.monotonic() + timeout_s
+        with selectors.DefaultSelector() as selector:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    unsent = self._unsent_note()
+                    self._abandon()
+                    raise ServerError(f"it did not answer {what} within {self.call_timeout_s:g}s{unsent}")
+                answer = self._answer(self._select(selector, left), request_id, what)
+                if answer is not None:
+                    if "error" in answer:
+                        raise ServerError(f"it answered {what} with an error: {error_text(answer['error'])}")
+                    result = answer.get("result")
+                    if not isinstance(result, dict):
+                        raise ServerError(f"its {what} result is not an object: {json.dumps(result)[:200]}")
+                    return result
 
     def list_tools(self) -> list[dict[str, Any]]:
         """Every tool of ``tools/list`` (following ``nextCursor``), as the server wrote it (camelCase JSON).
@@ -155,8 +167,8 @@ class McpServer:
         cursor = None
         deadline = time.monotonic() + self.call_timeout_s
         for _ in range(MAX_PAGES):
-            result = self._await(self._send_request("tools/list", {"cursor": cursor} if cursor else {}),
-                                 deadline - time.monotonic(), "tools/list")
+            result = self._request(self._begin("tools/list", {"cursor": cursor} if cursor else {}),
+                                   deadline - time.monotonic(), "tools/list")
             try:
                 mcp_types.ListToolsResult.model_validate(result)
             except ValueError as error:
@@ -173,7 +185,7 @@ class McpServer:
 
     def call_tool(self, name: str, arguments: dict[str, Any], *, events: WorldEvents | None = None,
                   kill_at: int | None = None, kill_after_s: float | None = None) -> McpCall:
-        """Call a tool; SIGKILL the tree at point ``kill_at`` or ``kill_after_s`` after dispatch, if it gets that far.
+        """Call a tool; kill (``kill``) at point ``kill_at`` or ``kill_after_s`` after dispatch, if it gets that far.
 
         Points: each change ``events`` reports in the world, in order, a repeat of
         the one before counting once (the kernel merges repeats it has not yet
@@ -187,7 +199,7 @@ class McpServer:
         started = time.monotonic()
         labels: list[str] = []
         self.used = True
-        request_id = self._send_request("tools/call", {"name": name, "arguments": arguments})
+        request_id = self._begin("tools/call", {"name": name, "arguments": arguments})
 
         def ended(**how: Any) -> McpCall:
             fields: dict[str, Any] = {"ok": False, "error": None, **how}
@@ -207,108 +219,71 @@ class McpServer:
         with selectors.DefaultSelector() as selector:
             for fd in events.fds if events is not None else ():
                 selector.register(fd, selectors.EVENT_READ, "events")
-            selector.register(self._stdout, selectors.EVENT_READ, "stdout")
             while True:
                 now = time.monotonic()
-                # a kill after 0 ms is "the request written, nothing done": it waits for the request to be read
-                if kill_after_s is not None and now - started >= kill_after_s and (kill_after_s > 0 or not self._outbox):
+                # a kill after 0 ms is "the request written, nothing done": it waits for the request to be sent
+                if kill_after_s is not None and now - started >= kill_after_s and (kill_after_s > 0 or self._delivered()):
                     return ended(killed_after_s=now - started, returncode=self.kill())
                 if now >= deadline:
-                    unread = f" (and it had not read {len(self._outbox)} bytes sent to it)" if self._outbox else ""
+                    unsent = self._unsent_note()
                     return ended(timed_out=True, returncode=self.kill(),
-                                 error=f"no answer within {self.call_timeout_s:g}s{unread}")
+                                 error=f"no answer within {self.call_timeout_s:g}s{unsent}")
                 wake = deadline if kill_after_s is None else min(deadline, started + kill_after_s)
                 ready = self._select(selector, max(0.0, wake - now))
                 if "events" in ready and events is not None:
                     if note(events.read()):
                         return ended(killed_at=kill_at, returncode=self.kill())
                     events.release()
-                if "stdout" in ready:
-                    answer = self._read_answer(request_id, f"tools/call {name}")
-                    if answer is not None:
-                        if events is not None:
-                            note(events.read())
-                            events.release()
-                        ok, error = _outcome(answer)
-                        return ended(ok=ok, error=error, text=answer_text(answer))
+                answer = self._answer(ready, request_id, f"tools/call {name}")
+                if answer is not None:
+                    if events is not None:
+                        note(events.read())
+                        events.release()
+                    ok, error = _outcome(answer)
+                    return ended(ok=ok, error=error, text=answer_text(answer))
 
-    # ------------------------------------------------------------------ JSON-RPC over the pipes
-    def _send(self, message: dict[str, Any]) -> None:
-        """Queue the message in the outbox and write what the server's stdin takes now, never waiting for it."""
-        data = (json.dumps(message, ensure_ascii=False) + "\n").encode()
-        if len(self._outbox) + len(data) > MAX_UNREAD_BYTES:
-            raise ServerError(f"it does not read its stdin: {len(self._outbox)} bytes sent to it wait unread "
-                              f"(at most {MAX_UNREAD_BYTES >> 20} MiB may)")
-        self._outbox += data
-        self._flush()
 
-    def _flush(self) -> None:
+def server_info(result: dict[str, Any], what: str) -> ServerInfo:
+    """The server's name, version and protocol from an ``initialize`` result; ServerError if it is not MCP's."""
+    import mcp_types
+
+    try:
+        parsed = mcp_types.InitializeResult.model_validate(result)
+    except ValueError as error:
+        raise ServerError(f"its {what} result is not MCP's: {str(error)[:300]}") from None
+    return ServerInfo(parsed.server_info.name, parsed.server_info.version, parsed.protocol_version)
+
+
+class ServerProcess:
+    """One server process in its own session and cgroup; its stderr goes to ``stderr_path`` (its tail explains a death).
+
+    With ``stdio`` its stdin and stdout are pipes (the stdio transport);
+    without, its stdout goes where its stderr goes (it is reached over HTTP).
+    """
+
+    def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], stderr_path: Path, stdio: bool) -> None:
+        self.argv, self.stderr_path = argv, stderr_path
+        # ``npx PACKAGE ...``: the bin npx would run, resolved once per session (``npx``), not at every start
+        self.started_argv, env = npx.started(argv, cwd, env)
+        self.cgroup = IncarnationCgroup.create()
+        if self.cgroup is None:
+            _say_no_cgroups()
+        self.returncode: int | None = None
         try:
-            while self._outbox:
-                del self._outbox[:os.write(self._stdin, self._outbox)]
-        except BlockingIOError:  # the pipe is full: the rest goes when ``_select`` finds it writable
-            pass
-        except OSError:
-            raise ServerError(self._death("before it read the request")) from None
+            with stderr_path.open("wb") as stderr, preexec_joiner(self.cgroup) as join_cgroup:
+                self.process = subprocess.Popen(self.started_argv, cwd=cwd, env=env,
+                                                stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
+                                                stdout=subprocess.PIPE if stdio else stderr, stderr=stderr,
+                                                start_new_session=True, preexec_fn=join_cgroup)
+        except (OSError, subprocess.SubprocessError) as error:  # only the cgroup's preexec_fn raises the latter
+            if self.cgroup is not None:
+                self.cgroup.discard()
+            why = error.strerror if isinstance(error, OSError) else "it could not join its cgroup"
+            raise ServerError(f"cannot start {self.started_argv[0]!r}: {why or error}") from None
 
-    def _select(self, selector: selectors.BaseSelector, timeout: float) -> set[str]:
-        """Wait up to ``timeout`` for what ``selector`` watches, writing the outbox as the server reads; what is ready."""
-        watching_stdin = self._stdin in selector.get_map()
-        if self._outbox and not watching_stdin:
-            selector.register(self._stdin, selectors.EVENT_WRITE, "stdin")
-        elif watching_stdin and not self._outbox:
-            selector.unregister(self._stdin)
-        ready = {key.data for key, _ in selector.select(timeout=timeout)}
-        if "stdin" in ready:
-            self._flush()
-        return ready
-
-    def _send_request(self, method: str, params: dict[str, Any]) -> int:
-        self._next_id += 1
-        self._send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
-        return self._next_id
-
-    def _await(self, request_id: int, timeout_s: float, what: str) -> dict[str, Any]:
-        """The result of request ``request_id``; ServerError if it errs, dies or says nothing within ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._stdout, selectors.EVENT_READ, "stdout")
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    unread = f" (and had not read {len(self._outbox)} bytes sent to it)" if self._outbox else ""
-                    raise ServerError(f"it did not answer {what} within {self.call_timeout_s:g}s{unread}")
-                if "stdout" in self._select(selector, left):
-                    answer = self._read_answer(request_id, what)
-                    if answer is not None:
-                        if "error" in answer:
-                            raise ServerError(f"it answered {what} with an error: {_error_text(answer['error'])}")
-                        result = answer.get("result")
-                        if not isinstance(result, dict):
-                            raise ServerError(f"its {what} result is not an object: {json.dumps(result)[:200]}")
-                        return result
-
-    def _read_answer(self, request_id: int, what: str) -> dict[str, Any] | None:
-        """Read what stdout holds; the answer to ``request_id`` if it came (requests to us are refused)."""
-        chunk = os.read(self._stdout, 1 << 20)
-        if not chunk:
-            raise ServerError(self._death(f"before it answered {what}"))
-        self._pending += chunk
-        if b"\n" not in chunk:
-            if len(self._pending) > MAX_LINE_BYTES:
-                raise ServerError(f"it printed a line of more than {MAX_LINE_BYTES >> 20} MiB on stdout while "
-                                  f"killpoint waited for its answer to {what}")
-            return None
-        *lines, self._pending = self._pending.split(b"\n")
-        answer = None
-        for line in filter(bytes.strip, lines):
-            message = _message(line)
-            if "method" in message and "id" in message:  # a request to the client: we offer no capabilities
-                self._send({"jsonrpc": "2.0", "id": message["id"],
-                            "error": {"code": METHOD_NOT_FOUND, "message": "killpoint certify offers no client features"}})
-            elif message.get("id") == request_id:
-                answer = message
-        return answer
+    @property
+    def session_pid(self) -> int | None:
+        return self.process.pid
 
     def _death(self, when: str) -> str:
         try:
@@ -325,8 +300,7 @@ class McpServer:
         except OSError:
             return ""
 
-    # ------------------------------------------------------------------ ending it
-    def kill(self) -> int:
+    def kill(self) -> int | None:
         """SIGKILL everything the server started now, reap the server, confirm the rest dead; its return code.
 
         With a cgroup, one write kills every process in it at once. Without, the
@@ -375,16 +349,126 @@ class McpServer:
         return self.returncode is None and self.process.poll() is None
 
 
-def _message(line: bytes) -> dict[str, Any]:
-    """One line of the server's stdout as a JSON-RPC message; ServerError for anything else, or nested too deep."""
+class McpServer(ServerProcess, McpClient):
+    """A stdio server: newline-delimited JSON-RPC on its stdin and stdout."""
+
+    def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], stderr_path: Path,
+                 call_timeout_s: float) -> None:
+        super().__init__(argv, cwd=cwd, env=env, stderr_path=stderr_path, stdio=True)
+        self.call_timeout_s = call_timeout_s
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self._stdin, self._stdout = self.process.stdin.fileno(), self.process.stdout.fileno()
+        os.set_blocking(self._stdin, False)  # a server that stops reading must not block the client (the outbox)
+        self._outbox = bytearray()
+        self._pending = b""
+        self._next_id = 0
+        self.info: ServerInfo | None = None  # set by initialize
+        self._initialize_id: int | None = None
+        self.used = False
+
+    # ------------------------------------------------------------------ the protocol
+    def send_initialize(self) -> None:
+        """Ask the server to initialize, without waiting: a spare server starts while a trial runs."""
+        if self._initialize_id is None:
+            self._initialize_id = self._begin("initialize", {
+                "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                "clientInfo": {"name": "killpoint-certify", "version": "1"}})
+
+    def initialize(self) -> ServerInfo:
+        """Finish the handshake (``initialize``, then ``notifications/initialized``); once."""
+        if self.info is not None:
+            return self.info
+        self.send_initialize()
+        assert self._initialize_id is not None
+        result = self._request(self._initialize_id, self.call_timeout_s, "initialize")
+        info = server_info(result, "initialize")
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.info = info
+        return info
+
+    # ------------------------------------------------------------------ JSON-RPC over the pipes
+    def _send(self, message: dict[str, Any]) -> None:
+        """Queue the message in the outbox and write what the server's stdin takes now, never waiting for it."""
+        data = (json.dumps(message, ensure_ascii=False) + "\n").encode()
+        if len(self._outbox) + len(data) > MAX_UNREAD_BYTES:
+            raise ServerError(f"it does not read its stdin: {len(self._outbox)} bytes sent to it wait unread "
+                              f"(at most {MAX_UNREAD_BYTES >> 20} MiB may)")
+        self._outbox += data
+        self._flush()
+
+    def _flush(self) -> None:
+        try:
+            while self._outbox:
+                del self._outbox[:os.write(self._stdin, self._outbox)]
+        except BlockingIOError:  # the pipe is full: the rest goes when ``_select`` finds it writable
+            pass
+        except OSError:
+            raise ServerError(self._death("before it read the request")) from None
+
+    def _select(self, selector: selectors.BaseSelector, timeout: float) -> set[str]:
+        """Wait up to ``timeout`` for stdout and what ``selector`` watches, writing the outbox as the server reads."""
+        watching = selector.get_map()
+        if self._stdout not in watching:
+            selector.register(self._stdout, selectors.EVENT_READ, "stdout")
+        if self._outbox and self._stdin not in watching:
+            selector.register(self._stdin, selectors.EVENT_WRITE, "stdin")
+        elif self._stdin in watching and not self._outbox:
+            selector.unregister(self._stdin)
+        ready = {key.data for key, _ in selector.select(timeout=timeout)}
+        if "stdin" in ready:
+            self._flush()
+        return ready
+
+    def _begin(self, method: str, params: dict[str, Any]) -> int:
+        self._next_id += 1
+        self._send({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": params})
+        return self._next_id
+
+    def _delivered(self) -> bool:
+        return not self._outbox
+
+    def _unsent_note(self) -> str:
+        return f" (and it had not read {len(self._outbox)} bytes sent to it)" if self._outbox else ""
+
+    def _answer(self, ready: set[str], request_id: int, what: str) -> dict[str, Any] | None:
+        return self._read_answer(request_id, what) if "stdout" in ready else None
+
+    def _read_answer(self, request_id: int, what: str) -> dict[str, Any] | None:
+        """Read what stdout holds; the answer to ``request_id`` if it came (requests to us are refused)."""
+        chunk = os.read(self._stdout, 1 << 20)
+        if not chunk:
+            raise ServerError(self._death(f"before it answered {what}"))
+        self._pending += chunk
+        if b"\n" not in chunk:
+            if len(self._pending) > MAX_LINE_BYTES:
+                raise ServerError(f"it printed a line of more than {MAX_LINE_BYTES >> 20} MiB on stdout while "
+                                  f"killpoint waited for its answer to {what}")
+            return None
+        *lines, self._pending = self._pending.split(b"\n")
+        answer = None
+        for line in filter(bytes.strip, lines):
+            message = parse_message(line)
+            if "method" in message and "id" in message:  # a request to the client: we offer no capabilities
+                self._send({"jsonrpc": "2.0", "id": message["id"],
+                            "error": {"code": METHOD_NOT_FOUND, "message": "killpoint certify offers no client features"}})
+            elif message.get("id") == request_id:
+                answer = message
+        return answer
+
+
+def parse_message(line: bytes, where: str = "a line that is not JSON-RPC on stdout (an MCP stdio server writes only "
+                                       "messages there)") -> dict[str, Any]:
+    """One line of the server's stdout (or one HTTP answer) as a JSON-RPC message; ServerError for anything else.
+
+    ``where`` says what was printed where, when it is not JSON: the transport's words.
+    """
     try:
         message = json.loads(line)
     except RecursionError:  # the C decoder counts its nesting against the recursion limit
         raise ServerError(f"it printed a message nested deeper than {MAX_DEPTH} levels (too deep to parse): "
                           f"{line[:60].decode(errors='replace')!r}...") from None
     except ValueError:
-        raise ServerError(f"it printed a line that is not JSON-RPC on stdout (an MCP stdio server writes "
-                          f"only messages there): {line[:200].decode(errors='replace')!r}") from None
+        raise ServerError(f"it printed {where}: {line[:200].decode(errors='replace')!r}") from None
     if not isinstance(message, dict):
         raise ServerError(f"it printed a JSON-RPC message that is not an object: {line[:200]!r}")
     if _nesting(message) > MAX_DEPTH:
@@ -415,7 +499,7 @@ def _say_no_cgroups() -> None:
 def _outcome(answer: dict[str, Any]) -> tuple[bool, str | None]:
     """(ok, error) of a ``tools/call`` answer: a JSON-RPC error or ``isError: true`` is a refused call."""
     if "error" in answer:
-        return False, _error_text(answer["error"])
+        return False, error_text(answer["error"])
     result = answer.get("result") or {}
     if not result.get("isError"):
         return True, None
@@ -431,7 +515,7 @@ def answer_text(answer: dict[str, Any]) -> str:
     return "\n".join(str(item.get("text", "")) for item in result.get("content") or [] if isinstance(item, dict))
 
 
-def _error_text(error: Any) -> str:
+def error_text(error: Any) -> str:
     if isinstance(error, dict):
         return f"{error.get('code')}: {str(error.get('message'))[:300]}"
     return json.dumps(error)[:300]

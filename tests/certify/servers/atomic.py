@@ -1,6 +1,9 @@
 """A small MCP server (stdio, on the SDK's MCPServer) that writes by temporary file and rename: the tests certify it.
 
-``python atomic.py WORLD`` serves three tools on the folder WORLD, each claiming ``idempotentHint: true``:
+``python atomic.py WORLD`` serves three tools on the folder WORLD over stdio, each claiming ``idempotentHint: true``;
+``python atomic.py WORLD --http PORT`` serves them over streamable HTTP at ``http://127.0.0.1:PORT/mcp`` instead
+(answers as SSE streams and a session id, as the SDK does by default; ``--json`` for JSON answers, ``--stateless``
+for no session), so ``certify --mcp`` and ``certify --mcp-url`` can be compared on one server:
 
 - ``save_file`` writes PATH whole through ``PATH.<hex>.tmp`` and a rename, as the npm filesystem server's
   ``write_file`` does. A kill before the rename leaves the temporary file, which the replay (another
@@ -27,7 +30,7 @@ from mcp.server.mcpserver import MCPServer
 IDEMPOTENT = ToolAnnotations(read_only_hint=False, idempotent_hint=True, destructive_hint=True, open_world_hint=False)
 
 
-def serve(world: Path) -> None:
+def serve(world: Path, argv: list[str]) -> None:
     server = MCPServer("atomic")
 
     def inside(path: str) -> Path:
@@ -70,8 +73,12 @@ def serve(world: Path) -> None:
         lock.unlink()
         return "saved"
 
-    server.run("stdio")
+    if "--http" in argv:
+        server.run("streamable-http", port=int(argv[argv.index("--http") + 1]), json_response="--json" in argv,
+                   stateless_http="--stateless" in argv)
+    else:
+        server.run("stdio")
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]).resolve())
+    serve(Path(sys.argv[1]).resolve(), sys.argv[2:])
