@@ -481,7 +481,9 @@ class ExternalSpec:
     snapshot_command: str | None = None
     world: str | None = None
     schema: str | None = None
-    mcp: str | None = None                # a stdio MCP server's command (killpoint.harness.certify.mcp)
+    mcp: str | None = None                # an MCP server's command (killpoint.harness.certify.mcp)
+    mcp_url: str | None = None            # its streamable-HTTP endpoint; without ``mcp``, a server the user runs
+    mcp_protocol: str | None = None       # auto, handshake or stateless (mcp_http.PROTOCOLS)
     mcp_env: tuple[str, ...] = ()         # NAME=VALUE for the server, {world} filled
     world_preset: str | None = None       # an MCP world made by a recipe (mcp_worlds.PRESETS)
     allow_network: bool = False           # run MCP tools that may reach the network
@@ -490,7 +492,7 @@ class ExternalSpec:
 
     @property
     def given(self) -> bool:
-        return self.python is not None or self.command is not None or self.mcp is not None
+        return self.python is not None or self.command is not None or self.mcp is not None or self.mcp_url is not None
 
 
 def external_target(tool: str, spec: ExternalSpec) -> PythonTarget | CommandTarget:

@@ -60,9 +60,15 @@ def add_certify_parser(commands: Any) -> None:
                        help="prints the world's canonical state on stdout (default: every file under it)")
     tools.add_argument("--world", type=limits.text, metavar="DIR", help="each trial's world starts as a copy of DIR (default: empty)")
     tools.add_argument("--schema", type=limits.text, metavar="FILE.json", help="the arguments' JSON Schema (or TOOL -> schema)")
-    mcp = certify.add_argument_group("a live MCP server (stdio)")
+    mcp = certify.add_argument_group("a live MCP server (stdio, or streamable HTTP with --mcp-url)")
     mcp.add_argument("--mcp", type=limits.text, metavar="'CMD {world}'", help="the server's command; {world} is each trial's world "
                                                              "folder; certifies every tool it lists, or --tool NAME")
+    mcp.add_argument("--mcp-url", type=limits.text, metavar="URL",
+                     help="the server's streamable-HTTP endpoint: with --mcp, {port} in both is a free port for each "
+                          "server killpoint starts; alone, a server you run, acting on the folder --world DIR names")
+    mcp.add_argument("--mcp-protocol", choices=("auto", "handshake", "stateless"),
+                     help="over HTTP: the stateless 2026-07-28 protocol, the initialize handshake, or auto "
+                          "(default: server/discover first, as the MCP SDK does)")
     mcp.add_argument("--tool", type=limits.text, dest="tool_name", metavar="NAME", help="only this tool of the --mcp server")
     mcp.add_argument("--mcp-env", action="append", default=[], metavar="NAME=VALUE",
                      help="an environment variable for the server ({world} filled); repeat it")
@@ -84,9 +90,10 @@ def command_certify(args: argparse.Namespace, out: TextIO) -> int:
         if args.tool and args.tool != args.tool_name:
             raise ConfigError(f"TOOL {args.tool!r} and --tool {args.tool_name!r}: name the tool once")
         args.tool = args.tool_name
-    modes = [flag for flag, used in (("TOOL", args.tool and not args.catalogue and not args.mcp),
+    served = args.mcp or args.mcp_url  # a live server, over stdio or HTTP
+    modes = [flag for flag, used in (("TOOL", args.tool and not args.catalogue and not served),
                                      ("--catalogue", args.catalogue), ("--check", args.check),
-                                     ("--mcp", args.mcp and not args.catalogue)) if used]
+                                     ("--mcp" if args.mcp else "--mcp-url", served and not args.catalogue)) if used]
     if len(modes) != 1:
         raise ConfigError("certify what? give TOOL --claim CLASS, --catalogue FILE, or --check DIR (one of them)"
                           if not modes else f"{' and '.join(modes)} are exclusive")
@@ -99,23 +106,24 @@ def command_certify(args: argparse.Namespace, out: TextIO) -> int:
     _check_flags(args)
     _check_outputs(args)
     external = ExternalSpec(args.python, args.python_snapshot, args.command_line, args.snapshot_command, args.world,
-                            args.schema, args.mcp, tuple(args.mcp_env), args.world_preset, args.allow_network,
-                            args.call_timeout)
+                            args.schema, args.mcp, mcp_url=args.mcp_url, mcp_protocol=args.mcp_protocol,
+                            mcp_env=tuple(args.mcp_env), world_preset=args.world_preset,
+                            allow_network=args.allow_network, call_timeout=args.call_timeout)
     if args.catalogue:
         claims = claims_from_catalogue(args.catalogue, args.tool)
-    elif args.mcp:
+    elif served:
         claims = claims_from_mcp(external, args.tool, args.claim)
     else:
         claims = [single_claim(args.tool, args.claim)]
     _check_certificate_files(args.out, [claim.tool for claim in claims])
-    budget = args.budget if args.budget is not None else DEFAULT_MCP_BUDGET_S if args.mcp else None
+    budget = args.budget if args.budget is not None else DEFAULT_MCP_BUDGET_S if served else None
     seed = args.seed if args.seed is not None else CI_SEED if ci_profile() else random.SystemRandom().randrange(2**32)
     started = time.monotonic()
 
     def header() -> None:
         out.write(f"killpoint certify: {len(claims)} tool(s), {args.trials} draws each, seed {seed}"
                   f"{', no kills' if args.no_kill else ''}; certificates in {args.out}\n")
-        if args.mcp:
+        if served:
             out.write(f"{'TOOL':<26} {'HINTS':<21} {'CLAIM':<17} {'VERDICT':<13} {'SUPPORTED':<17} {'TRIALS':>6} "
                       f"{'SECS':>5}  KILL LEFT / NOTE\n")
         else:
@@ -124,7 +132,7 @@ def command_certify(args: argparse.Namespace, out: TextIO) -> int:
     def row(certified: Any) -> None:
         data = certified.certificate.data
         trials = f"{data['trials']['replay']}+{data['trials']['kill']}"
-        if args.mcp:
+        if served:
             from killpoint.harness.certify.certificate import kills_left_text
             from killpoint.harness.certify.mcp import hints_text
 
@@ -151,7 +159,7 @@ def command_certify(args: argparse.Namespace, out: TextIO) -> int:
               + f" in {time.monotonic() - started:.1f}s; seed {seed}; certificates in {args.out}\n")
     if args.write_catalogue:
         args.write_catalogue.parent.mkdir(parents=True, exist_ok=True)
-        args.write_catalogue.write_text(catalogue_of(done, args.mcp or args.catalogue or "the tools"))
+        args.write_catalogue.write_text(catalogue_of(done, served or args.catalogue or "the tools"))
         out.write(f"certify: wrote the evidenced classes of {len(done)} tool(s) to {args.write_catalogue}\n")
     unrunnable = sum(c.certificate.data["adapter"].get("adapter") == "none" for c in done)
     if unrunnable:
@@ -176,17 +184,21 @@ def _check_flags(args: argparse.Namespace) -> None:
         problems.append("--python-snapshot goes with --python")
     if args.snapshot_command and not args.command_line:
         problems.append("--snapshot-command goes with --command")
-    if args.world and not (args.python or args.command_line or args.mcp):
-        problems.append("--world describes a tool run by --python, --command or --mcp")
+    served = args.mcp or args.mcp_url
+    if args.world and not (args.python or args.command_line or served):
+        problems.append("--world describes a tool run by --python, --command, --mcp or --mcp-url")
     if args.schema and not (args.python or args.command_line):
         problems.append("--schema describes a tool run by --python or --command (an MCP tool has its inputSchema)")
     mcp_only = [flag for flag, used in (("--mcp-env", args.mcp_env), ("--world-preset", args.world_preset),
                                         ("--allow-network", args.allow_network), ("--call-timeout", args.call_timeout))
                 if used]
-    if mcp_only and not args.mcp:
-        problems.append(f"{', '.join(mcp_only)} go(es) with --mcp")
-    if args.mcp and args.claim and not args.tool:
-        problems.append("--claim with --mcp needs the tool (--tool NAME); without it each tool's hints give its claim")
+    if mcp_only and not served:
+        problems.append(f"{', '.join(mcp_only)} go(es) with --mcp or --mcp-url")
+    if args.mcp_protocol and not args.mcp_url:
+        problems.append("--mcp-protocol goes with --mcp-url (a stdio server speaks the handshake)")
+    if served and args.claim and not args.tool:
+        problems.append(f"--claim with {'--mcp' if args.mcp else '--mcp-url'} needs the tool (--tool NAME); without "
+                        f"it each tool's hints give its claim")
     if len(problems) == 1:
         raise ConfigError(problems[0])
     if problems:

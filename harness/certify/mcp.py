@@ -43,6 +43,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -53,9 +54,11 @@ from killpoint.errors import ConfigError
 from killpoint.harness.certify.adapters import CallResult, ExternalSpec, TrialError, schema_problems, split_command
 from killpoint.harness.certify.certificate import AFTER, MAX_TOOL_NAME, shown_name
 from killpoint.harness.certify.identity import command_identity
-from killpoint.harness.certify.mcp_client import McpCall, McpServer, ServerError, ServerInfo
+from killpoint.harness.certify.mcp_client import McpCall, McpClient, McpServer, ServerError, ServerInfo
+from killpoint.harness.certify.mcp_http import PROTOCOLS, HttpMcp, HttpMcpServer, parse_url
 from killpoint.harness.certify.mcp_state import READ_KEY, creator_order, is_creator, is_read, names_in, shown_view
-from killpoint.harness.certify.mcp_worlds import GIT_ENV, PRESETS, Vocabulary, make_world, snapshot, vocabulary
+from killpoint.harness.certify.mcp_worlds import (GIT_ENV, PRESETS, Vocabulary, make_world, reset_world, settle, snapshot,
+                                                  user_world, vocabulary)
 from killpoint.harness.certify.points import ChildRun
 from killpoint.harness.certify.trials import TEMPORARY_NAME, Setup
 from killpoint.harness.certify.world_events import WorldEvents, kills_at_changes
@@ -67,6 +70,7 @@ if TYPE_CHECKING:
 
 DEFAULT_CALL_TIMEOUT_S = 30.0
 WORLD = "{world}"
+PORT = "{port}"  # in --mcp and --mcp-url: a free port, chosen for each server killpoint starts
 LARGE = "{4MiB}"
 MEMORY = "the server's memory"  # where a server keeps what no snapshot of its world shows
 LARGE_TEXT = ("killpoint certify: 4 MiB to write, in parts a kill can land between\n" * (1 << 16))[:1 << 22]
@@ -87,18 +91,30 @@ TOOL_NAME = re.compile(rf"[A-Za-z0-9_.-]{{1,{MAX_TOOL_NAME}}}")
 
 @dataclass(frozen=True)
 class ServerCommand:
-    """How to start the server on a world: the argv and env templates (``{world}`` filled), the world's recipe."""
+    """How to reach the server on a world: the argv and env templates (``{world}``, ``{port}`` filled), the world's recipe.
+
+    Over stdio (``url`` None) or streamable HTTP at ``url`` (``{port}`` filled
+    with a free port for each server killpoint starts). With no argv, the
+    server is one the user runs at ``url`` on the folder ``fixed_world``,
+    reset to ``template`` (its contents when certify began) for every trial.
+    """
 
     argv: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     preset: str
     template: Path | None
     call_timeout_s: float
+    url: str | None = None
+    protocol: str = "auto"
+    fixed_world: Path | None = None
 
     def fresh_world(self, folder: Path) -> Path:
+        if self.fixed_world is not None:
+            assert self.template is not None
+            return reset_world(self.fixed_world, self.template)
         return make_world(folder, self.preset, self.template)
 
-    def start(self, world: Path, scratch: Path) -> McpServer:
+    def start(self, world: Path, scratch: Path) -> McpClient:
         """A server on ``world``, initialized; ServerError (it is then dead and reaped) if it would not start."""
         server = self.spawn(world, scratch)
         try:
@@ -108,14 +124,27 @@ class ServerCommand:
             raise
         return server
 
-    def spawn(self, world: Path, scratch: Path) -> McpServer:
-        """A server on ``world``, asked to initialize but not waited for (``McpServer.initialize`` finishes it)."""
-        argv = [word.replace(WORLD, str(world)) for word in self.argv]
+    def spawn(self, world: Path, scratch: Path) -> McpClient:
+        """A server on ``world``, asked to initialize but not waited for (``McpClient.initialize`` finishes it)."""
+        if not self.argv:  # the user's server: nothing to start
+            assert self.url is not None
+            return HttpMcp(parse_url(self.url), call_timeout_s=self.call_timeout_s, protocol=self.protocol)
+        port = str(free_port()) if self.url is not None else ""
+
+        def filled_in(word: str) -> str:
+            return word.replace(WORLD, str(world)).replace(PORT, port)
+
+        argv = [filled_in(word) for word in self.argv]
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(scratch), "LANG": "C.UTF-8",
                **(GIT_ENV if (world / ".git").is_dir() else {}),
-               **{name: value.replace(WORLD, str(world)) for name, value in self.env}}
+               **{name: filled_in(value) for name, value in self.env}}
         stderr = scratch / f"server-{len(list(scratch.glob('server-*.stderr')))}.stderr"
-        server = McpServer(argv, cwd=world, env=env, stderr_path=stderr, call_timeout_s=self.call_timeout_s)
+        server: McpClient
+        if self.url is not None:
+            server = HttpMcpServer(argv, parse_url(filled_in(self.url)), cwd=world, env=env, stderr_path=stderr,
+                                   call_timeout_s=self.call_timeout_s, protocol=self.protocol)
+        else:
+            server = McpServer(argv, cwd=world, env=env, stderr_path=stderr, call_timeout_s=self.call_timeout_s)
         try:
             server.send_initialize()
         except BaseException:
@@ -149,11 +178,11 @@ def listing(command: ServerCommand, shown: str) -> Listing:
             finally:
                 server.close()
         except ServerError as error:
-            raise ConfigError(f"--mcp {shown!r}: {error}") from None
+            raise ConfigError(f"{shown}: {error}") from None
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if not tools:
-            raise ConfigError(f"--mcp {shown!r}: the server ({info.name} {info.version}) lists no tools to certify")
+            raise ConfigError(f"{shown}: the server ({info.name} {info.version}) lists no tools to certify")
         _LISTINGS[command] = Listing(info, tools, names, stable_reads(command, views))
     return _LISTINGS[command]
 
@@ -164,7 +193,7 @@ def read_candidates(tools: tuple[dict[str, Any], ...]) -> list[str]:
             and not schema_problems(entry.get("inputSchema") or {"type": "object"}, "inputSchema")]
 
 
-def _views(server: McpServer, world: Path, names: list[str], *, calls: int) -> dict[str, str]:
+def _views(server: McpClient, world: Path, names: list[str], *, calls: int) -> dict[str, str]:
     """What each read answers on ``server`` (``shown_view``), if its ``calls`` calls answered alike.
 
     A read that refuses, answers two ways, or changes the world is no view of
@@ -232,8 +261,8 @@ class McpTarget:
     reads: tuple[str, ...] = ()  # the server's read tools each snapshot asks (``Listing.reads``)
     creator_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)  # creator tool -> its inputSchema
     timed_kills = True  # no instrumented points inside a server: seeded delays too (trials.search)
-    live: dict[Path, McpServer] = field(default_factory=dict, compare=False)
-    spare: list[tuple[Path, McpServer]] = field(default_factory=list, compare=False)
+    live: dict[Path, McpClient] = field(default_factory=dict, compare=False)
+    spare: list[tuple[Path, McpClient]] = field(default_factory=list, compare=False)
     folders: list[Path] = field(default_factory=list, compare=False)  # [the folder of its worlds], once made
 
     @property
@@ -288,10 +317,11 @@ class McpTarget:
         self.release()
         world, server = self.spare.pop() if self.spare else self._spawned_world()
         self.live[world] = server
-        self.spare.append(self._spawned_world())
+        if self.command.fixed_world is None:  # the user's one folder cannot be a spare's while a trial uses it
+            self.spare.append(self._spawned_world())
         return world
 
-    def _spawned_world(self) -> tuple[Path, McpServer]:
+    def _spawned_world(self) -> tuple[Path, McpClient]:
         if not self.folders:
             self.folders.append(Path(tempfile.mkdtemp(prefix=owner_prefix("killpoint-mcp-"))))
         folder = Path(tempfile.mkdtemp(prefix="trial-", dir=self.folders[0]))
@@ -331,7 +361,7 @@ class McpTarget:
             raise TrialError(f"{tool}: the call had {outcome.error} (--call-timeout; the server was killed)")
         return CallResult(outcome.ok, _scrubbed(outcome.error, world), outcome.labels, outcome.seconds)
 
-    def _live(self, world: Path) -> McpServer:
+    def _live(self, world: Path) -> McpClient:
         """The world's server: the one it started with, or (after a kill or ``restart``) a new one on it."""
         server = self.live.get(world)
         if server is not None and server.used and not server.alive:
@@ -349,6 +379,8 @@ class McpTarget:
             outcome = self._call(server, world, self.name, args, kill_at=at_point, kill_after_s=after_s)
         finally:
             server.close()
+        if self.command.fixed_world is not None:  # the user's server may finish the call the client died in
+            settle(world, self.command.call_timeout_s)
         return ChildRun(outcome.labels, outcome.killed_at, outcome.killed_after_s, server.returncode,
                         outcome.seconds, timed_out=outcome.timed_out)
 
@@ -357,7 +389,8 @@ class McpTarget:
         while self.live:
             world, server = self.live.popitem()
             server.close()
-            shutil.rmtree(world.parent, ignore_errors=True)
+            if self.command.fixed_world is None:  # the user's folder stays; its trial folders go with ``close``
+                shutil.rmtree(world.parent, ignore_errors=True)
 
     def close(self) -> None:
         """End every server of this target, the spare too, and remove its worlds."""
@@ -367,13 +400,13 @@ class McpTarget:
         while self.folders:
             shutil.rmtree(self.folders.pop(), ignore_errors=True)
 
-    def _started(self, world: Path) -> McpServer:
+    def _started(self, world: Path) -> McpClient:
         try:
             return self.command.start(world, world.parent)
         except ServerError as error:
             raise TrialError(f"{self.name}: {_scrubbed(str(error), world)}") from None
 
-    def _call(self, server: McpServer, world: Path, tool: str, args: dict[str, Any], *, kill_at: int | None = None,
+    def _call(self, server: McpClient, world: Path, tool: str, args: dict[str, Any], *, kill_at: int | None = None,
               kill_after_s: float | None = None) -> McpCall:
         """The call, watched; a kill at a point holds the server at each open and write (``world_events``).
 
@@ -500,7 +533,7 @@ def refuse_bad_names(listed: Listing, shown: str, names: list[Any]) -> None:
         elif counts[name] > 1:
             problems.append(f"{name!r}: listed {counts[name]} times; one certificate cannot be about two tools")
     if problems:
-        raise ConfigError(f"--mcp {shown!r}: the server ({listed.info.name} {listed.info.version}) lists tools "
+        raise ConfigError(f"{shown}: the server ({listed.info.name} {listed.info.version}) lists tools "
                           f"killpoint cannot certify; certify its other tools one at a time with --tool NAME",
                           tuple(problems))
 
@@ -545,18 +578,44 @@ def _url_properties(schema: Any, where: str = "") -> set[str]:
     return found
 
 
+def free_port() -> int:
+    """A TCP port nothing listens on now, for a server killpoint starts (``{port}``); the kernel's choice."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def shown_server(spec: ExternalSpec) -> str:
+    """The flag that names the server, as error messages quote it."""
+    return f"--mcp {spec.mcp!r}" if spec.mcp is not None else f"--mcp-url {spec.mcp_url!r}"
+
+
 def external_from_json(spec: dict[str, Any]) -> ExternalSpec:
-    """The ``--mcp`` flags an ``mcp`` adapter spec (a certificate's ``adapter``) was made from."""
-    return ExternalSpec(mcp=spec["mcp"], mcp_env=tuple(spec.get("mcp_env") or ()), world_preset=spec.get("world_preset"),
+    """The ``--mcp``/``--mcp-url`` flags an ``mcp`` adapter spec (a certificate's ``adapter``) was made from."""
+    return ExternalSpec(mcp=spec.get("mcp"), mcp_url=spec.get("mcp_url"), mcp_protocol=spec.get("mcp_protocol"),
+                        mcp_env=tuple(spec.get("mcp_env") or ()), world_preset=spec.get("world_preset"),
                         world=spec.get("world"), allow_network=bool(spec.get("allow_network")),
                         call_timeout=spec.get("call_timeout"), cwd=spec.get("cwd") or os.getcwd())
 
 
 def server_command(spec: ExternalSpec) -> ServerCommand:
-    """The ``--mcp`` flags as a command to start; ConfigError naming the flag for anything wrong."""
-    assert spec.mcp is not None
+    """The ``--mcp``/``--mcp-url`` flags as a server to reach; ConfigError naming the flag for anything wrong."""
+    assert spec.mcp is not None or spec.mcp_url is not None
     if spec.python or spec.command:
-        raise ConfigError("--mcp, --python and --command are exclusive: a tool is run one way")
+        raise ConfigError(f"{'--mcp' if spec.mcp else '--mcp-url'}, --python and --command are exclusive: a tool is "
+                          f"run one way")
+    protocol = spec.mcp_protocol or "auto"
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"--mcp-protocol {protocol!r}: unknown; use one of {', '.join(PROTOCOLS)}")
+    if spec.mcp_url is not None:
+        parse_url(spec.mcp_url.replace(PORT, "1"))
+        if spec.mcp is not None and (PORT not in spec.mcp_url or not any(
+                PORT in word for word in (spec.mcp, *spec.mcp_env))):
+            raise ConfigError(f"--mcp-url {spec.mcp_url!r} with --mcp: write {PORT} in both, e.g. --mcp 'CMD {{world}} "
+                              f"--port {{port}}' --mcp-url 'http://127.0.0.1:{{port}}/mcp'; each server killpoint "
+                              f"starts gets a free port")
+    if spec.mcp is None:
+        return _user_server(spec, protocol)
     preset = spec.world_preset or "files"
     if preset not in PRESETS:
         raise ConfigError(f"--world-preset {preset!r}: unknown; use one of {', '.join(PRESETS)}")
@@ -576,31 +635,50 @@ def server_command(spec: ExternalSpec) -> ServerCommand:
     timeout = spec.call_timeout if spec.call_timeout is not None else DEFAULT_CALL_TIMEOUT_S
     if timeout <= 0:
         raise ConfigError(f"--call-timeout {timeout:g}: give a positive number of seconds")
-    return ServerCommand(tuple(split_command(spec.mcp, "--mcp", spec.cwd)), tuple(env), preset, template, timeout)
+    return ServerCommand(tuple(split_command(spec.mcp, "--mcp", spec.cwd)), tuple(env), preset, template, timeout,
+                         spec.mcp_url, protocol)
+
+
+def _user_server(spec: ExternalSpec, protocol: str) -> ServerCommand:
+    """A server the user runs at ``--mcp-url``, on the folder ``--world`` names (saved now, reset for each trial)."""
+    flags = [flag for flag, used in (("--world-preset", spec.world_preset), ("--mcp-env", spec.mcp_env)) if used]
+    if flags:
+        raise ConfigError(f"{', '.join(flags)} with --mcp-url alone: they describe a server killpoint starts; the "
+                          f"server you run acts on the folder --world DIR names")
+    if spec.world is None:
+        raise ConfigError("--mcp-url without --mcp: give --world DIR, the folder the server acts on (killpoint saves "
+                          "its contents, resets it to them before each trial, and leaves them there at the end)")
+    folder, template = user_world(Path(spec.cwd, spec.world))
+    timeout = spec.call_timeout if spec.call_timeout is not None else DEFAULT_CALL_TIMEOUT_S
+    if timeout <= 0:
+        raise ConfigError(f"--call-timeout {timeout:g}: give a positive number of seconds")
+    assert spec.mcp_url is not None
+    return ServerCommand((), (), "files", template, timeout, spec.mcp_url, protocol, folder)
 
 
 def tool_listing(spec: ExternalSpec) -> tuple[ServerCommand, Listing]:
-    assert spec.mcp is not None
     command = server_command(spec)
-    return command, listing(command, spec.mcp)
+    return command, listing(command, shown_server(spec))
 
 
 def mcp_target(tool: str, spec: ExternalSpec) -> McpTarget:
     """The target of one tool of the ``--mcp`` server; ConfigError if the server does not list it (or lists it twice)."""
-    assert spec.mcp is not None
     command, listed = tool_listing(spec)
     found = next((entry for entry in listed.tools if entry.get("name") == tool), None)
     if found is None:
-        raise ConfigError(f"--mcp {spec.mcp!r}: the server ({listed.info.name} {listed.info.version}) lists no tool "
+        raise ConfigError(f"{shown_server(spec)}: the server ({listed.info.name} {listed.info.version}) lists no tool "
                           f"{tool!r}; it lists {', '.join(sorted(_listed_name(entry.get('name')) for entry in listed.tools))}")
-    refuse_bad_names(listed, spec.mcp, [tool])
-    as_json = {"adapter": "mcp", "tool": tool, "mcp": spec.mcp, "mcp_env": list(spec.mcp_env),
-               "world_preset": spec.world_preset, "world": str(command.template) if command.template else None,
+    refuse_bad_names(listed, shown_server(spec), [tool])
+    world = command.fixed_world or command.template
+    as_json = {"adapter": "mcp", "tool": tool, "mcp": spec.mcp, "mcp_url": spec.mcp_url,
+               "mcp_protocol": spec.mcp_protocol, "mcp_env": list(spec.mcp_env),
+               "world_preset": spec.world_preset, "world": str(world) if world else None,
                "allow_network": spec.allow_network, "call_timeout": spec.call_timeout, "cwd": spec.cwd,
                "annotations": found.get("annotations"), "kills_at_changes": kills_at_changes(),
                "reads": list(listed.reads)}
     described = {key: found.get(key) for key in ("name", "inputSchema", "annotations")}
-    base = command_identity(list(command.argv), None)
+    base = (command_identity(list(command.argv), None) if command.argv else
+            {"digest": "sha256:" + hashlib.sha256(str(command.url).encode()).hexdigest()})
     digest = hashlib.sha256(json.dumps([base["digest"], dict(command.env), command.preset, described,
                                         listed.info.name, listed.info.version], sort_keys=True).encode())
     identity = {"kind": "mcp server", "name": listed.info.name, "version": listed.info.version,
@@ -641,8 +719,7 @@ def listed_tools(spec: ExternalSpec, only: str | None) -> tuple[ServerInfo, list
     tools = [entry for entry in listed.tools if only is None or entry.get("name") == only]
     if only is not None and not tools:
         mcp_target(only, spec)  # raises, naming the tools the server does list
-    assert spec.mcp is not None
-    refuse_bad_names(listed, spec.mcp, [entry.get("name") for entry in tools])
+    refuse_bad_names(listed, shown_server(spec), [entry.get("name") for entry in tools])
     out = []
     for entry in sorted(tools, key=lambda entry: str(entry.get("name"))):
         annotations = entry.get("annotations")

@@ -130,6 +130,16 @@ class McpClient:
     def kill(self) -> int | None:
         raise NotImplementedError
 
+    def close(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def stderr_tail(self) -> str:
+        raise NotImplementedError
+
     @property
     def session_pid(self) -> int | None:
         """The server's process (its session leader), when killpoint started it; fanotify holds that session."""

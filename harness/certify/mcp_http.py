@@ -124,9 +124,8 @@ class _Exchange:
                 del self.outbox[:self.sock.send(self.outbox)]
         except BlockingIOError:
             pass
-        except OSError:
-            if not self.outbox or self.status is None:  # the answer may have come before the request was read
-                raise
+        except (BrokenPipeError, ConnectionResetError):  # it answered (a 413) and closed before reading it all:
+            self.outbox.clear()                           # its answer may still be there to read
         try:
             chunk = self.sock.recv(1 << 20)
         except BlockingIOError:

@@ -15,14 +15,21 @@ inodes and times), so two fresh worlds would never compare equal.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import re
+import select
 import shutil
 import subprocess
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from killpoint.errors import ConfigError
 from killpoint.fake_tools.world import World
+from killpoint.harness.execute.leftovers import owner_prefix
 
 PRESETS = ("files", "git")
 # A commit's hash covers its author, committer and dates: fixed, so "one uninterrupted call" is the same in every world.
@@ -34,6 +41,9 @@ FILES = {"a.txt": "alpha\n", "b.txt": "beta\ngamma\n", "sub/c.txt": "delta\n"}
 FRESH_PATHS = ("new.txt", "sub/new.txt", "newdir/new.txt")
 FRESH_REFS = ("topic",)
 TEXTS = ("alpha", "beta", "alpha beta", "x", "")
+# A folder a user's server acts on (``--mcp-url`` alone) is saved and reset for every trial: a small one only.
+MAX_USER_WORLD_ENTRIES, MAX_USER_WORLD_BYTES = 10_000, 256 << 20
+QUIET_S = 0.5  # after a client's death, a user's server has finished when the world is this long without a change
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,69 @@ def make_world(folder: Path, preset: str, template: Path | None) -> Path:
     if preset == "git":
         _seed_git(world)
     return world
+
+
+@functools.cache
+def user_world(folder: Path) -> tuple[Path, Path]:
+    """(the folder, a saved copy of it): the world of a server the user runs; restored when certify exits.
+
+    Once per folder: every trial resets it to what it held when certify began,
+    and at exit it is left so again (a SIGKILLed certify leaves the last trial's
+    world, and the copy in the temporary folder). ConfigError naming --world
+    for a folder that is missing or too large to copy for every trial.
+    """
+    folder = folder.resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"--world {folder}: no such folder; give the folder the server at --mcp-url acts on")
+    entries, size = 0, 0
+    for path in folder.rglob("*"):
+        entries += 1
+        size += path.lstat().st_size if path.is_file() and not path.is_symlink() else 0
+        if entries > MAX_USER_WORLD_ENTRIES or size > MAX_USER_WORLD_BYTES:
+            raise ConfigError(f"--world {folder}: more than {MAX_USER_WORLD_ENTRIES} entries or "
+                              f"{MAX_USER_WORLD_BYTES >> 20} MiB; killpoint resets this folder for every trial, so "
+                              f"give it a small folder of its own for the server to act on")
+    saved = Path(tempfile.mkdtemp(prefix=owner_prefix("killpoint-mcp-world-"))) / "world"
+    shutil.copytree(folder, saved, symlinks=True)
+
+    def restore() -> None:
+        reset_world(folder, saved)
+        shutil.rmtree(saved.parent, ignore_errors=True)
+
+    atexit.register(restore)
+    return folder, saved
+
+
+def reset_world(folder: Path, template: Path) -> Path:
+    """Make ``folder`` hold exactly what ``template`` holds (the folder itself stays: the server acts on its path)."""
+    for entry in list(folder.iterdir()):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    shutil.copytree(template, folder, symlinks=True, dirs_exist_ok=True)
+    return folder
+
+
+def settle(world: Path, timeout_s: float) -> bool:
+    """Wait until nothing changes in ``world`` for QUIET_S (at most ``timeout_s``); True if it settled.
+
+    A server the user runs is not killed with its client: it may finish the
+    call the client died in, writing after the "kill". The replay waits for that.
+    """
+    from killpoint.harness.certify.world_events import WorldEvents
+
+    deadline = time.monotonic() + timeout_s
+    events = WorldEvents(world)
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select(events.fds, [], [], min(QUIET_S, max(0.0, deadline - time.monotonic())))
+            if not ready:
+                return True
+            events.read()
+        return False
+    finally:
+        events.close()
 
 
 def _seed_git(world: Path) -> None:

@@ -83,7 +83,7 @@ def claims_from_mcp(external: ExternalSpec, only: str | None, claim: str | None)
 
 
 def target_for(tool: str, external: ExternalSpec) -> Target:
-    if external.mcp is not None:
+    if external.mcp is not None or external.mcp_url is not None:
         return mcp_target(tool, external)
     return external_target(tool, external) if external.given else fake_target(tool)
 
@@ -102,14 +102,15 @@ def reproduce_line(claim: Claim, external: ExternalSpec, *, seed: int, trials: i
     (a line from a CI log still works in another checkout).
     """
     words = [*shlex.split(killpoint_command()), "certify"]
-    if external.mcp is not None and hints_in(claim.why):  # the claim comes from the server's hints again
+    if (external.mcp is not None or external.mcp_url is not None) and hints_in(claim.why):  # the claim comes from the server's hints again
         words += ["--tool", claim.tool]
     else:
         words += [claim.tool, "--claim", claim.tool_class]
     words += ["--seed", str(seed), "--trials", str(trials)]
     for value, flag in ((external.python, "--python"), (external.python_snapshot, "--python-snapshot"),
                         (external.command, "--command"), (external.snapshot_command, "--snapshot-command"),
-                        (external.mcp, "--mcp"), (external.world, "--world"), (external.schema, "--schema"),
+                        (external.mcp, "--mcp"), (external.mcp_url, "--mcp-url"),
+                        (external.mcp_protocol, "--mcp-protocol"), (external.world, "--world"), (external.schema, "--schema"),
                         (external.world_preset, "--world-preset"),
                         (None if external.call_timeout is None else f"{external.call_timeout:g}", "--call-timeout")):
         if value:

@@ -75,7 +75,7 @@ def serve(world: Path, argv: list[str]) -> None:
 
     if "--http" in argv:
         server.run("streamable-http", port=int(argv[argv.index("--http") + 1]), json_response="--json" in argv,
-                   stateless_http="--stateless" in argv)
+                   stateless_http="--stateless" in argv, max_request_body_size=64 << 20)  # the 4 MiB writes
     else:
         server.run("stdio")
 
