@@ -110,6 +110,10 @@ class RunPaths:
         """What power loss ``kill_number`` dropped from the fake world, when the world is on the device too."""
         return self.run_dir / f"power-loss-{kill_number}.world.json"
 
+    def world_at_kill(self, kill_number: int) -> Path:
+        """The world's snapshot once kill ``kill_number``'s tree was dead: what the kill left in it (``debris``)."""
+        return self.run_dir / f"world-at-kill-{kill_number}.json"
+
     def world_copy(self, kill_number: int, when: str) -> Path:
         """The fake world on the device ``when`` ("at-kill", "after-drop") power loss ``kill_number`` dropped."""
         return self.run_dir / f"world-{when}-{kill_number}"

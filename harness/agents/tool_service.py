@@ -39,13 +39,15 @@ tool's process killed in its latency would not.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,7 @@ from killpoint.harness._safe_files import open_regular
 from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, content_length, excerpt
 from killpoint.harness.agents import mcp_endpoint
 from killpoint.harness.agents.declared_tools import declared_tools
+from killpoint.harness.agents.mcp_proxy import PROXY_PATH
 from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import (SETTLE_DEADLINE_S, TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled,
                                             ReplyWrites, SeamHook, free_running)
@@ -70,6 +73,7 @@ FREEZE_DEADLINE_S = 60.0
 EXCERPT_CHARS = 500
 NAME_CHARS = 200
 # The model endpoint's stable tool-call ids: call_kp_<call_id>, then _<attempt> or _verify (harness/agents/script).
+PROXY_STEPS = PROXY_PATH.removeprefix("/") + "/"  # under the MCP endpoint: /mcp/proxy/STEP
 _TOOL_CALL_ID = re.compile(r"call_kp_(?P<call>.+?)(?:_(?:\d+|verify))?")
 
 
@@ -128,6 +132,19 @@ class PlanIndex:
         return sorted({tool for tool, _ in self.args_of.values()})
 
 
+PROXY_STEPS_IN_ORDER = ("forwarded", "replied", "delivered")
+
+
+@dataclass
+class _ProxiedCall:
+    """A call through the recording proxy: its exchange, the steps it has taken after ``request``, and its reply's
+    count in ``ReplyWrites`` from ``replied`` until ``delivered``."""
+
+    exchange: dict[str, Any]
+    steps_taken: int = 0
+    writing: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+
+
 class ToolService(LoopbackServer):
     """The fake tools of one run over HTTP on 127.0.0.1, writing the run's ledger; see the module's docstring."""
 
@@ -156,6 +173,10 @@ class ToolService(LoopbackServer):
         self._struck = threading.Event()  # set by ``freeze``: cuts a tool's latency short (``_pause``)
         self._acting = 0
         self._state = threading.Condition()
+        # Calls through the recording proxy (``proxied``) by token: each one's exchange, and its reply's count in
+        # ``replies`` from ``replied`` until ``delivered`` (or until its incarnation ends).
+        self._proxied: dict[str, _ProxiedCall] = {}
+        self._proxy_tokens = itertools.count()
         super().__init__(_handler_for(self), "killpoint-tool-service")
 
     def close(self) -> None:
@@ -164,6 +185,9 @@ class ToolService(LoopbackServer):
             self._let_go()
 
     def _let_go(self) -> None:
+        for proxied in self._proxied.values():  # a reply the proxy never delivered: its agent is dead
+            proxied.writing.close()
+        self._proxied.clear()
         if self._ledger is not None:
             self._ledger.close()
             self._ledger = None
@@ -308,6 +332,71 @@ class ToolService(LoopbackServer):
             exchange["status"] = 200
             self.hook(TOOL_REPLY, (call,), exchange)
 
+    def proxied(self, step: str, body: Any, reply: Reply) -> None:
+        """``POST /mcp/proxy/STEP``: one step of a call through the recording proxy in front of a real MCP server
+        (``mcp_proxy``), held at the seam it stands for; BadRequest when ``body`` is not the step's.
+
+        ``request`` attributes the call as ``handle`` does and writes its invocation, answering a token the
+        later steps name (or ``refused``, the tool error the proxy answers the agent with); ``forwarded`` is
+        ``tool_request``; ``replied`` writes the effect line of a call that succeeded (a READ_ONLY tool's has
+        none) and is ``tool_effect``, the reply counted as being written (``ReplyWrites``) until ``delivered``,
+        ``tool_reply``, says it reached the agent. The server's effect itself is the world's: it is judged from
+        the world, and whatever a kill left there, not from these lines alone.
+        """
+        if not isinstance(body, dict):
+            raise BadRequest(f"a proxy step's body is one JSON object, not {type(body).__name__}")
+        if step == "request":
+            self._proxy_request(body.get("tool"), body.get("arguments"), reply)
+            return
+        token = body.get("token")
+        with self._state:
+            proxied = self._proxied.get(token) if isinstance(token, str) else None
+            if proxied is None or step not in PROXY_STEPS_IN_ORDER[proxied.steps_taken:][:1]:
+                raise BadRequest(f"proxy step {excerpt(step, NAME_CHARS)!r} with token "
+                                 f"{excerpt(str(token), NAME_CHARS)!r}: a call's steps are request, then forwarded, "
+                                 f"replied, delivered in that order, each with the token request answered")
+            proxied.steps_taken += 1
+        exchange, call = proxied.exchange, proxied.exchange["call"]
+        if step == "forwarded":
+            self.hook(TOOL_REQUEST, (call,), exchange)
+        elif step == "replied":
+            exchange.update(ok=body.get("ok") is True, error=None if body.get("ok") is True else
+                            excerpt(str(body.get("error")), EXCERPT_CHARS))
+            if exchange["ok"] and self.classes.get(exchange["tool"]) != protocol.READ_ONLY:
+                with self._acting_for(exchange["incarnation"]) as (_, ledger):
+                    ledger.effect(exchange["tool"], tool=exchange["tool"], call=call)
+            self.hook(TOOL_EFFECT, (call,), exchange)
+            proxied.writing.enter_context(self.replies.writing())
+        else:
+            exchange["status"] = 200
+            try:
+                self.hook(TOOL_REPLY, (call,), exchange)
+            finally:
+                with self._state:
+                    self._proxied.pop(str(token), None)
+                proxied.writing.close()
+        reply(200, {})
+
+    def _proxy_request(self, tool: Any, args: Any, reply: Reply) -> None:
+        incarnation = self._incarnation
+        exchange: dict[str, Any] = {"tool": excerpt(str(tool), NAME_CHARS), "args": excerpt(canonical(args), EXCERPT_CHARS),
+                                    "incarnation": incarnation, "proxied": True}
+        self.record(exchange)
+        call = self.index.call_of(str(tool), args) if self.index is not None else None
+        if call is None or not isinstance(args, dict):
+            exchange["status"] = 404
+            reply(200, {"refused": f"no planned call of {exchange['tool']} with these arguments; the plan calls "
+                                   f"{', '.join(self.index.tools()) if self.index is not None else 'nothing by name'}"})
+            return
+        exchange["call"] = call
+        self.replies.settle(SETTLE_DEADLINE_S)  # as ``handle``: every reply sent before it has had its seam
+        with self._acting_for(incarnation) as (_, ledger):
+            ledger.invoked(exchange["tool"], call)
+        with self._state:
+            token = f"{incarnation}-{next(self._proxy_tokens)}"
+            self._proxied[token] = _ProxiedCall(exchange)
+        reply(200, {"token": token})
+
     def _probe(self, index: PlanIndex, args: Any, exchange: dict[str, Any], incarnation: int, reply: Reply) -> None:
         call = index.probed_call(args)
         if call is None:
@@ -404,6 +493,10 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
             if kind == mcp_endpoint.PATH.removeprefix("/") and not name:  # one MCP message: its tool calls too
                 self._serve(lambda message: mcp_endpoint.answer(message, service.mcp_tools(), service.handle,
                                                                 self._send), mcp_endpoint.parse_error, None)
+                return
+            if kind == mcp_endpoint.PATH.removeprefix("/") and name.startswith(PROXY_STEPS):  # the recording proxy
+                self._serve(lambda body: service.proxied(name.removeprefix(PROXY_STEPS), body, self._send),
+                            lambda reason: {"ok": False, "error": f"the body is not one JSON value: {reason}"}, {})
                 return
             handle = {"tools": service.handle, "calls": service.call_named, "probes": service.probe_named}.get(kind)
             if handle is None or not name or "/" in name:

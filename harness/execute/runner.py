@@ -35,7 +35,7 @@ from killpoint import protocol
 from killpoint.client import ArmedPoints
 from killpoint.errors import WorkloadError
 from killpoint.fake_tools.world import World, seed_world
-from killpoint.harness._safe_files import read_bounded
+from killpoint.harness._safe_files import read_bounded, write_fresh
 from killpoint.harness.agents.scenario_table import script_plan
 from killpoint.harness.agents.services import TOOLS_URL_ENV, AgentServices, ToolServices
 from killpoint.harness.backends import Backend, Launched
@@ -449,6 +449,8 @@ def _struck(run: _Run, launched: Launched, served: Served, number: int, kill: Ki
     kills = run.kills
     run.services.strike()  # nothing held goes on, every effect is in the ledger before the marker
     struck = _strike(launched, served, run.run_dir, number, run.files, run.disks, run.escapes, kills=kills)
+    # What the kill left in the world (a temporary file a tool never renamed): debris, told from an effect by it.
+    write_fresh(run.paths.world_at_kill(kills), json.dumps(World(run.paths.world).snapshot()).encode())
     run.services.save(run.paths.store_at_kill(kills))
     if kill is not None and isinstance(kill.fault, PowerLoss):
         # What the model received is the services', off the disk that lost power: the next incarnation finds it

@@ -164,13 +164,13 @@ class Judgement:
 
 
 def world_rule(excuses: Callable[[Facts], list[str]],
-               kills: tuple[Guard, ...]) -> Callable[[Facts], list[Finding] | WithNotes]:
+               kills: tuple[Guard, ...]) -> Callable[[Facts], WithNotes]:
     """The judgement that the world equals the crash-free run's, unless a drifted catalogue made the rules
     require a repeat: ``excuses`` finds those, from the kills' evidence that ``kills`` guards."""
 
-    def world(facts: Facts) -> list[Finding] | WithNotes:
+    def world(facts: Facts) -> WithNotes:
         differs = properties.world_differs(facts)
-        if not differs:
+        if not differs.findings:
             return differs
         _require(facts.evidence, (incarnations_recorded,))  # whether a drift was handed is in the incarnations' record
         if not any(incarnation.catalogue_drift for incarnation in facts.evidence.incarnations):

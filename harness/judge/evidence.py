@@ -164,6 +164,8 @@ class Evidence:
     store_notes: tuple[str, ...] = ()
     # What each power loss dropped, by kill number: its report's lines, each prefixed with the report's file name.
     drops: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # The world once each kill's tree was dead, by kill number (None: absent or unreadable): what a kill left.
+    worlds_at_kill: tuple[dict[str, str] | None, ...] = ()
 
     def journal_records(self, kind: str) -> list[Line]:
         return [line for line in self.journal.lines if line.get("kind") == kind]
@@ -324,8 +326,20 @@ def read_evidence(run_dir: Path, store: StoreReading | None = None) -> Evidence:
         catalogues=catalogues,
         unreadable=unreadable,
         drops=drops,
+        worlds_at_kill=tuple(read_world_snapshot(paths.world_at_kill(number)) for number in range(kills)),
         **stores,
     )
+
+
+def read_world_snapshot(path: Path) -> dict[str, str] | None:
+    """A world snapshot the harness wrote (path -> text or what stands for it); None if absent or not one."""
+    try:
+        snapshot = json.loads(read_bounded(path))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(snapshot, dict) or not all(isinstance(value, str) for value in snapshot.values()):
+        return None
+    return snapshot
 
 
 def read_drop(path: Path) -> tuple[str, ...] | None:

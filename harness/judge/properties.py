@@ -544,9 +544,9 @@ def incarnations_failed(facts: Facts) -> list[Finding]:
     return findings
 
 
-def world_differs(facts: Facts) -> list[Finding]:
+def world_differs(facts: Facts) -> WithNotes:
     """The world a completed task leaves differs from the crash-free run's (no finding for an incomplete task:
-    liveness names that).
+    liveness names that), with a note for each entry that is only debris.
 
     An agent whose model asks for several calls in one turn runs them in
     whatever order it likes (side by side, in threads), so the world's
@@ -554,14 +554,41 @@ def world_differs(facts: Facts) -> list[Finding]:
     effects in another order than the crash-free run did: for such a plan the
     lists compare as multisets. The files compare exactly, and an effect made
     twice or never is still a difference.
+
+    *Debris*, as certification defines it (docs/certify.md): entries the
+    crash-free world does not have, that a kill left (the world's snapshot at
+    that kill holds each as the run ends with it) and nothing changed since,
+    when removing them makes the world the crash-free run's: a tool killed
+    between writing its temporary file and renaming it leaves one, and the
+    retry writes another. It is the tool's crash-safety, not the runtime's
+    recovery, so it is a note naming each entry and its kill, never a finding;
+    a file changed, missing, or made after the kills is still a difference.
     """
     golden, recovered = facts.golden.world, facts.evidence.world
-    if not facts.completed() or recovered == golden:
-        return []
-    if _has_parallel_turn(facts) and _unordered(golden) == _unordered(recovered):
-        return []
-    return [Finding("world-equals-golden", "the recovered world differs from the crash-free run's world",
-                    evidence=tuple(diff_snapshots(golden, recovered)))]
+    if not facts.completed() or _same_world(facts, golden, recovered):
+        return WithNotes([], [])
+    left = _debris(facts, golden, recovered)
+    if left:
+        return WithNotes([], [f"debris: {path}, left by kill {kill} and unchanged since; removing it makes the world "
+                              f"the crash-free run's (the tool's crash-safety, not a repeated effect)"
+                              for path, kill in left.items()])
+    return WithNotes([Finding("world-equals-golden", "the recovered world differs from the crash-free run's world",
+                              evidence=tuple(diff_snapshots(golden, recovered)))], [])
+
+
+def _same_world(facts: Facts, golden: dict[str, str], recovered: dict[str, str]) -> bool:
+    return recovered == golden or (_has_parallel_turn(facts) and _unordered(golden) == _unordered(recovered))
+
+
+def _debris(facts: Facts, golden: dict[str, str], recovered: dict[str, str]) -> dict[str, int]:
+    """Each entry of ``recovered`` that is debris (see ``world_differs``) with the kill that left it; empty unless
+    every difference is."""
+    extra = [path for path in recovered if path not in golden]
+    if not extra or not _same_world(facts, golden, {path: recovered[path] for path in recovered if path not in extra}):
+        return {}
+    left = {path: next((kill for kill, world in enumerate(facts.evidence.worlds_at_kill)
+                        if world is not None and world.get(path) == recovered[path]), None) for path in extra}
+    return {path: kill for path, kill in left.items() if kill is not None} if None not in left.values() else {}
 
 
 def _has_parallel_turn(facts: Facts) -> bool:

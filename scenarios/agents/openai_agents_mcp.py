@@ -5,8 +5,11 @@ The agent of ``openai_agents_sdk.py`` (``Runner``, a ``SQLiteSession`` in
 ``$KILLPOINT_RUN_DIR``, the Responses API), with no function tools: its tools
 are those an MCP server lists, here killpoint's fake tools, over streamable
 HTTP at ``$KILLPOINT_MCP_URL``, or with ``--stdio`` from a server it starts as
-its child (killpoint's shim, handed that URL in its environment). Nothing in it
-knows about crash recovery.
+its child (killpoint's shim, handed that URL in its environment). With
+``--server CMD [ARG...]`` the tools are a real stdio MCP server's, started
+behind killpoint's recording proxy (``python -m killpoint.harness.agents.mcp_proxy
+-- CMD ...``), with ``{world}`` in its arguments the folder it is to act on.
+Nothing in it knows about crash recovery.
 """
 
 from __future__ import annotations
@@ -20,16 +23,21 @@ from agents import Agent, Runner, SQLiteSession
 from agents.mcp import MCPServerStdio, MCPServerStreamableHttp
 
 
-def server(stdio: bool) -> MCPServerStdio | MCPServerStreamableHttp:
+def server(stdio: bool, command: list[str]) -> MCPServerStdio | MCPServerStreamableHttp:
     url = os.environ["KILLPOINT_MCP_URL"]
+    if command:  # a real server, behind the recording proxy, on the world's files
+        world = str(Path(os.environ["KILLPOINT_WORLD"]) / "files")
+        return MCPServerStdio({"command": sys.executable, "env": {"KILLPOINT_MCP_URL": url}, "args": [
+            "-m", "killpoint.harness.agents.mcp_proxy", "--", *(word.replace("{world}", world) for word in command)]},
+            cache_tools_list=True, name="tools", client_session_timeout_seconds=60)
     if stdio:
         return MCPServerStdio({"command": sys.executable, "args": ["-m", "killpoint.harness.agents.mcp_stdio"],
                                "env": {"KILLPOINT_MCP_URL": url}}, cache_tools_list=True, name="tools")
     return MCPServerStreamableHttp({"url": url}, cache_tools_list=True, name="tools")
 
 
-async def run(stdio: bool) -> str:
-    async with server(stdio) as tools:
+async def run(stdio: bool, command: list[str]) -> str:
+    async with server(stdio, command) as tools:
         agent = Agent(name="orders", instructions="Carry out the user's order with the tools.", model="gpt-4.1",
                       mcp_servers=[tools])
         session = SQLiteSession("order", str(Path(os.environ["KILLPOINT_RUN_DIR"]) / "session.sqlite"))
@@ -38,7 +46,9 @@ async def run(stdio: bool) -> str:
 
 
 def main() -> int:
-    print(asyncio.run(run("--stdio" in sys.argv[1:])))
+    arguments = sys.argv[1:]
+    command = arguments[arguments.index("--server") + 1:] if "--server" in arguments else []
+    print(asyncio.run(run("--stdio" in arguments, command)))
     return 0
 
 

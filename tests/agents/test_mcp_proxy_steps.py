@@ -1,0 +1,109 @@
+"""The harness's side of the recording proxy: each step of a proxied call writes the ledger and passes its seam.
+
+The proxy (``mcp_proxy``) posts ``request``, ``forwarded``, ``replied`` and
+``delivered`` for each ``tools/call``; the tool service attributes the call to
+the plan, writes its invocation and (for a call that succeeded with a tool that
+is not READ_ONLY) its effect, and holds it at ``tool_request``, ``tool_effect``
+and ``tool_reply``. The proxy runs in the agent's tree, so its steps are
+untrusted: one out of order, or naming a token it was never given, is refused
+and writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from killpoint import protocol as p
+from killpoint.harness.agents.mcp_endpoint import PATH
+from killpoint.harness.agents.mcp_proxy import PROXY_PATH
+from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST
+from killpoint.harness.agents.tool_service import ToolService
+from tests.agents.test_tool_service import PLAN, ledger_lines, post
+
+CLASSES = {"read_file": p.READ_ONLY, "append": p.NON_IDEMPOTENT}
+APPEND = {"tool": "append", "arguments": {"path": "log.txt", "text": "one\n"}}
+
+
+def steps(tools: ToolService) -> Any:
+    def step(name: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        return post(f"{tools.url}{PATH}{PROXY_PATH}/{name}", body)
+    return step
+
+
+def test_a_proxied_call_is_invoked_held_at_its_seams_and_its_effect_written(world, tmp_path):
+    seen: list[tuple[str, tuple[str, ...]]] = []
+    ledger = tmp_path / "ledger.jsonl"
+    with ToolService(PLAN, world, ledger, lambda point, calls, _: seen.append((point, calls)), classes=CLASSES) as tools:
+        tools.begin(0)
+        step = steps(tools)
+        status, answer = step("request", APPEND)
+        assert status == 200 and set(answer) == {"token"}
+        assert [line.get("invoked") for line in ledger_lines(ledger)] == ["append"]
+        assert step("forwarded", {"token": answer["token"]})[0] == 200
+        assert step("replied", {"token": answer["token"], "ok": True})[0] == 200
+        assert tools.replies.in_flight()  # the reply is the proxy's to deliver: the agent's next request waits on it
+        assert step("delivered", {"token": answer["token"]})[0] == 200
+        assert not tools.replies.in_flight()
+    assert seen == [(TOOL_REQUEST, ("c2",)), (TOOL_EFFECT, ("c2",)), (TOOL_REPLY, ("c2",))]
+    assert [(line.get("invoked") or "effect", line["call"]) for line in ledger_lines(ledger)] == [
+        ("append", "c2"), ("effect", "c2")]
+    assert not (world / "files" / "log.txt").exists()  # the real server acts; the fake tools never ran
+
+
+@pytest.mark.parametrize(("call", "ok"), [({"tool": "read_file", "arguments": {"path": "notes.txt"}}, True),
+                                          (APPEND, False)], ids=["read-only", "failed"])
+def test_a_read_or_a_failed_call_leaves_no_effect_line(world, tmp_path, call, ok):
+    ledger = tmp_path / "ledger.jsonl"
+    with ToolService(PLAN, world, ledger, classes=CLASSES) as tools:
+        tools.begin(0)
+        step = steps(tools)
+        token = step("request", call)[1]["token"]
+        for name in ("forwarded", "replied", "delivered"):
+            assert step(name, {"token": token, "ok": ok, "error": "ENOENT"})[0] == 200
+    assert [line.get("invoked") for line in ledger_lines(ledger)] == [call["tool"]]
+
+
+def test_a_call_the_plan_does_not_hold_is_refused_and_never_invoked(world, tmp_path):
+    ledger = tmp_path / "ledger.jsonl"
+    with ToolService(PLAN, world, ledger, classes=CLASSES) as tools:
+        tools.begin(0)
+        status, answer = steps(tools)("request", {"tool": "append", "arguments": {"path": "other.txt", "text": "x"}})
+    assert status == 200 and answer == {"refused": "no planned call of append with these arguments; the plan calls "
+                                                   "append, read_file"}
+    assert ledger_lines(ledger) == []
+
+
+@pytest.mark.parametrize("sequence", [
+    [("replied", True)],                                      # before forwarded
+    [("forwarded", True), ("forwarded", True)],               # twice
+    [("forwarded", True), ("delivered", True)],               # replied skipped
+    [("forwarded", False)],                                   # a token request never answered
+    [("abandoned", True)],                                    # no such step
+], ids=["replied-first", "twice", "skipped", "forged-token", "unknown-step"])
+def test_a_step_out_of_order_or_with_a_forged_token_is_refused_and_writes_nothing(world, tmp_path, sequence):
+    seen: list[str] = []
+    ledger = tmp_path / "ledger.jsonl"
+    with ToolService(PLAN, world, ledger, lambda point, calls, _: seen.append(point), classes=CLASSES) as tools:
+        tools.begin(0)
+        step = steps(tools)
+        token = step("request", APPEND)[1]["token"]
+        answers = [step(name, {"token": token if genuine else "0-99", "ok": True}) for name, genuine in sequence]
+    status, answer = answers[-1]
+    assert status == 400 and "a call's steps are request, then forwarded, replied, delivered" in answer["error"]
+    assert [line.get("invoked") or "effect" for line in ledger_lines(ledger)] == ["append"]
+    assert seen == [TOOL_REQUEST] * (len(sequence) - 1)
+
+
+def test_a_reply_its_proxy_never_delivered_stops_counting_when_the_next_incarnation_begins(world, tmp_path):
+    with ToolService(PLAN, world, tmp_path / "ledger.jsonl", classes=CLASSES) as tools:
+        tools.begin(0)
+        step = steps(tools)
+        token = step("request", APPEND)[1]["token"]
+        step("forwarded", {"token": token})
+        step("replied", {"token": token, "ok": True})
+        assert tools.replies.in_flight()
+        tools.begin(1)  # the agent, proxy and server died before the reply was delivered
+        assert not tools.replies.in_flight()
+        assert step("delivered", {"token": token})[0] == 400
