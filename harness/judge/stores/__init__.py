@@ -35,7 +35,8 @@ FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "langgraph-sqlite": ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite"),
     "dbos-sqlite": ("dbos",),
     # An agent judged at its seams: the SDKs and frameworks an agent is built on (which one, the report cannot say).
-    AGENT_SEAMS: ("openai", "anthropic", "openai-agents", "langchain-openai", "langgraph-prebuilt", "pydantic-ai-slim"),
+    AGENT_SEAMS: ("openai", "anthropic", "openai-agents", "langchain-openai", "langgraph-prebuilt", "pydantic-ai-slim",
+                  "fastmcp-slim", "dbos"),
 }
 
 
