@@ -98,7 +98,8 @@ def user_world(folder: Path) -> tuple[Path, Path]:
     shutil.copytree(folder, saved, symlinks=True)
 
     def restore() -> None:
-        reset_world(folder, saved)
+        if folder.is_dir():
+            reset_world(folder, saved)
         shutil.rmtree(saved.parent, ignore_errors=True)
 
     atexit.register(restore)

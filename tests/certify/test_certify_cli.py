@@ -50,12 +50,26 @@ def read(out: Path, tool: str) -> dict:
     (["--mcp", "srv {world}", "--claim", "READ_ONLY"], "--claim with --mcp needs the tool (--tool NAME)"),
     (["--mcp", "srv {world}", "--schema", "s.json"], "--schema describes a tool run by --python or --command"),
     (["a", "--tool", "b", "--mcp", "srv"], "TOOL 'a' and --tool 'b': name the tool once"),
+    (["--mcp-url", "ftp://x/mcp", "--world", "."], "--mcp-url 'ftp://x/mcp': not an http:// URL with a host; write "
+                                                   "http://HOST:PORT/PATH"),
+    (["--mcp-url", "http://127.0.0.1:99999/mcp", "--world", "."], "its port is not a number from 0 to 65535"),
+    (["--mcp-url", "http://127.0.0.1:1/mcp"], "--mcp-url without --mcp: give --world DIR, the folder the server acts on"),
+    (["--mcp-url", "http://127.0.0.1:1/mcp", "--world-preset", "git"], "--world-preset with --mcp-url alone"),
+    (["--mcp-url", "http://127.0.0.1:1/mcp", "--world", "no/such/folder"], "no such folder; give the folder the "
+                                                                          "server at --mcp-url acts on"),
+    (["--mcp-url", "http://127.0.0.1:1/mcp", "--world", "{tmp}"], "--mcp-url 'http://127.0.0.1:1/mcp': nothing "
+                                                                  "listens at http://127.0.0.1:1/mcp"),
+    (["--mcp", "srv {world}", "--mcp-url", "http://127.0.0.1:8000/mcp"], "write {port} in both"),
+    (["--mcp", "srv {world}", "--mcp-protocol", "stateless"], "--mcp-protocol goes with --mcp-url"),
+    (["--mcp-url", "http://127.0.0.1:1/mcp", "--claim", "READ_ONLY"], "--claim with --mcp-url needs the tool"),
 ])
 def test_bad_input_is_one_clear_message_and_exit_2(killpoint: Killpoint, tmp_path: Path, args: list[str],
                                                    message: str) -> None:
     catalogue = tmp_path / "good.toml"
     catalogue.write_text('[tools]\nappend = { class = "NON_IDEMPOTENT" }\n')
-    result = killpoint("certify", *[arg.replace("{catalogue}", str(catalogue)) for arg in args],
+    (tmp_path / "world").mkdir()
+    result = killpoint("certify", *[arg.replace("{catalogue}", str(catalogue)).replace("{tmp}", str(tmp_path / "world"))
+                                    for arg in args],
                        "--out", tmp_path / "certificates")
     assert result.exit_code == 2, result
     assert result.err.startswith("killpoint: ") and message in result.err, result.err
