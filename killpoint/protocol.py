@@ -63,10 +63,11 @@ STEP_POINTS = (STEP_ENTERED, STEP_RETURNED, STEP_SAVING, STEP_RECORDED)
 MODEL_REQUEST = "model_request"
 MODEL_REPLY = "model_reply"
 TOOL_REQUEST = "tool_request"
+TOOL_OPENED = "tool_opened"  # a real server behind the recording proxy, held at its first open in the world
 TOOL_EFFECT = "tool_effect"
 TOOL_REPLY = "tool_reply"
 STORE_RESULT = "store_result"
-SEAM_POINTS = (MODEL_REQUEST, MODEL_REPLY, TOOL_REQUEST, TOOL_EFFECT, TOOL_REPLY, STORE_RESULT)
+SEAM_POINTS = (MODEL_REQUEST, MODEL_REPLY, TOOL_REQUEST, TOOL_OPENED, TOOL_EFFECT, TOOL_REPLY, STORE_RESULT)
 # The seams where the agent waits on a request the harness holds: a kill there lands at the same place every time.
 # At the others the agent runs on until the SIGKILL lands: it already has the reply, or its store is caught
 # wherever a watch of it catches it.

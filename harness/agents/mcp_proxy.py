@@ -13,14 +13,24 @@ its reply are also reported to the harness (``POST {KILLPOINT_MCP_URL}/proxy/STE
 which keeps the ledger and holds the call at its seams, outside the agent's
 tree, so nothing already recorded dies with the proxy:
 
-``request``    the call arrived: the harness attributes it to a planned call and writes its invocation (a call
-               the plan does not hold is answered with a tool error here, and never reaches the server)
-``forwarded``  the request was written to the server (the ``tool_request`` seam: the server may be mid-effect)
+``request``    the call arrived, not yet forwarded: the harness attributes it to a planned call, writes its
+               invocation and holds it (``tool_request``); a call the plan does not hold is answered with a tool
+               error here, and never reaches the server. Once it is forwarded, the harness holds the server at
+               its first open in the world (``tool_opened``, ``first_open``).
 ``replied``    the server's reply came, not yet delivered (``tool_effect``: an effect line when it succeeded)
 ``delivered``  the reply was written to the agent (``tool_reply``)
 
 A step the harness holds blocks here until it answers; when the harness kills
 the agent instead, the proxy and the server die where they stand.
+
+The recovery rules' VERIFY needs a read-only check of an interrupted call, and
+a real server has no ``verify_effect``: the proxy adds it to the server's tool
+list (annotated read-only) and answers it itself. ``probe`` asks the harness
+which of the server's own read tools checks the call (the scenario's
+``[agent.verify]``), the proxy makes that read on the server, and ``probed``
+hands its text to the harness, which writes the probe to the ledger and says
+whether the effect is there: ``{"effect_found": bool}``, as killpoint's fake
+tools answer it.
 """
 
 from __future__ import annotations
@@ -38,15 +48,13 @@ from killpoint.protocol import ENV_MCP_URL
 
 PROXY_PATH = "/proxy"
 TIMEOUT_S = 300.0  # a step held at a crash point waits for the harness's answer, as an MCP client's read does
-
-
-@dataclass
-class _Pending:
-    """A call forwarded to the server whose reply has not come back: its token, and whether ``forwarded`` was
-    answered (its reply is reported only after, so the harness sees the steps in order)."""
-
-    token: str
-    forwarded: threading.Event = field(default_factory=threading.Event)
+VERIFY_TOOL = "verify_effect"
+VERIFY_LISTED = {"name": VERIFY_TOOL, "description": "read-only: is the effect of an interrupted tool call in the "
+                 "world? Give the interrupted call's tool_call_id.",
+                 "inputSchema": {"type": "object", "properties": {"tool_call_id": {"type": "string"}},
+                                 "required": ["tool_call_id"]},
+                 "annotations": {"readOnlyHint": True, "idempotentHint": True, "destructiveHint": False}}
+PROBE_ID = "killpoint-probe-"  # the ids of the reads the proxy itself asks the server for
 
 
 class Proxy:
@@ -57,7 +65,9 @@ class Proxy:
         self.agent_in, self.agent_out = agent_in, agent_out
         self.server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._to_agent = threading.Lock()
-        self._pending: dict[str, _Pending] = {}
+        self._pending: dict[str, str] = {}  # the token of each call forwarded, by its JSON-RPC id
+        self._listings: set[str] = set()  # the agent's tools/list requests, whose answers gain verify_effect
+        self._reads: dict[str, _Read] = {}  # the proxy's own reads for verify_effect, by id
         self._pending_lock = threading.Lock()
 
     def run(self) -> int:
@@ -72,43 +82,76 @@ class Proxy:
         return self.server.wait()
 
     def from_agent(self) -> None:
-        assert self.server.stdin is not None
         for line in self.agent_in:
             message = _message(line)
             call = _tool_call(message)
+            if isinstance(message, dict) and message.get("method") == "tools/list" and "id" in message:
+                with self._pending_lock:
+                    self._listings.add(_key(message["id"]))
             if call is None:
-                self.server.stdin.write(line)
-                self.server.stdin.flush()
-                continue
-            ident, tool, arguments = call
-            answer = self.step("request", {"tool": tool, "arguments": arguments})
-            if "refused" in answer:
-                self.to_agent(json.dumps({"jsonrpc": "2.0", "id": ident, "result": {
-                    "content": [{"type": "text", "text": str(answer["refused"])}], "isError": True}}).encode() + b"\n")
-                continue
-            pending = _Pending(str(answer["token"]))
-            with self._pending_lock:
-                self._pending[_key(ident)] = pending
-            self.server.stdin.write(line)
-            self.server.stdin.flush()
-            self.step("forwarded", {"token": pending.token})
-            pending.forwarded.set()
+                self.to_server(line)
+            elif call[1] == VERIFY_TOOL:
+                self.verify(call[0], call[2])
+            else:
+                self.call(*call, line)
+
+    def call(self, ident: Any, tool: Any, arguments: Any, line: bytes) -> None:
+        answer = self.step("request", {"tool": tool, "arguments": arguments})
+        if "refused" in answer:
+            self.answer_agent(ident, str(answer["refused"]), failed=True)
+            return
+        with self._pending_lock:
+            self._pending[_key(ident)] = str(answer["token"])
+        self.to_server(line)
+
+    def verify(self, ident: Any, arguments: Any) -> None:
+        """Answer ``verify_effect`` with the read the harness names, made on the server (see the module's docstring)."""
+        answer = self.step("probe", {"arguments": arguments})
+        if "refused" in answer:
+            self.answer_agent(ident, str(answer["refused"]), failed=True)
+            return
+        read = _Read()
+        with self._pending_lock:
+            read_id = f"{PROBE_ID}{len(self._reads)}"
+            self._reads[read_id] = read
+        self.to_server(json.dumps({"jsonrpc": "2.0", "id": read_id, "method": "tools/call", "params": {
+            "name": answer["read"]["tool"], "arguments": answer["read"]["arguments"]}}).encode() + b"\n")
+        reply = read.reply if read.done.wait(TIMEOUT_S) else {"error": "the server did not answer the read"}
+        verdict = self.step("probed", {"token": answer["token"], "text": _text_of(reply), **_outcome(reply)})
+        self.answer_agent(ident, json.dumps({"effect_found": verdict.get("effect_found") is True}), failed=False)
 
     def from_server(self) -> None:
         assert self.server.stdout is not None
         for line in self.server.stdout:
             message = _message(line)
-            pending = None
+            pending = read = None
+            listing = False
             if isinstance(message, dict) and "method" not in message and "id" in message:
                 with self._pending_lock:
                     pending = self._pending.pop(_key(message["id"]), None)
-            if pending is None:
+                    read = self._reads.get(message["id"]) if isinstance(message["id"], str) else None
+                    listing = _key(message["id"]) in self._listings
+                    self._listings.discard(_key(message["id"]))
+            if read is not None:
+                read.reply = message
+                read.done.set()
+            elif listing:
+                self.to_agent(_with_verify(message, line))
+            elif pending is None:
                 self.to_agent(line)
-                continue
-            pending.forwarded.wait()
-            self.step("replied", {"token": pending.token, **_outcome(message)})
-            self.to_agent(line)
-            self.step("delivered", {"token": pending.token})
+            else:
+                self.step("replied", {"token": pending, **_outcome(message)})
+                self.to_agent(line)
+                self.step("delivered", {"token": pending})
+
+    def to_server(self, line: bytes) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.write(line)
+        self.server.stdin.flush()
+
+    def answer_agent(self, ident: Any, text: str, *, failed: bool) -> None:
+        self.to_agent(json.dumps({"jsonrpc": "2.0", "id": ident, "result": {
+            "content": [{"type": "text", "text": text}], "isError": failed}}).encode() + b"\n")
 
     def to_agent(self, line: bytes) -> None:
         with self._to_agent:
@@ -122,6 +165,31 @@ class Proxy:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
             answer = json.loads(response.read() or b"{}")
         return answer if isinstance(answer, dict) else {}
+
+
+@dataclass
+class _Read:
+    """A read the proxy asked the server for, to answer ``verify_effect``: its reply once it comes."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    reply: dict[str, Any] = field(default_factory=dict)
+
+
+def _with_verify(message: Any, line: bytes) -> bytes:
+    """The server's answer to ``tools/list`` with ``verify_effect`` added to its last page (any other answer as it
+    came)."""
+    result = message.get("result") if isinstance(message, dict) else None
+    if not isinstance(result, dict) or not isinstance(result.get("tools"), list) or result.get("nextCursor"):
+        return line
+    return json.dumps({**message, "result": {**result, "tools": [*result["tools"], VERIFY_LISTED]}}).encode() + b"\n"
+
+
+def _text_of(reply: dict[str, Any]) -> str:
+    """The text a tool's reply carries (its content's text parts), bounded."""
+    result = reply.get("result")
+    content = result.get("content") if isinstance(result, dict) else None
+    parts = [part.get("text") for part in content if isinstance(part, dict)] if isinstance(content, list) else []
+    return "".join(part for part in parts if isinstance(part, str))[:1 << 20]
 
 
 def _message(line: bytes) -> Any:

@@ -24,7 +24,8 @@ from killpoint.harness.model import Plan
 AGENT_KEYS = {"turns": 'turns = [["c1"], ["c2", "c3"]] (call_ids; a turn of several is parallel tool calls)',
               "answer": 'answer = "Done." (the final answer\'s text)',
               "tools": "[agent.tools.NAME] class, parameters, effect (the agent's own tools, as fakes)",
-              "store": 'store = "session.sqlite" or a list (the agent\'s own store, quoted as evidence)'}
+              "store": 'store = "session.sqlite" or a list (the agent\'s own store, quoted as evidence)',
+              "verify": '[agent.verify.CALL] tool, args, found (the read of a real MCP server that checks CALL)'}
 STORE_FILES_MOST = 8
 _SERVICES_FILES = (SEAMS_FILE, EXCHANGES_FILE)
 
@@ -48,6 +49,8 @@ def agent_problems(table: dict[str, Any], plan: Plan | None, where: str, journal
         problems += declared_tool_problems(table["tools"], where)
     if "store" in table:
         problems += _store_problems(table["store"], where)
+    if "verify" in table:
+        problems += _verify_problems(table["verify"], plan, where)
     if journal is not None:
         problems.append(f"{where}: agent and journal: an agent judged at its network seams is judged from what its "
                         f"model received, not from a [journal] of its own; remove one of the two tables")
@@ -58,6 +61,35 @@ def agent_problems(table: dict[str, Any], plan: Plan | None, where: str, journal
         PlanIndex.of(plan.to_json())
     except (ScriptError, ValueError) as error:
         problems.append(f"{where}: agent: {error}")
+    return problems
+
+
+VERIFY_EXAMPLE = '[agent.verify.c2] tool = "read_text_file", args = { path = "summary.txt" }, found = "2 x tea"'
+
+
+def _verify_problems(verify: object, plan: Plan | None, where: str) -> list[str]:
+    """``verify`` gives, for planned calls, the read-only call of a real server (behind the recording proxy) whose
+    text holds ``found`` once the call's effect is in the world."""
+    if not isinstance(verify, dict):
+        return [f"{where}: agent.verify: must be a table of planned calls, each {VERIFY_EXAMPLE}"]
+    calls = {call.call_id for call in plan.calls} if plan is not None else None
+    problems = []
+    for call, read in verify.items():
+        key = f"{where}: agent.verify.{call}"
+        if calls is not None and call not in calls:
+            problems.append(f"{key}: not a planned call_id; the plan's are {', '.join(sorted(calls))}")
+        if not isinstance(read, dict):
+            problems.append(f"{key}: must be a table: {VERIFY_EXAMPLE}")
+            continue
+        problems += [f"{key}.{name}: unknown key; it takes tool, args, found" for name in read
+                     if name not in ("tool", "args", "found")]
+        if not isinstance(read.get("tool"), str) or not read["tool"]:
+            problems.append(f"{key}.tool: must name the server's read-only tool that checks {call}: {VERIFY_EXAMPLE}")
+        if not isinstance(read.get("args", {}), dict):
+            problems.append(f"{key}.args: must be a table of the read's arguments: {VERIFY_EXAMPLE}")
+        if not isinstance(read.get("found"), str) or not read["found"]:
+            problems.append(f"{key}.found: must be the text the read returns once {call}'s effect is in the world: "
+                            f"{VERIFY_EXAMPLE}")
     return problems
 
 

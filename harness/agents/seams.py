@@ -7,6 +7,8 @@ are the moments a request crosses them. In order, for one tool call:
 ``model_request``   the model request that will choose the call is received (held before it is answered)
 ``model_reply``     the model's reply choosing it has been sent
 ``tool_request``    the tool request is received, before its effect
+``tool_opened``     a real server behind the recording proxy first opens a file in the world for it, held there
+                    (``first_open``; only there, and only where fanotify is allowed)
 ``tool_effect``     its effect is committed (in the world and the ledger), before the reply
 ``tool_reply``      the tool's reply has been sent
 
@@ -25,10 +27,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from killpoint.errors import InternalError
-from killpoint.protocol import MODEL_REPLY, MODEL_REQUEST, SEAM_POINTS, TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST
+from killpoint.protocol import (MODEL_REPLY, MODEL_REQUEST, SEAM_POINTS, TOOL_EFFECT, TOOL_OPENED, TOOL_REPLY,
+                                TOOL_REQUEST)
 
-__all__ = ["MODEL_REPLY", "MODEL_REQUEST", "SEAM_POINTS", "TOOL_EFFECT", "TOOL_REPLY", "TOOL_REQUEST", "AgentKilled",
-           "SETTLE_DEADLINE_S", "ReplyWrites", "SeamHook", "free_running"]
+__all__ = ["MODEL_REPLY", "MODEL_REQUEST", "SEAM_POINTS", "TOOL_EFFECT", "TOOL_OPENED", "TOOL_REPLY", "TOOL_REQUEST",
+           "AgentKilled", "SETTLE_DEADLINE_S", "ReplyWrites", "SeamHook", "free_running"]
 
 
 class AgentKilled(InternalError):

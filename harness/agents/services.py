@@ -30,6 +30,7 @@ from killpoint.client import ArmedPoints
 from killpoint.errors import WorkloadError
 from killpoint.harness._safe_files import fresh_folder, write_fresh
 from killpoint.harness.agents._loopback import LoopbackServer
+from killpoint.harness.agents.first_open import FirstOpens
 from killpoint.harness.agents.model_endpoint import ModelEndpoint
 from killpoint.harness.agents.script import Script
 from killpoint.harness.agents.seam_client import SeamClient
@@ -199,7 +200,9 @@ class AgentServices(ToolServices):
         """Both services of a run, held at their seams on ``control`` (None: a run nothing holds)."""
         seams = SeamClient(str(control)) if control is not None else None
         record = SeamRecord(seams, seams.is_struck) if seams is not None else SeamRecord(free_running)
-        tools = ToolService(plan, world, ledger, record, seams=seams, replies=record.replies, classes=classes).start()
+        opens = FirstOpens(world / "files", record)
+        tools = ToolService(plan, world, ledger, record, seams=seams, replies=record.replies, classes=classes,
+                            opens=opens).start()
         try:
             model = ModelEndpoint(Script.from_plan(plan), hook=record, replies=record.replies).start()
         except BaseException:
@@ -226,6 +229,8 @@ class AgentServices(ToolServices):
         super().started(launched)
         if self.record.store is not None:
             self.record.store.watch(launched)
+        if self.tools.opens is not None:
+            self.tools.opens.start(launched.pid)
 
     def begin(self, incarnation: int, armed: ArmedPoints = ArmedPoints(), *, world_durable: bool = False) -> None:
         """As ``ToolServices.begin``, but every seam is waited at, whatever ``armed`` says: a hold at a seam after a
@@ -252,9 +257,11 @@ class AgentServices(ToolServices):
                                                      for line in self.exchanges()).encode())
 
     def ended(self) -> None:
-        super().ended()  # first: an announcement of store_result waiting on the harness ends
+        super().ended()  # first: an announcement of store_result or tool_opened waiting on the harness ends
         if self.record.store is not None:
             self.record.store.stop()
+        if self.tools.opens is not None:
+            self.tools.opens.stop()
 
     def exchanges(self) -> list[dict[str, Any]]:
         """What the agent asked and was answered, model and tools, as the evidence quotes it."""

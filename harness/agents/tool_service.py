@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from killpoint import protocol
 from killpoint._json import strict_json
@@ -72,6 +72,9 @@ IO_TIMEOUT_S = 30.0  # a client that stops sending or reading mid-request is dro
 FREEZE_DEADLINE_S = 60.0
 EXCERPT_CHARS = 500
 NAME_CHARS = 200
+if TYPE_CHECKING:
+    from killpoint.harness.agents.first_open import FirstOpens
+
 # The model endpoint's stable tool-call ids: call_kp_<call_id>, then _<attempt> or _verify (harness/agents/script).
 PROXY_STEPS = PROXY_PATH.removeprefix("/") + "/"  # under the MCP endpoint: /mcp/proxy/STEP
 _TOOL_CALL_ID = re.compile(r"call_kp_(?P<call>.+?)(?:_(?:\d+|verify))?")
@@ -132,15 +135,16 @@ class PlanIndex:
         return sorted({tool for tool, _ in self.args_of.values()})
 
 
-PROXY_STEPS_IN_ORDER = ("forwarded", "replied", "delivered")
+PROXY_CALL_STEPS = ("replied", "delivered")
 
 
 @dataclass
 class _ProxiedCall:
-    """A call through the recording proxy: its exchange, the steps it has taken after ``request``, and its reply's
-    count in ``ReplyWrites`` from ``replied`` until ``delivered``."""
+    """A call (or a probe) through the recording proxy: its exchange, its steps after the first and how many it has
+    taken, and its reply's count in ``ReplyWrites`` from ``replied`` until ``delivered``."""
 
     exchange: dict[str, Any]
+    steps: tuple[str, ...]
     steps_taken: int = 0
     writing: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
@@ -150,15 +154,19 @@ class ToolService(LoopbackServer):
 
     def __init__(self, plan: dict[str, Any], world: Path, ledger: Path, hook: SeamHook = free_running, *,
                  world_durable: bool = False, seams: SeamClient | None = None, by_arguments: bool = True,
-                 replies: ReplyWrites | None = None, classes: Mapping[str, str] | None = None) -> None:
+                 replies: ReplyWrites | None = None, classes: Mapping[str, str] | None = None,
+                 opens: FirstOpens | None = None) -> None:
         """``seams``: where ``after_effect`` is announced for a call a runtime names (None: nowhere).
         ``classes``: each tool's class in the scenario's catalogue, which its MCP annotations say (none: UNKNOWN).
         ``replies``: where the replies being written are counted (shared with the model's: ``ReplyWrites``).
+        ``opens``: where a real server behind the recording proxy is held at its first open (``first_open``).
         ``by_arguments``: requests that name no call are attributed to the plan's (an agent's run); a plan
         whose runtime names its calls may call one tool twice with the same arguments, and such requests are
         refused."""
         self.index = PlanIndex.of(plan) if by_arguments else None
         self.declared = declared_tools(plan.get("tools", {}))  # the agent's own tools, as its scenario declares them
+        # The read of a real server that checks each call, for verify_effect through the proxy ([agent.verify]).
+        self.verify_reads: dict[str, dict[str, Any]] = dict(plan.get("verify", {}))
         self.classes = {**(classes or {}), VERIFY_TOOL: protocol.READ_ONLY}
         self.world_path, self.world_durable = world, world_durable
         self._world: World | None = None  # held from ``begin`` (World.held)
@@ -166,6 +174,7 @@ class ToolService(LoopbackServer):
         self.hook = hook
         self.seams = seams
         self.replies = replies or ReplyWrites()
+        self.opens = opens
         self._incarnation = 0
         self._ledger: Ledger | None = None
         self._refused: str | None = None  # why the ledger or the world was not opened (begin)
@@ -336,30 +345,34 @@ class ToolService(LoopbackServer):
         """``POST /mcp/proxy/STEP``: one step of a call through the recording proxy in front of a real MCP server
         (``mcp_proxy``), held at the seam it stands for; BadRequest when ``body`` is not the step's.
 
-        ``request`` attributes the call as ``handle`` does and writes its invocation, answering a token the
-        later steps name (or ``refused``, the tool error the proxy answers the agent with); ``forwarded`` is
-        ``tool_request``; ``replied`` writes the effect line of a call that succeeded (a READ_ONLY tool's has
-        none) and is ``tool_effect``, the reply counted as being written (``ReplyWrites``) until ``delivered``,
-        ``tool_reply``, says it reached the agent. The server's effect itself is the world's: it is judged from
-        the world, and whatever a kill left there, not from these lines alone.
+        ``request`` attributes the call as ``handle`` does, writes its invocation and is ``tool_request`` (held
+        before the proxy forwards it), answering a token the later steps name (or ``refused``, the tool error
+        the proxy answers the agent with). While the server works, ``opens`` holds it at its first open in the
+        world (``tool_opened``). ``replied`` writes the effect line of a call that succeeded (a READ_ONLY
+        tool's has none) and is ``tool_effect``, the reply counted as being written (``ReplyWrites``) until
+        ``delivered``, ``tool_reply``, says it reached the agent. The server's effect itself is the world's: it
+        is judged from the world, and whatever a kill left there, not from these lines alone.
         """
         if not isinstance(body, dict):
             raise BadRequest(f"a proxy step's body is one JSON object, not {type(body).__name__}")
-        if step == "request":
-            self._proxy_request(body.get("tool"), body.get("arguments"), reply)
+        if step in ("request", "probe"):
+            (self._proxy_request if step == "request" else self._proxy_probe)(body, reply)
             return
         token = body.get("token")
         with self._state:
             proxied = self._proxied.get(token) if isinstance(token, str) else None
-            if proxied is None or step not in PROXY_STEPS_IN_ORDER[proxied.steps_taken:][:1]:
+            if proxied is None or step not in proxied.steps[proxied.steps_taken:][:1]:
                 raise BadRequest(f"proxy step {excerpt(step, NAME_CHARS)!r} with token "
-                                 f"{excerpt(str(token), NAME_CHARS)!r}: a call's steps are request, then forwarded, "
-                                 f"replied, delivered in that order, each with the token request answered")
+                                 f"{excerpt(str(token), NAME_CHARS)!r}: a call's steps are request, then replied, "
+                                 f"delivered in that order (a probe's, probe then probed), each with the token the "
+                                 f"first answered")
             proxied.steps_taken += 1
         exchange, call = proxied.exchange, proxied.exchange["call"]
-        if step == "forwarded":
-            self.hook(TOOL_REQUEST, (call,), exchange)
+        if step == "probed":
+            self._proxy_probed(str(token), proxied, body, reply)
         elif step == "replied":
+            if self.opens is not None:
+                self.opens.done(call)
             exchange.update(ok=body.get("ok") is True, error=None if body.get("ok") is True else
                             excerpt(str(body.get("error")), EXCERPT_CHARS))
             if exchange["ok"] and self.classes.get(exchange["tool"]) != protocol.READ_ONLY:
@@ -377,7 +390,47 @@ class ToolService(LoopbackServer):
                 proxied.writing.close()
         reply(200, {})
 
-    def _proxy_request(self, tool: Any, args: Any, reply: Reply) -> None:
+    def _proxy_probe(self, body: dict[str, Any], reply: Reply) -> None:
+        """``verify_effect`` through the proxy: the read of the server that checks the call (``[agent.verify]``)."""
+        incarnation = self._incarnation
+        args = body.get("arguments")
+        exchange: dict[str, Any] = {"tool": VERIFY_TOOL, "args": excerpt(canonical(args), EXCERPT_CHARS),
+                                    "incarnation": incarnation, "proxied": True, "probe": True}
+        self.record(exchange)
+        call = self.index.probed_call(args) if self.index is not None else None
+        read = self.verify_reads.get(call) if call is not None else None
+        if call is None or read is None:
+            exchange["status"] = 404
+            reply(200, {"refused": "verify_effect: give {\"tool_call_id\": ID} of a planned call's tool call; "
+                                   "through the proxy only a call its scenario gives a read for ([agent.verify]) "
+                                   f"can be checked: {', '.join(sorted(self.verify_reads)) or 'none is given'}"})
+            return
+        exchange["call"] = call
+        reply(200, {"token": self._proxied_token(exchange, ("probed",)),
+                    "read": {"tool": read["tool"], "arguments": read.get("args", {})}})
+
+    def _proxy_probed(self, token: str, proxied: _ProxiedCall, body: dict[str, Any], reply: Reply) -> None:
+        """The server's answer to a probe's read: the effect is there if the read succeeded and its text holds the
+        scenario's ``found``; the probe is written to the ledger."""
+        exchange, call = proxied.exchange, proxied.exchange["call"]
+        read = self.verify_reads[call]
+        found = body.get("ok") is True and isinstance(body.get("text"), str) and read["found"] in body["text"]
+        with self._state:
+            self._proxied.pop(token, None)
+        with self._acting_for(exchange["incarnation"]) as (_, ledger):
+            ledger.probe("effect_present", tool=self.index.args_of[call][0] if self.index else read["tool"], call=call)
+        exchange.update(effect_found=found, status=200)
+        reply(200, {"effect_found": found})
+
+    def _proxied_token(self, exchange: dict[str, Any], steps: tuple[str, ...]) -> str:
+        """A new token for a proxied call (or probe) whose later steps are ``steps``."""
+        with self._state:
+            token = f"{exchange['incarnation']}-{next(self._proxy_tokens)}"
+            self._proxied[token] = _ProxiedCall(exchange, steps)
+        return token
+
+    def _proxy_request(self, body: dict[str, Any], reply: Reply) -> None:
+        tool, args = body.get("tool"), body.get("arguments")
         incarnation = self._incarnation
         exchange: dict[str, Any] = {"tool": excerpt(str(tool), NAME_CHARS), "args": excerpt(canonical(args), EXCERPT_CHARS),
                                     "incarnation": incarnation, "proxied": True}
@@ -392,10 +445,10 @@ class ToolService(LoopbackServer):
         self.replies.settle(SETTLE_DEADLINE_S)  # as ``handle``: every reply sent before it has had its seam
         with self._acting_for(incarnation) as (_, ledger):
             ledger.invoked(exchange["tool"], call)
-        with self._state:
-            token = f"{incarnation}-{next(self._proxy_tokens)}"
-            self._proxied[token] = _ProxiedCall(exchange)
-        reply(200, {"token": token})
+        self.hook(TOOL_REQUEST, (call,), exchange)
+        if self.opens is not None:  # before the proxy forwards it: the server's first open in the world is held
+            self.opens.expect(call, exchange)
+        reply(200, {"token": self._proxied_token(exchange, PROXY_CALL_STEPS)})
 
     def _probe(self, index: PlanIndex, args: Any, exchange: dict[str, Any], incarnation: int, reply: Reply) -> None:
         call = index.probed_call(args)

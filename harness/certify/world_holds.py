@@ -28,6 +28,7 @@ import ctypes
 import errno
 import os
 import struct
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -99,7 +100,8 @@ def available() -> str | None:
 
 
 class Holds:
-    """A fanotify group holding the opens (and writes, where it can) that session ``session`` makes in marked folders.
+    """A fanotify group holding the opens (and writes, where it can) that session ``session`` makes in marked folders
+    (or, given ``holding``, the processes it says yes to).
 
     ``read()`` takes what is queued: the session's events stay held (their
     processes asleep in the kernel) until ``release()``; every other event is
@@ -107,17 +109,20 @@ class Holds:
     anything still held.
     """
 
-    def __init__(self, session: int) -> None:
+    def __init__(self, session: int, holding: Callable[[int], bool] | None = None) -> None:
         kind = _kind()
         if kind is None:
             raise OSError(errno.EPERM, "fanotify is refused here")
         self.session, self.mask = session, kind[1]
+        self.holding = holding or self._in_session
         self.fd = _group(kind)
         self.held: list[int] = []  # the event fds of the held events, answered by ``release``
 
     def mark(self, folder: Path) -> None:
-        """Hold opens of the files in ``folder`` too (a folder already gone, or a symlink, is not marked)."""
-        _mark(self.fd, self.mask, folder)
+        """Hold opens of the files in ``folder`` too (a folder already gone, or a symlink, is not marked); opens
+        alone on a file system that refuses FAN_PRE_ACCESS (tmpfs, where a run's scratch folders are)."""
+        if _mark(self.fd, self.mask, folder) == errno.EOPNOTSUPP and self.mask != FAN_OPEN_PERM:
+            _mark(self.fd, FAN_OPEN_PERM, folder)
 
     def read(self) -> int:
         """Take every queued event: hold the session's, allow the rest; how many are held now."""
@@ -132,7 +137,7 @@ class Holds:
                 offset += max(length, _METADATA.size)
                 if version != FANOTIFY_METADATA_VERSION or fd == FAN_NOFD or mask & FAN_Q_OVERFLOW:
                     continue
-                if self._in_session(pid):
+                if self.holding(pid):
                     self.held.append(fd)
                 else:
                     self._answer(fd)

@@ -449,9 +449,10 @@ def _struck(run: _Run, launched: Launched, served: Served, number: int, kill: Ki
     kills = run.kills
     run.services.strike()  # nothing held goes on, every effect is in the ledger before the marker
     struck = _strike(launched, served, run.run_dir, number, run.files, run.disks, run.escapes, kills=kills)
-    # What the kill left in the world (a temporary file a tool never renamed): debris, told from an effect by it.
-    write_fresh(run.paths.world_at_kill(kills), json.dumps(World(run.paths.world).snapshot()).encode())
     run.services.save(run.paths.store_at_kill(kills))
+    # What the kill left in the world (a temporary file a tool never renamed): debris, told from an effect by it.
+    # Taken once the services have ended the incarnation, so nothing holds the world's files any more.
+    write_fresh(run.paths.world_at_kill(kills), json.dumps(World(run.paths.world).snapshot()).encode())
     if kill is not None and isinstance(kill.fault, PowerLoss):
         # What the model received is the services', off the disk that lost power: the next incarnation finds it
         # as it was.

@@ -220,9 +220,10 @@ CALL_ORDER = (p.BEFORE_STARTED, p.AFTER_STARTED, p.STEP_ENTERED, p.AFTER_EFFECT,
               p.STEP_RECORDED, p.BEFORE_FINISHED, p.AFTER_FINISHED, *p.SEAM_POINTS)
 # step_saving is not of the step kind's fixed columns: only a framework with a saver of its own (LangGraph's
 # checkpointer) reaches it, so it is shown where the crash-free run reached it, not missed where it did not (DBOS);
-# likewise store_result, reached only by an agent whose scenario names its store.
+# likewise store_result, reached only by an agent whose scenario names its store, and tool_opened, only by a real
+# server behind the recording proxy (where fanotify is allowed).
 POINT_KINDS = (p.CALL_POINTS, (*(point for point in p.STEP_POINTS if point != p.STEP_SAVING), p.AFTER_EFFECT),
-               tuple(point for point in p.SEAM_POINTS if point != p.STORE_RESULT))
+               tuple(point for point in p.SEAM_POINTS if point not in (p.STORE_RESULT, p.TOOL_OPENED)))
 # Short headings keep calls x points within 100 columns; the map's first lines are their legend.
 HEADING_PREFIXES = (("before_", "b_"), ("after_", "a_"), ("step_", "s_"), ("model_", "m_"), ("tool_", "t_"),
                     ("store_", "st_"))

@@ -20,18 +20,26 @@ call's, fixed when it started):
   asking for it again.
 
 A journal line cut by the kill (no newline) is ignored: it was never durable.
+
+With ``--server CMD [ARG...]`` its tools are a real stdio MCP server's instead,
+started behind killpoint's recording proxy (``{world}`` in its arguments being
+the folder it is to act on), and spoken to over a plain JSON-RPC pipe
+(``McpTools``); the proxy adds ``verify_effect``, answered with the server's own
+read the scenario names.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import subprocess
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from openai import OpenAI
 
@@ -73,24 +81,90 @@ class Journal:
         self.classes.update(classes or {})
 
 
-def tool_definitions(tools_url: str) -> Any:
-    """The tool service's OpenAPI operations as the model's function tools."""
-    with urllib.request.urlopen(f"{tools_url}/openapi.json", timeout=60) as response:
-        document = json.load(response)
-    return [{"type": "function", "function": {
-        "name": operation["operationId"], "description": operation.get("summary", ""),
-        "parameters": operation["requestBody"]["content"]["application/json"]["schema"]}}
-        for operation in (path["post"] for path in document["paths"].values())]
+class Tools(Protocol):
+    """Where the agent's tools are: their definitions for the model, and a call's result as text."""
+
+    def definitions(self) -> Any: ...
+
+    def call(self, name: str, arguments: str) -> str: ...
 
 
-def call_tool(tools_url: str, name: str, arguments: str) -> str:
-    request = urllib.request.Request(f"{tools_url}/tools/{name}", data=arguments.encode() or b"{}",
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=600) as response:
-            return response.read().decode()
-    except urllib.error.HTTPError as error:  # the service's refusal is the call's result, as a model would see it
-        return error.read().decode()
+class HttpTools:
+    """The tool service: its OpenAPI operations as the model's function tools, a call as one POST."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def definitions(self) -> Any:
+        with urllib.request.urlopen(f"{self.url}/openapi.json", timeout=60) as response:
+            document = json.load(response)
+        return [{"type": "function", "function": {
+            "name": operation["operationId"], "description": operation.get("summary", ""),
+            "parameters": operation["requestBody"]["content"]["application/json"]["schema"]}}
+            for operation in (path["post"] for path in document["paths"].values())]
+
+    def call(self, name: str, arguments: str) -> str:
+        request = urllib.request.Request(f"{self.url}/tools/{name}", data=arguments.encode() or b"{}",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                return response.read().decode()
+        except urllib.error.HTTPError as error:  # the service's refusal is the call's result, as a model would see it
+            return error.read().decode()
+
+
+class McpTools:
+    """A stdio MCP server the agent starts: newline-delimited JSON-RPC on its pipes, one request at a time."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.ids = itertools.count(1)
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "reference-agent", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.write(json.dumps(message).encode() + b"\n")
+        self.server.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The answer to one request (a JSON-RPC error as ``{"error": ...}``); RuntimeError if the server exits."""
+        ident = next(self.ids)
+        self.send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
+        assert self.server.stdout is not None
+        for line in self.server.stdout:
+            message = json.loads(line)
+            if message.get("id") == ident and "method" not in message:
+                return message
+        raise RuntimeError(f"the MCP server exited before answering {method}")
+
+    def definitions(self) -> Any:
+        tools: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            result = self.request("tools/list", {"cursor": cursor} if cursor else {})["result"]
+            tools += result["tools"]
+            cursor = result.get("nextCursor")
+            if not cursor:
+                break
+        return [{"type": "function", "function": {"name": tool["name"], "description": tool.get("description", ""),
+                                                  "parameters": tool["inputSchema"]}} for tool in tools]
+
+    def call(self, name: str, arguments: str) -> str:
+        answer = self.request("tools/call", {"name": name, "arguments": json.loads(arguments or "{}")})
+        if "error" in answer:
+            return json.dumps(answer["error"])
+        text = "".join(part.get("text", "") for part in answer["result"].get("content", []))
+        return f"error: {text}" if answer["result"].get("isError") else text
+
+
+def mcp_tools(command: list[str]) -> McpTools:
+    """The real server ``command`` behind killpoint's recording proxy, acting on the world's files."""
+    world = str(Path(os.environ["KILLPOINT_WORLD"]) / "files")
+    return McpTools([sys.executable, "-m", "killpoint.harness.agents.mcp_proxy", "--",
+                     *(word.replace("{world}", world) for word in command)],
+                    {"PATH": os.environ.get("PATH", ""), "KILLPOINT_MCP_URL": os.environ["KILLPOINT_MCP_URL"]})
 
 
 def tool_class(catalogue: dict[str, Any], tool: str) -> str:
@@ -104,33 +178,36 @@ def unanswered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [call for call in (last or {}).get("tool_calls") or [] if call["id"] not in answered]
 
 
-def recover(journal: Journal, tools_url: str) -> list[dict[str, Any]]:
+def recover(journal: Journal, tools: Tools) -> list[dict[str, Any]]:
     """The results of the interrupted calls, each by its journaled class: a retry's, or the note that it is unknown."""
     results = []
     for interrupted in unanswered(journal.messages):
-        content = (call_tool(tools_url, interrupted["function"]["name"], interrupted["function"]["arguments"])
+        content = (tools.call(interrupted["function"]["name"], interrupted["function"]["arguments"])
                    if journal.classes.get(interrupted["id"]) in RETRIED_CLASSES else INTERRUPTED)
         results.append({"role": "tool", "tool_call_id": interrupted["id"], "content": content})
     return results
 
 
-Recovery = Callable[[Journal, str], list[dict[str, Any]]]
+Recovery = Callable[[Journal, Tools], list[dict[str, Any]]]
 
 
-def main(recovery: Recovery = recover) -> int:
+def main(recovery: Recovery = recover, arguments: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if arguments is None else arguments
     run_dir = Path(os.environ["KILLPOINT_RUN_DIR"])
-    tools_url = os.environ["KILLPOINT_TOOLS_URL"]
+    tools: Tools = (mcp_tools(arguments[arguments.index("--server") + 1:]) if "--server" in arguments
+                    else HttpTools(os.environ["KILLPOINT_TOOLS_URL"]))
     catalogue = json.loads(Path(os.environ["KILLPOINT_CATALOGUE"]).read_text())
     task = json.loads(Path(os.environ["KILLPOINT_PLAN"]).read_text()).get("task_id", "the task")
     journal = Journal(run_dir / JOURNAL_NAME)
-    tools = tool_definitions(tools_url)
+    definitions = tools.definitions()
     client = OpenAI(max_retries=0)
     if not journal.messages:
         journal.append({"role": "user", "content": f"Carry out {task}."})
-    for result in recovery(journal, tools_url):
+    for result in recovery(journal, tools):
         journal.append(result)
     for _ in range(MAX_TURNS):
-        reply = client.chat.completions.create(model=MODEL, messages=journal.messages, tools=tools).choices[0].message
+        reply = client.chat.completions.create(model=MODEL, messages=journal.messages,
+                                               tools=definitions).choices[0].message
         message = reply.model_dump(exclude_none=True)
         calls = message.get("tool_calls") or []
         journal.append(message, {call["id"]: tool_class(catalogue, call["function"]["name"]) for call in calls})
@@ -138,7 +215,7 @@ def main(recovery: Recovery = recover) -> int:
             print(reply.content)
             return 0
         for call in calls:
-            content = call_tool(tools_url, call["function"]["name"], call["function"]["arguments"])
+            content = tools.call(call["function"]["name"], call["function"]["arguments"])
             journal.append({"role": "tool", "tool_call_id": call["id"], "content": content})
     print(f"no final answer after {MAX_TURNS} turns", file=sys.stderr)
     return 1

@@ -3,10 +3,10 @@
 The Agents SDK agent starts ``mcp_proxy -- CMD`` as its stdio server; the proxy
 starts the real server as its child (so a kill kills the server mid-call, as it
 would without killpoint) and reports each ``tools/call`` to the harness, which
-writes the ledger and holds the call at its seams. The npm filesystem server
+writes the ledger and holds the call at its seams, the server itself held at
+its first open in the world (``tool_opened``). The npm filesystem server
 (pinned, installed by ci/install-mcp-servers, as CI does before the suite) is
-the real server; a server whose write pauses half-way makes a kill leave debris
-every time.
+the real server.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ pytestmark = pytest.mark.integration
 
 AGENTS = ROOT / "scenarios" / "agents"
 PROXY = AGENTS / "openai_agents_mcp_proxy.toml"
-SLOW_SAVE = ROOT / "tests" / "agents" / "servers" / "slow_save.py"
+REFERENCE = AGENTS / "reference_agent_mcp_proxy.toml"
+SERVER_ARGS = "--server node ../../build/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js {world}"
 FILESYSTEM = ROOT / "build" / "npm" / "node_modules" / "@modelcontextprotocol" / "server-filesystem"
 
 
@@ -52,7 +53,7 @@ def test_a_real_servers_idempotent_calls_pass_at_every_seam(killpoint, tmp_path,
     the crash-free run's ledger is the proxy's record of the traffic: both invocations, the write's effect."""
     result = killpoint("run", PROXY, "--exhaustive", *mode, "--runs-dir", tmp_path / "runs")
     assert result.exit_code == 0, result.out + result.err
-    assert "14 runs: 14 passed" in result.out, result.out
+    assert "16 runs: 16 passed" in result.out, result.out  # 8 seams of each call, tool_opened included
     ledger = [json.loads(line) for line in (tmp_path / "runs" / "golden" / "ledger.jsonl").read_text().splitlines()]
     assert [(line.get("invoked") or f"effect {line.get('effect')}", line["call"]) for line in ledger] == [
         ("read_text_file", "c1"), ("write_file", "c2"), ("effect write_file", "c2")]
@@ -78,36 +79,58 @@ def test_a_call_of_a_tool_no_catalogue_lists_rerun_blindly_is_named(killpoint, t
         (0, "c2"), (1, "c2")]
 
 
-SLOW_SCENARIO = f"""
-name = "slow-save"
-workload = ["{{python}}", "-m", "killpoint.scenarios.agents.openai_agents_mcp", "--server",
-            "{{python}}", "{SLOW_SAVE}", "{{world}}"]
-catalogue = "catalogue.toml"
-timeout = 30
-[world.files]
-"summary.txt" = "nothing ordered yet\\n"
-[plan]
-task_id = "save"
-[[plan.calls]]
-call_id = "c1"
-tool = "slow_save"
-args = {{ path = "summary.txt", content = "2 x tea\\n" }}
-[agent]
-answer = "Saved."
-"""
-
-
-def test_a_kill_mid_write_leaves_debris_that_is_named_not_held_against_the_agent(killpoint, tmp_path):
-    """Killed half a second into a write that pauses two seconds after its temporary file: the file stays, the
-    retry writes the target whole; the run passes and names the debris and the kill that left it."""
-    (tmp_path / "s.toml").write_text(SLOW_SCENARIO)
-    (tmp_path / "catalogue.toml").write_text('default = "UNKNOWN"\ninteractive = []\n[tools]\nslow_save = { '
-                                             'class = "IDEMPOTENT_WRITE", family = "files", why = "writes whole" }\n')
-    result = killpoint("run", tmp_path / "s.toml", "--kill-at", "c1:tool_request@0.5", "--runs-dir", tmp_path / "runs")
+@pytest.mark.usefixtures("filesystem_server")
+def test_a_kill_in_write_files_first_open_leaves_debris_that_is_named_not_held_against_the_agent(killpoint, tmp_path):
+    """Held at its first open in the world (its temporary file, just made) and killed there: the temporary file
+    stays, empty; the retry writes summary.txt whole. Its certificate's debris, named in the agent's run."""
+    result = killpoint("run", PROXY, "--kill-at", "c2:tool_opened", "--runs-dir", tmp_path / "runs")
     assert result.exit_code == 0, result.out + result.err
     shown = killpoint("show", tmp_path / "runs" / "run-00000")
     debris = [line for line in shown.out.splitlines() if line.startswith("  note: debris: files/summary.txt.")]
     assert debris and ".tmp, left by kill 0 and unchanged since" in debris[0], shown.out
+
+
+@pytest.mark.usefixtures("filesystem_server")
+@pytest.mark.parametrize("mode", [
+    ("--exhaustive",),
+    ("--exhaustive", "--no-pause"),
+    ("--exhaustive", "--drift", "edit_file=IDEMPOTENT_WRITE"),
+    ("--exhaustive", "--drift", "write_file=NON_IDEMPOTENT"),
+    ("--exhaustive", "--depth", "2", "--shard", "3/16"),
+    ("--random", "12", "--seed", "3"),
+    ("--exhaustive", "--power-loss"),
+], ids=["pausing", "no-pause", "drift-to-retry", "drift-to-verify", "depth-2", "random", "power-loss"])
+def test_the_reference_agent_passes_every_kill_through_the_proxy(killpoint, mode):
+    """A correct agent behind the proxy, its NON_IDEMPOTENT edit VERIFIED with the server's own read: no finding in
+    any mode (a false alarm here would blame a correct agent for the proxy)."""
+    result = killpoint("run", REFERENCE, *mode)
+    assert result.exit_code == 0, result.out + result.err
+    assert " 0 failed" in result.out, result.out
+
+
+@pytest.mark.usefixtures("filesystem_server")
+def test_an_interrupted_edit_is_verified_with_the_servers_read_and_not_made_again(killpoint, tmp_path):
+    result = killpoint("run", REFERENCE, "--kill-at", "c2:tool_effect", "--keep-all", "--runs-dir", tmp_path / "runs")
+    assert result.exit_code == 0, result.out + result.err
+    run = tmp_path / "runs" / "run-00000"
+    ledger = [json.loads(line) for line in (run / "ledger.jsonl").read_text().splitlines()]
+    assert [(line["incarnation"], line.get("invoked") or line.get("probe") or "effect") for line in ledger
+            if line.get("call") == "c2"] == [(0, "edit_file"), (0, "effect"), (1, "effect_present")]
+    assert (run / "world" / "files" / "notes" / "todo.txt").read_text() == "order 2 boxes of tea (ordered)\n"
+
+
+@pytest.mark.usefixtures("filesystem_server")
+@pytest.mark.parametrize(("mutant", "kill", "rule"), [
+    ("blind-retry", "c2:tool_request", "verify-before-replay"),
+    ("forgets", "c3:tool_effect", "succeeded-not-replayed"),
+    # Killed while the final answer's request is held: the model had c2's and c3's results, the agent re-runs them.
+    ("retries-done", "model_request", "succeeded-not-replayed"),
+])
+def test_each_mutant_is_caught_through_the_proxy(killpoint, mutant, kill, rule):
+    result = killpoint("run", REFERENCE, "--kill-at", kill, "--workload",
+                       f"{{python}} -m killpoint.scenarios.agents.mutants {mutant} {SERVER_ARGS}")
+    assert result.exit_code == 1, result.out + result.err
+    assert findings(result.out, rule), result.out
 
 
 # A server that answers every request with a result naming its method, and keeps each line it read in a file.

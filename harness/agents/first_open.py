@@ -1,0 +1,170 @@
+"""The crash point inside a real server's call: ``tool_opened``, its first open of a file in the world, held there.
+
+A real MCP server behind the recording proxy (``mcp_proxy``) does its work in
+its own process, in the agent's tree. The seams the proxy reports stand before
+that work (``tool_request``: the request about to be forwarded) and after it
+(``tool_effect``: its reply received). What a kill part-way through leaves, such
+as a temporary file never renamed, is what a user's agent finds after a crash
+mid-call. A kill timed by the clock lands there only by luck.
+
+So while a proxied call is in flight, the server is held in the kernel at its
+first open of a file in the world. This uses fanotify permission events
+(``certify/world_holds``), the same way the certifier holds servers.
+``tool_opened`` is then announced for the call. A kill there lands with the
+server asleep at that open, every time: a file it created exists, empty, and
+nothing has been written.
+
+What is held:
+- only opens made by the incarnation's processes (its leader and every
+  descendant: an MCP client may start its server in a session of its own);
+- only in the world's folders that exist when the call arrives (a file opened
+  in a folder the call creates is not held);
+- only while exactly one proxied call is in flight (with two at once, nobody
+  could say whose open it is, so neither is held).
+
+Other processes' opens, the harness's own included, are allowed by the reader
+at once. The reader never waits on the announcement; a second thread makes it.
+Without fanotify (an unprivileged harness) the point is never reached, and the
+reports show no column for it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from killpoint.harness.agents.seams import TOOL_OPENED, AgentKilled, SeamHook
+from killpoint.harness.certify.world_holds import Holds
+
+MAX_FOLDERS = 1000  # marked per call: a world deeper than that is held in its first thousand folders
+
+
+@dataclass
+class _Armed:
+    """The one proxied call in flight (its ``tool_request`` passed), and where its announcement is."""
+
+    call: str
+    exchange: dict[str, Any]
+    announcing: bool = False
+    announced: bool = False
+
+
+class FirstOpens:
+    """Holds the agent's session at its first open in ``world`` during a proxied call; see the module's docstring."""
+
+    def __init__(self, world: Path, hook: SeamHook) -> None:
+        self.world, self.hook = world, hook
+        self._holds: Holds | None = None
+        self._armed: _Armed | None = None
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = -1, -1
+        self._reader: threading.Thread | None = None
+
+    def start(self, leader: int) -> None:
+        """The incarnation whose first process is ``leader`` started: hold its opens from now on (where fanotify is
+        allowed)."""
+        self.stop()
+        try:
+            self._holds = Holds(leader, holding=lambda pid: _descends_from(pid, leader))
+        except OSError:
+            return  # fanotify refused here: the point is never reached
+        self._wake_r, self._wake_w = os.pipe()
+        self._reader = threading.Thread(target=self._read, name="killpoint-first-opens", daemon=True)
+        self._reader.start()
+
+    def expect(self, call: str, exchange: dict[str, Any]) -> None:
+        """A proxied call passed ``tool_request`` and is about to be forwarded: hold the server's first open for it."""
+        with self._lock:
+            self._in_flight += 1
+            if self._holds is None:
+                return
+            if self._in_flight > 1:  # whose open it would be cannot be told: hold neither
+                self._armed = None
+                self._holds.release()
+                return
+            self._armed = _Armed(call, exchange)
+            for folder in _folders(self.world):
+                self._holds.mark(folder)
+
+    def done(self, call: str) -> None:
+        """The call's reply came back: nothing more is held for it."""
+        with self._lock:
+            self._in_flight = max(0, self._in_flight - 1)
+            if self._armed is not None and self._armed.call == call:
+                self._armed = None
+            if self._holds is not None:
+                self._holds.release()
+
+    def stop(self) -> None:
+        """The incarnation ended: everything still held is let go (or was killed), and nothing more is held."""
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            os.write(self._wake_w, b"x")
+            reader.join()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+        with self._lock:
+            if self._holds is not None:
+                self._holds.close()
+            self._holds, self._armed, self._in_flight = None, None, 0
+
+    def _read(self) -> None:
+        """Take every event: allow the others' at once, and the session's unless an announcement holds them."""
+        holds = self._holds
+        assert holds is not None
+        while True:
+            ready, _, _ = select.select([holds.fd, self._wake_r], [], [])
+            if self._wake_r in ready:
+                return
+            with self._lock:
+                if not holds.read():
+                    continue
+                armed = self._armed
+                if armed is None or armed.announced:
+                    holds.release()
+                elif not armed.announcing:
+                    armed.announcing = True
+                    threading.Thread(target=self._announce, args=(armed,), name="killpoint-tool-opened",
+                                     daemon=True).start()
+
+    def _announce(self, armed: _Armed) -> None:
+        """Announce ``tool_opened`` with the server asleep at its open; let it go on unless the harness kills it."""
+        try:
+            self.hook(TOOL_OPENED, (armed.call,), armed.exchange)
+        except AgentKilled:
+            return  # the kill lands, or landed, with the server held: stop() lets the group go
+        with self._lock:
+            armed.announced = True
+            if self._holds is not None:
+                self._holds.release()
+
+
+def _folders(world: Path) -> list[Path]:
+    """The world's folders, never through a symlink, the first MAX_FOLDERS of them."""
+    found: list[Path] = []
+    for folder, names, _ in os.walk(world, followlinks=False):
+        found.append(Path(folder))
+        if len(found) >= MAX_FOLDERS:
+            break
+        names.sort()
+    return found
+
+
+def _descends_from(pid: int, leader: int) -> bool:
+    """``pid`` is ``leader`` or one of its descendants (its parents read from /proc, up to init)."""
+    for _ in range(1000):  # a chain of parents that long is no process tree
+        if pid == leader:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                pid = int(stat.read().rpartition(b")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False  # gone already: nothing to hold
+    return False
