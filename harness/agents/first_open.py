@@ -30,6 +30,7 @@ reports show no column for it.
 
 from __future__ import annotations
 
+import itertools
 import os
 import select
 import threading
@@ -40,7 +41,9 @@ from typing import Any
 from killpoint.harness.agents.seams import TOOL_OPENED, AgentKilled, SeamHook
 from killpoint.harness.certify.world_holds import Holds
 
-MAX_FOLDERS = 1000  # marked per call: a world deeper than that is held in its first thousand folders
+MAX_FOLDERS = 1000  # marked per call: a world with more folders is held in its first thousand
+MAX_LISTED = 100_000  # names read to find them: a folder of millions of names is not read to its end
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass
@@ -88,8 +91,7 @@ class FirstOpens:
                 self._holds.release()
                 return
             self._armed = _Armed(call, exchange)
-            for folder in _folders(self.world):
-                self._holds.mark(folder)
+            _mark_folders(self._holds, self.world)
 
     def done(self, call: str) -> None:
         """The call's reply came back: nothing more is held for it."""
@@ -144,15 +146,35 @@ class FirstOpens:
                 self._holds.release()
 
 
-def _folders(world: Path) -> list[Path]:
-    """The world's folders, never through a symlink, the first MAX_FOLDERS of them."""
-    found: list[Path] = []
-    for folder, names, _ in os.walk(world, followlinks=False):
-        found.append(Path(folder))
-        if len(found) >= MAX_FOLDERS:
-            break
-        names.sort()
-    return found
+def _mark_folders(holds: Holds, world: Path) -> None:
+    """Mark the world's folders, the world first: each opened below its parent's descriptor and never through a
+    symlink (not even the world's own name: the agent can replace it with one), at most MAX_FOLDERS of them and
+    MAX_LISTED names read in all."""
+    try:
+        folders = [os.open(world, _FOLDER)]
+    except OSError:
+        return
+    listed, index = 0, 0
+    try:
+        while index < len(folders):
+            holds.mark(folders[index])
+            if len(folders) < MAX_FOLDERS and listed < MAX_LISTED:
+                try:
+                    with os.scandir(folders[index]) as entries:
+                        read = list(itertools.islice(entries, MAX_LISTED - listed))
+                except OSError:
+                    read = []
+                listed += len(read)
+                names = [entry.name for entry in read if entry.is_dir(follow_symlinks=False)]
+                for name in names[:MAX_FOLDERS - len(folders)]:
+                    try:
+                        folders.append(os.open(name, _FOLDER, dir_fd=folders[index]))
+                    except OSError:  # gone, or made a link since it was listed: its files are not held
+                        pass
+            index += 1
+    finally:
+        for fd in folders:
+            os.close(fd)
 
 
 def _descends_from(pid: int, leader: int) -> bool:

@@ -72,6 +72,7 @@ IO_TIMEOUT_S = 30.0  # a client that stops sending or reading mid-request is dro
 FREEZE_DEADLINE_S = 60.0
 EXCERPT_CHARS = 500
 NAME_CHARS = 200
+MAX_PROXIED = 1000  # calls through the recording proxy in flight at once; an agent runs a few
 if TYPE_CHECKING:
     from killpoint.harness.agents.first_open import FirstOpens
 
@@ -423,8 +424,12 @@ class ToolService(LoopbackServer):
         reply(200, {"effect_found": found})
 
     def _proxied_token(self, exchange: dict[str, Any], steps: tuple[str, ...]) -> str:
-        """A new token for a proxied call (or probe) whose later steps are ``steps``."""
+        """A new token for a proxied call (or probe) whose later steps are ``steps``; BadRequest past
+        ``MAX_PROXIED`` in flight (a proxy that never finishes its calls cannot grow the harness)."""
         with self._state:
+            if len(self._proxied) >= MAX_PROXIED:
+                raise BadRequest(f"{MAX_PROXIED} proxied calls are in flight already: finish one (replied, "
+                                 f"delivered) before the next")
             token = f"{exchange['incarnation']}-{next(self._proxy_tokens)}"
             self._proxied[token] = _ProxiedCall(exchange, steps)
         return token

@@ -63,10 +63,12 @@ def _group(kind: tuple[int, int, str]) -> int:
     return fd
 
 
-def _mark(group: int, mask: int, folder: Path) -> int:
-    """Mark ``folder`` (never through a symlink); 0, or the errno the kernel refused it with."""
+def _mark(group: int, mask: int, folder: Path | int) -> int:
+    """Mark ``folder`` (never through a symlink; a folder's open descriptor: the folder it is); 0, or the errno the
+    kernel refused it with."""
     flags = FAN_MARK_ADD | FAN_MARK_DONT_FOLLOW | FAN_MARK_ONLYDIR
-    if _libc().fanotify_mark(group, flags, mask | FAN_EVENT_ON_CHILD, AT_FDCWD, os.fsencode(folder)) == 0:
+    where, path = (folder, None) if isinstance(folder, int) else (AT_FDCWD, os.fsencode(folder))
+    if _libc().fanotify_mark(group, flags, mask | FAN_EVENT_ON_CHILD, where, path) == 0:
         return 0
     return ctypes.get_errno()
 
@@ -118,9 +120,10 @@ class Holds:
         self.fd = _group(kind)
         self.held: list[int] = []  # the event fds of the held events, answered by ``release``
 
-    def mark(self, folder: Path) -> None:
-        """Hold opens of the files in ``folder`` too (a folder already gone, or a symlink, is not marked); opens
-        alone on a file system that refuses FAN_PRE_ACCESS (tmpfs, where a run's scratch folders are)."""
+    def mark(self, folder: Path | int) -> None:
+        """Hold opens of the files in ``folder`` (a path, or an open folder's descriptor) too (a folder already
+        gone, or a symlink, is not marked); opens alone on a file system that refuses FAN_PRE_ACCESS (tmpfs,
+        where a run's scratch folders are)."""
         if _mark(self.fd, self.mask, folder) == errno.EOPNOTSUPP and self.mask != FAN_OPEN_PERM:
             _mark(self.fd, FAN_OPEN_PERM, folder)
 
