@@ -7,10 +7,11 @@ drift, repeated calls, a second kill during recovery). This bench runs, as ``kil
 sessions a user starts by flag: exhaustive sweeps to depth 2 with and without torn tails, ``--no-pause``,
 ``--power-loss``, ``--drift``, ``--backend docker``, a runtime judged black-box from its SQLite store, the
 standalone and Node.js runtimes that share no code with killpoint, the guarded framework workflows and the
-reference agent at its network seams. Every one is a correct runtime, so every failing run is a harness false
-alarm; an *unknown* run is counted apart (the harness said it could not tell, which is no false alarm, but
-worth a look). A session that needs what this machine lacks (FUSE, a Docker engine, node) is listed with the
-reason and not counted. Prints one line per session and the totals; exits 1 on any false alarm.
+reference agent at its network seams (its tools the fake tools', or a real MCP server's behind the recording
+proxy). Every one is a correct runtime, so every failing run is a harness false alarm; an *unknown* run is
+counted apart (the harness said it could not tell, which is no false alarm, but worth a look). A session that
+needs what this machine lacks (FUSE, a Docker engine, node, the npm MCP server) is listed with the reason and
+not counted. Prints one line per session and the totals; exits 1 on any false alarm.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from killpoint.harness.frontends.spec import build_spec, run_spec
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 STANDALONE = f"{{python}} {SCENARIOS / 'standalone' / 'runtime.py'}"
+NPM_SERVER = ROOT / "build" / "npm" / "node_modules" / "@modelcontextprotocol" / "server-filesystem" / "dist" / "index.js"
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ class Session:
     label: str
     scenario: str
     options: dict[str, Any] = field(default_factory=dict)
-    needs: str = ""  # "fuse", "docker" or "node": what the machine must have
+    needs: str = ""  # "fuse", "docker", "node" or "npm server": what the machine must have
 
     def command(self) -> str:
         """The ``killpoint run`` command line this session stands for."""
@@ -105,6 +107,12 @@ SESSIONS = (
             {"exhaustive": True, "power_loss": True}, needs="fuse"),
     Session("reference agent, docker", "scenarios/agents/reference_agent.toml",
             {"exhaustive": True, "backend": "docker"}, needs="docker"),
+    # Its tools from a real MCP server (the npm filesystem server) behind the recording proxy, held at tool_opened.
+    Session("reference agent, MCP server behind the proxy, depth 2", "scenarios/agents/reference_agent_mcp_proxy.toml",
+            {"exhaustive": True, "depth": 2}, needs="npm server"),
+    Session("reference agent, MCP server behind the proxy, no pause",
+            "scenarios/agents/reference_agent_mcp_proxy.toml", {"exhaustive": True, "no_pause": True},
+            needs="npm server"),
 )
 
 
@@ -112,6 +120,9 @@ def missing(need: str) -> str | None:
     """Why this machine cannot run a session that needs ``need``, or None."""
     if need == "node":
         return None if shutil.which("node") else "no node on PATH"
+    if need == "npm server":
+        return None if shutil.which("node") and NPM_SERVER.is_file() else "no node, or no npm MCP server: run " \
+                                                                          "ci/install-mcp-servers"
     try:
         if need == "fuse":
             probe()
