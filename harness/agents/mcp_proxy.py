@@ -44,16 +44,11 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from killpoint.harness.agents._mcp_messages import VERIFY_TOOL, outcome, text_of, tool_call, tool_result, with_verify
 from killpoint.protocol import ENV_MCP_URL
 
 PROXY_PATH = "/proxy"
 TIMEOUT_S = 300.0  # a step held at a crash point waits for the harness's answer, as an MCP client's read does
-VERIFY_TOOL = "verify_effect"
-VERIFY_LISTED = {"name": VERIFY_TOOL, "description": "read-only: is the effect of an interrupted tool call in the "
-                 "world? Give the interrupted call's tool_call_id.",
-                 "inputSchema": {"type": "object", "properties": {"tool_call_id": {"type": "string"}},
-                                 "required": ["tool_call_id"]},
-                 "annotations": {"readOnlyHint": True, "idempotentHint": True, "destructiveHint": False}}
 PROBE_ID = "killpoint-probe-"  # the ids of the reads the proxy itself asks the server for
 
 
@@ -84,7 +79,7 @@ class Proxy:
     def from_agent(self) -> None:
         for line in self.agent_in:
             message = _message(line)
-            call = _tool_call(message)
+            call = tool_call(message)
             if isinstance(message, dict) and message.get("method") == "tools/list" and "id" in message:
                 with self._pending_lock:
                     self._listings.add(_key(message["id"]))
@@ -117,7 +112,7 @@ class Proxy:
         self.to_server(json.dumps({"jsonrpc": "2.0", "id": read_id, "method": "tools/call", "params": {
             "name": answer["read"]["tool"], "arguments": answer["read"]["arguments"]}}).encode() + b"\n")
         reply = read.reply if read.done.wait(TIMEOUT_S) else {"error": "the server did not answer the read"}
-        verdict = self.step("probed", {"token": answer["token"], "text": _text_of(reply), **_outcome(reply)})
+        verdict = self.step("probed", {"token": answer["token"], "text": text_of(reply), **outcome(reply)})
         self.answer_agent(ident, json.dumps({"effect_found": verdict.get("effect_found") is True}), failed=False)
 
     def from_server(self) -> None:
@@ -136,11 +131,12 @@ class Proxy:
                 read.reply = message
                 read.done.set()
             elif listing:
-                self.to_agent(_with_verify(message, line))
+                listed = with_verify(message)
+                self.to_agent(line if listed is None else json.dumps(listed).encode() + b"\n")
             elif pending is None:
                 self.to_agent(line)
             else:
-                self.step("replied", {"token": pending, **_outcome(message)})
+                self.step("replied", {"token": pending, **outcome(message)})
                 self.to_agent(line)
                 self.step("delivered", {"token": pending})
 
@@ -150,8 +146,7 @@ class Proxy:
         self.server.stdin.flush()
 
     def answer_agent(self, ident: Any, text: str, *, failed: bool) -> None:
-        self.to_agent(json.dumps({"jsonrpc": "2.0", "id": ident, "result": {
-            "content": [{"type": "text", "text": text}], "isError": failed}}).encode() + b"\n")
+        self.to_agent(json.dumps(tool_result(ident, text, failed=failed)).encode() + b"\n")
 
     def to_agent(self, line: bytes) -> None:
         with self._to_agent:
@@ -175,23 +170,6 @@ class _Read:
     reply: dict[str, Any] = field(default_factory=dict)
 
 
-def _with_verify(message: Any, line: bytes) -> bytes:
-    """The server's answer to ``tools/list`` with ``verify_effect`` added to its last page (any other answer as it
-    came)."""
-    result = message.get("result") if isinstance(message, dict) else None
-    if not isinstance(result, dict) or not isinstance(result.get("tools"), list) or result.get("nextCursor"):
-        return line
-    return json.dumps({**message, "result": {**result, "tools": [*result["tools"], VERIFY_LISTED]}}).encode() + b"\n"
-
-
-def _text_of(reply: dict[str, Any]) -> str:
-    """The text a tool's reply carries (its content's text parts), bounded."""
-    result = reply.get("result")
-    content = result.get("content") if isinstance(result, dict) else None
-    parts = [part.get("text") for part in content if isinstance(part, dict)] if isinstance(content, list) else []
-    return "".join(part for part in parts if isinstance(part, str))[:1 << 20]
-
-
 def _message(line: bytes) -> Any:
     try:
         return json.loads(line)
@@ -199,27 +177,8 @@ def _message(line: bytes) -> Any:
         return None  # not ours to judge: the server or the agent will say what is wrong with it
 
 
-def _tool_call(message: Any) -> tuple[Any, Any, Any] | None:
-    """(id, tool, arguments) of a ``tools/call`` request; None for any other message."""
-    if not isinstance(message, dict) or message.get("method") != "tools/call" or "id" not in message:
-        return None
-    params = message.get("params")
-    return (message["id"], params.get("name"), params.get("arguments", {})) if isinstance(params, dict) else (
-        message["id"], None, None)
-
-
 def _key(ident: Any) -> str:
     return json.dumps(ident, sort_keys=True)
-
-
-def _outcome(message: dict[str, Any]) -> dict[str, Any]:
-    """Whether the server's reply says the call succeeded, and its error's text where it did not."""
-    if "error" in message:
-        return {"ok": False, "error": str(message["error"])[:500]}
-    result = message.get("result")
-    if isinstance(result, dict) and result.get("isError"):
-        return {"ok": False, "error": json.dumps(result.get("content"))[:500]}
-    return {"ok": True}
 
 
 def main() -> int:

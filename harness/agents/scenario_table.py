@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from killpoint.harness.agents.declared_tools import declared_tool_problems
+from killpoint.harness.agents.mcp_http_proxy import server_problems
 from killpoint.harness.agents.script import Script, ScriptError
 from killpoint.harness.agents.tool_service import PlanIndex
 from killpoint.harness.judge.stores import AGENT_SEAMS
@@ -25,7 +26,8 @@ AGENT_KEYS = {"turns": 'turns = [["c1"], ["c2", "c3"]] (call_ids; a turn of seve
               "answer": 'answer = "Done." (the final answer\'s text)',
               "tools": "[agent.tools.NAME] class, parameters, effect (the agent's own tools, as fakes)",
               "store": 'store = "session.sqlite" or a list (the agent\'s own store, quoted as evidence)',
-              "verify": '[agent.verify.CALL] tool, args, found (the read of a real MCP server that checks CALL)'}
+              "verify": '[agent.verify.CALL] tool, args, found (the read of a real MCP server that checks CALL)',
+              "mcp_server": '[agent.mcp_server] command, url (a real MCP server over HTTP, behind the harness)'}
 STORE_FILES_MOST = 8
 _SERVICES_FILES = (SEAMS_FILE, EXCHANGES_FILE)
 
@@ -51,6 +53,8 @@ def agent_problems(table: dict[str, Any], plan: Plan | None, where: str, journal
         problems += _store_problems(table["store"], where)
     if "verify" in table:
         problems += _verify_problems(table["verify"], plan, where)
+    if "mcp_server" in table:
+        problems += server_problems(table["mcp_server"], where)
     if journal is not None:
         problems.append(f"{where}: agent and journal: an agent judged at its network seams is judged from what its "
                         f"model received, not from a [journal] of its own; remove one of the two tables")

@@ -31,6 +31,7 @@ from killpoint.errors import WorkloadError
 from killpoint.harness._safe_files import fresh_folder, write_fresh
 from killpoint.harness.agents._loopback import LoopbackServer
 from killpoint.harness.agents.first_open import FirstOpens
+from killpoint.harness.agents.mcp_http_proxy import LOG_NAME as MCP_SERVER_LOG, HttpServer
 from killpoint.harness.agents.model_endpoint import ModelEndpoint
 from killpoint.harness.agents.script import Script
 from killpoint.harness.agents.seam_client import SeamClient
@@ -182,6 +183,8 @@ class ToolServices:
         with contextlib.ExitStack() as closing:  # each is closed, whichever of them fails to
             for server in self._servers():
                 closing.callback(server.close)
+            if self.tools.mcp_server is not None:
+                closing.callback(self.tools.mcp_server.close)
 
     def _servers(self) -> list[LoopbackServer]:
         return [self.tools]
@@ -203,6 +206,8 @@ class AgentServices(ToolServices):
         opens = FirstOpens(world / "files", record)
         tools = ToolService(plan, world, ledger, record, seams=seams, replies=record.replies, classes=classes,
                             opens=opens).start()
+        if "mcp_server" in plan:  # started at the run's first incarnation, once its world is where it will stay
+            tools.mcp_server = HttpServer(plan["mcp_server"], world / "files", world.parent / MCP_SERVER_LOG)
         try:
             model = ModelEndpoint(Script.from_plan(plan), hook=record, replies=record.replies).start()
         except BaseException:
@@ -237,6 +242,8 @@ class AgentServices(ToolServices):
         reply (``model_reply``, ``tool_reply``) holds a service's thread, not the agent, so only the agent's next
         request, held at its own seam while the harness strikes, keeps the agent from acting past the point."""
         self.model.new_secret()
+        if self.tools.mcp_server is not None and self.tools.mcp_server.process is None:
+            self.tools.mcp_server.start()
         if self.record.store is not None:
             self.record.store.begin(incarnation)  # first: a request numbered for it finds its store seam ready
         self.record.incarnation = incarnation

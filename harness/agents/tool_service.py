@@ -59,7 +59,7 @@ from killpoint.fake_tools.ledger import Ledger
 from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import open_regular
 from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, content_length, excerpt
-from killpoint.harness.agents import mcp_endpoint
+from killpoint.harness.agents import mcp_endpoint, mcp_http_proxy
 from killpoint.harness.agents.declared_tools import declared_tools
 from killpoint.harness.agents.mcp_proxy import PROXY_PATH
 from killpoint.harness.agents.seam_client import SeamClient
@@ -176,6 +176,7 @@ class ToolService(LoopbackServer):
         self.seams = seams
         self.replies = replies or ReplyWrites()
         self.opens = opens
+        self.mcp_server: mcp_http_proxy.HttpServer | None = None  # the scenario's own, behind /mcp (``[agent]``)
         self._incarnation = 0
         self._ledger: Ledger | None = None
         self._refused: str | None = None  # why the ledger or the world was not opened (begin)
@@ -548,6 +549,11 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
 
         def do_POST(self) -> None:
             kind, _, name = self.path.split("?")[0].removeprefix("/").partition("/")
+            if kind == mcp_endpoint.PATH.removeprefix("/") and not name and (server := service.mcp_server):
+                self._serve(lambda message: mcp_http_proxy.serve(  # the scenario's own server, behind the harness
+                    service, server, message, json.dumps(message).encode(), dict(self.headers.items()),
+                    self._relay), mcp_endpoint.parse_error, None)
+                return
             if kind == mcp_endpoint.PATH.removeprefix("/") and not name:  # one MCP message: its tool calls too
                 self._serve(lambda message: mcp_endpoint.answer(message, service.mcp_tools(), service.handle,
                                                                 self._send), mcp_endpoint.parse_error, None)
@@ -588,6 +594,16 @@ def _handler_for(service: ToolService) -> type[QuietHandler]:
                 self._send(503, {"ok": False, "error": f"nothing acts: {refused}"})
             except AgentKilled:
                 self.drop_when_dead()  # nothing is written to it, nothing acts
+
+        def _relay(self, answer: mcp_http_proxy.Answer) -> None:
+            """The scenario's MCP server's answer, as it came (its status, content type and session id)."""
+            self.send_response(answer.status)
+            for header in answer.headers:
+                self.send_header(*header)
+            self.send_header("Content-Length", str(len(answer.body)))
+            self.end_headers()
+            self.wfile.write(answer.body)
+            self.wfile.flush()
 
         def _send(self, status: int, body: dict[str, Any] | None, *headers: tuple[str, str]) -> None:
             data = b"" if body is None else json.dumps(body, default=str).encode()

@@ -24,8 +24,10 @@ A journal line cut by the kill (no newline) is ignored: it was never durable.
 With ``--server CMD [ARG...]`` its tools are a real stdio MCP server's instead,
 started behind killpoint's recording proxy (``{world}`` in its arguments being
 the folder it is to act on), and spoken to over a plain JSON-RPC pipe
-(``McpTools``); the proxy adds ``verify_effect``, answered with the server's own
-read the scenario names.
+(``McpStdioTools``); with ``--mcp-http``, the MCP server at ``$KILLPOINT_MCP_URL``
+over streamable HTTP (``McpHttpTools``: the scenario's own server behind the
+harness, ``[agent.mcp_server]``). Either way killpoint adds ``verify_effect``,
+answered with the server's own read the scenario names.
 """
 
 from __future__ import annotations
@@ -114,30 +116,21 @@ class HttpTools:
 
 
 class McpTools:
-    """A stdio MCP server the agent starts: newline-delimited JSON-RPC on its pipes, one request at a time."""
+    """An MCP server's tools over JSON-RPC: ``initialize``, ``tools/list`` (every page), ``tools/call``; how a
+    message travels is the transport's (``McpStdioTools``, ``McpHttpTools``)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        self.server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    def __init__(self) -> None:
         self.ids = itertools.count(1)
         self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                     "clientInfo": {"name": "reference-agent", "version": "1"}})
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def send(self, message: dict[str, Any]) -> None:
-        assert self.server.stdin is not None
-        self.server.stdin.write(json.dumps(message).encode() + b"\n")
-        self.server.stdin.flush()
+        raise NotImplementedError
 
     def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """The answer to one request (a JSON-RPC error as ``{"error": ...}``); RuntimeError if the server exits."""
-        ident = next(self.ids)
-        self.send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
-        assert self.server.stdout is not None
-        for line in self.server.stdout:
-            message = json.loads(line)
-            if message.get("id") == ident and "method" not in message:
-                return message
-        raise RuntimeError(f"the MCP server exited before answering {method}")
+        """The answer to one request (a JSON-RPC error as ``{"error": ...}``)."""
+        raise NotImplementedError
 
     def definitions(self) -> Any:
         tools: list[dict[str, Any]] = []
@@ -159,10 +152,60 @@ class McpTools:
         return f"error: {text}" if answer["result"].get("isError") else text
 
 
-def mcp_tools(command: list[str]) -> McpTools:
+class McpStdioTools(McpTools):
+    """A stdio MCP server the agent starts: newline-delimited JSON-RPC on its pipes, one request at a time."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.server = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        super().__init__()
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.write(json.dumps(message).encode() + b"\n")
+        self.server.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        ident = next(self.ids)
+        self.send({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
+        assert self.server.stdout is not None
+        for line in self.server.stdout:
+            message = json.loads(line)
+            if message.get("id") == ident and "method" not in message:
+                return dict(message)
+        raise RuntimeError(f"the MCP server exited before answering {method}")
+
+
+class McpHttpTools(McpTools):
+    """An MCP server over streamable HTTP: one POST a message, its answer JSON or an SSE stream ending in it."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.session = url, ""
+        super().__init__()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.post(message)
+
+    def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        ident = next(self.ids)
+        answers = self.post({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
+        return next(answer for answer in answers if answer.get("id") == ident and "method" not in answer)
+
+    def post(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                   "MCP-Protocol-Version": "2025-06-18", **({"Mcp-Session-Id": self.session} if self.session else {})}
+        request = urllib.request.Request(self.url, data=json.dumps(message).encode(), headers=headers)
+        with urllib.request.urlopen(request, timeout=600) as response:
+            self.session = response.headers.get("Mcp-Session-Id") or self.session
+            body = response.read().decode()
+            if not response.headers.get("Content-Type", "").startswith("text/event-stream"):
+                return [json.loads(body)] if body.strip() else []
+        return [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:")]
+
+
+def mcp_tools(command: list[str]) -> McpStdioTools:
     """The real server ``command`` behind killpoint's recording proxy, acting on the world's files."""
     world = str(Path(os.environ["KILLPOINT_WORLD"]) / "files")
-    return McpTools([sys.executable, "-m", "killpoint.harness.agents.mcp_proxy", "--",
+    return McpStdioTools([sys.executable, "-m", "killpoint.harness.agents.mcp_proxy", "--",
                      *(word.replace("{world}", world) for word in command)],
                     {"PATH": os.environ.get("PATH", ""), "KILLPOINT_MCP_URL": os.environ["KILLPOINT_MCP_URL"]})
 
@@ -195,6 +238,7 @@ def main(recovery: Recovery = recover, arguments: list[str] | None = None) -> in
     arguments = sys.argv[1:] if arguments is None else arguments
     run_dir = Path(os.environ["KILLPOINT_RUN_DIR"])
     tools: Tools = (mcp_tools(arguments[arguments.index("--server") + 1:]) if "--server" in arguments
+                    else McpHttpTools(os.environ["KILLPOINT_MCP_URL"]) if "--mcp-http" in arguments
                     else HttpTools(os.environ["KILLPOINT_TOOLS_URL"]))
     catalogue = json.loads(Path(os.environ["KILLPOINT_CATALOGUE"]).read_text())
     task = json.loads(Path(os.environ["KILLPOINT_PLAN"]).read_text()).get("task_id", "the task")
