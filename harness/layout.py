@@ -111,7 +111,8 @@ class RunPaths:
         return self.run_dir / f"power-loss-{kill_number}.world.json"
 
     def world_at_kill(self, kill_number: int) -> Path:
-        """The world's snapshot once kill ``kill_number``'s tree was dead: what the kill left in it (``debris``)."""
+        """The world's snapshot once kill ``kill_number``'s tree was dead, and the file a real server was held
+        opening when it landed: what the kill left in the world (``debris``)."""
         return self.run_dir / f"world-at-kill-{kill_number}.json"
 
     def world_copy(self, kill_number: int, when: str) -> Path:

@@ -19,8 +19,14 @@ What is held:
   descendant: an MCP client may start its server in a session of its own);
 - only in the world's folders that exist when the call arrives (a file opened
   in a folder the call creates is not held);
-- only while exactly one proxied call is in flight (with two at once, nobody
-  could say whose open it is, so neither is held).
+- only while exactly one proxied call is in flight, a probe's read counting as
+  one (with two at once, nobody could say whose open it is, so no new one is
+  held; an announcement under way keeps its server held until it ends).
+
+The file the held open names is kept (``opened``) for the runner to record
+beside the world at the kill: it is what a kill there may leave, created and
+empty, and the only entry the world's comparison takes for debris
+(``judge/properties.world_differs``).
 
 Other processes' opens, the harness's own included, are allowed by the reader
 at once. The reader never waits on the announcement; a second thread makes it.
@@ -33,6 +39,7 @@ from __future__ import annotations
 import itertools
 import os
 import select
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +51,8 @@ from killpoint.harness.certify.world_holds import Holds
 MAX_FOLDERS = 1000  # marked per call: a world with more folders is held in its first thousand
 MAX_LISTED = 100_000  # names read to find them: a folder of millions of names is not read to its end
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+STOP_DEADLINE_S = 10.0  # the reader reads a bounded batch at a time; a reader not back by then is left, said so
+MAX_IN_FLIGHT = 1 << 30
 
 
 @dataclass
@@ -57,10 +66,11 @@ class _Armed:
 
 
 class FirstOpens:
-    """Holds the agent's session at its first open in ``world`` during a proxied call; see the module's docstring."""
+    """Holds the incarnation at its first open in ``world`` during a proxied call; see the module's docstring."""
 
     def __init__(self, world: Path, hook: SeamHook) -> None:
         self.world, self.hook = world, hook
+        self.opened: str | None = None  # the world's file the last announcement held the server opening
         self._holds: Holds | None = None
         self._armed: _Armed | None = None
         self._in_flight = 0
@@ -77,37 +87,40 @@ class FirstOpens:
         except OSError:
             return  # fanotify refused here: the point is never reached
         self._wake_r, self._wake_w = os.pipe()
-        self._reader = threading.Thread(target=self._read, name="killpoint-first-opens", daemon=True)
+        self._reader = threading.Thread(target=self._read, args=(self._holds,), name="killpoint-first-opens",
+                                        daemon=True)
         self._reader.start()
 
-    def expect(self, call: str, exchange: dict[str, Any]) -> None:
-        """A proxied call passed ``tool_request`` and is about to be forwarded: hold the server's first open for it."""
+    def expect(self, call: str | None, exchange: dict[str, Any]) -> None:
+        """A proxied call passed ``tool_request`` and is about to be forwarded: hold the server's first open for it.
+        ``call`` None: a read the server makes for a probe, never announced (it only makes opens ambiguous)."""
         with self._lock:
             self._in_flight += 1
             if self._holds is None:
                 return
-            if self._in_flight > 1:  # whose open it would be cannot be told: hold neither
-                self._armed = None
-                self._holds.release()
-                return
+            if self._in_flight > 1 or call is None:  # whose open it would be cannot be told: hold no new one
+                if self._armed is not None and not self._armed.announcing:
+                    self._armed = None
+                    self._holds.release()
+                return  # an announcement under way keeps its server held until it ends (``_announce``)
             self._armed = _Armed(call, exchange)
             _mark_folders(self._holds, self.world)
 
-    def done(self, call: str) -> None:
-        """The call's reply came back: nothing more is held for it."""
+    def done(self, call: str | None) -> None:
+        """The call's (or the probe's) reply came back: nothing more is held for it."""
         with self._lock:
             self._in_flight = max(0, self._in_flight - 1)
             if self._armed is not None and self._armed.call == call:
                 self._armed = None
-            if self._holds is not None:
-                self._holds.release()
+                if self._holds is not None:
+                    self._holds.release()
 
     def stop(self) -> None:
         """The incarnation ended: everything still held is let go (or was killed), and nothing more is held."""
         reader, self._reader = self._reader, None
         if reader is not None:
             os.write(self._wake_w, b"x")
-            reader.join()
+            reader.join(STOP_DEADLINE_S)
             os.close(self._wake_r)
             os.close(self._wake_w)
         with self._lock:
@@ -115,26 +128,39 @@ class FirstOpens:
                 self._holds.close()
             self._holds, self._armed, self._in_flight = None, None, 0
 
-    def _read(self) -> None:
-        """Take every event: allow the others' at once, and the session's unless an announcement holds them."""
-        holds = self._holds
-        assert holds is not None
-        while True:
-            ready, _, _ = select.select([holds.fd, self._wake_r], [], [])
-            if self._wake_r in ready:
-                return
+    def _read(self, holds: Holds) -> None:
+        """Take every event: allow the others' at once, and the incarnation's unless an announcement holds them.
+        Anything going wrong here lets everything go and holds nothing more, said once on stderr: a hold nobody
+        reads would leave every open in the world waiting."""
+        try:
+            while True:
+                ready, _, _ = select.select([holds.fd, self._wake_r], [], [])
+                if self._wake_r in ready:
+                    return
+                with self._lock:
+                    if self._holds is holds and holds.read():
+                        self._take(holds)
+        except Exception as error:  # noqa: BLE001 - reported, and every hold let go
+            print(f"killpoint: tool_opened's holds stopped ({error!r}); nothing is held for this incarnation",
+                  file=sys.stderr)
             with self._lock:
-                if not holds.read():
-                    continue
-                armed = self._armed
-                if armed is None or armed.announced:
+                if self._holds is holds:
                     holds.release()
-                elif not armed.announcing:
-                    armed.announcing = True
-                    threading.Thread(target=self._announce, args=(armed,), name="killpoint-tool-opened",
-                                     daemon=True).start()
+                    self._armed = None
+                    self._in_flight = MAX_IN_FLIGHT  # nothing is armed again before the next incarnation
 
-    def _announce(self, armed: _Armed) -> None:
+    def _take(self, holds: Holds) -> None:
+        """What is held now: let it go, or start the armed call's announcement (under the lock)."""
+        armed = self._armed
+        if armed is None or armed.announced:
+            holds.release()
+        elif not armed.announcing:
+            armed.announcing = True
+            self.opened = _in_world(holds.held_path(0), self.world)
+            threading.Thread(target=self._announce, args=(armed, holds), name="killpoint-tool-opened",
+                             daemon=True).start()
+
+    def _announce(self, armed: _Armed, holds: Holds) -> None:
         """Announce ``tool_opened`` with the server asleep at its open; let it go on unless the harness kills it."""
         try:
             self.hook(TOOL_OPENED, (armed.call,), armed.exchange)
@@ -142,8 +168,16 @@ class FirstOpens:
             return  # the kill lands, or landed, with the server held: stop() lets the group go
         with self._lock:
             armed.announced = True
-            if self._holds is not None:
-                self._holds.release()
+            self.opened = None
+            if self._holds is holds:
+                holds.release()
+
+
+def _in_world(path: str | None, world: Path) -> str | None:
+    """``path`` as the world's snapshot names it (``files/...``), when it is inside ``world`` (the files)."""
+    if path is None or not path.startswith(str(world) + os.sep):
+        return None
+    return f"{world.name}/{path[len(str(world)) + 1:]}"
 
 
 def _mark_folders(holds: Holds, world: Path) -> None:
@@ -151,7 +185,7 @@ def _mark_folders(holds: Holds, world: Path) -> None:
     symlink (not even the world's own name: the agent can replace it with one), at most MAX_FOLDERS of them and
     MAX_LISTED names read in all."""
     try:
-        folders = [os.open(world, _FOLDER)]
+        folders = [_open_world(world)]
     except OSError:
         return
     listed, index = 0, 0
@@ -175,6 +209,20 @@ def _mark_folders(holds: Holds, world: Path) -> None:
     finally:
         for fd in folders:
             os.close(fd)
+
+
+def _open_world(world: Path) -> int:
+    """The world's folder, ``RUN/world/files``: the run's folder is the harness's, the two names below it are in
+    the agent's reach, so neither is followed if it is a link."""
+    run = os.open(world.parent.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        middle = os.open(world.parent.name, _FOLDER, dir_fd=run)
+    finally:
+        os.close(run)
+    try:
+        return os.open(world.name, _FOLDER, dir_fd=middle)
+    finally:
+        os.close(middle)
 
 
 def _descends_from(pid: int, leader: int) -> bool:

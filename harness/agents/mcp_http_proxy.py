@@ -207,7 +207,10 @@ def serve(service: ToolService, server: HttpServer, message: Any, body: bytes, h
           send: Callable[[Answer], None]) -> None:
     """Answer one message the agent posted, through ``server`` (see the module's docstring)."""
     call = tool_call(message)
-    if call is not None and call[1] == VERIFY_TOOL:
+    if isinstance(message, list):  # a batch: MCP has none since 2025-06-18, and its calls would go unseen
+        send(_json_answer({"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": "batches are not read: send one message at a time"}}, 400))
+    elif call is not None and call[1] == VERIFY_TOOL:
         _verify(service, server, call, headers, send)
     elif call is not None:
         _call(service, server, call, body, headers, send)

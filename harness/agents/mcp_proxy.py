@@ -39,7 +39,9 @@ import json
 import os
 import subprocess
 import sys
+import itertools
 import threading
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -63,6 +65,7 @@ class Proxy:
         self._pending: dict[str, str] = {}  # the token of each call forwarded, by its JSON-RPC id
         self._listings: set[str] = set()  # the agent's tools/list requests, whose answers gain verify_effect
         self._reads: dict[str, _Read] = {}  # the proxy's own reads for verify_effect, by id
+        self._read_ids = itertools.count()
         self._pending_lock = threading.Lock()
 
     def run(self) -> int:
@@ -83,7 +86,10 @@ class Proxy:
             if isinstance(message, dict) and message.get("method") == "tools/list" and "id" in message:
                 with self._pending_lock:
                     self._listings.add(_key(message["id"]))
-            if call is None:
+            if isinstance(message, list):  # a batch: MCP has none since 2025-06-18, and its calls would go unseen
+                self.to_agent(json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+                    "code": -32600, "message": "batches are not read: send one message at a time"}}).encode())
+            elif call is None:
                 self.to_server(line)
             elif call[1] == VERIFY_TOOL:
                 self.verify(call[0], call[2])
@@ -107,7 +113,7 @@ class Proxy:
             return
         read = _Read()
         with self._pending_lock:
-            read_id = f"{PROBE_ID}{len(self._reads)}"
+            read_id = f"{PROBE_ID}{next(self._read_ids)}"
             self._reads[read_id] = read
         self.to_server(json.dumps({"jsonrpc": "2.0", "id": read_id, "method": "tools/call", "params": {
             "name": answer["read"]["tool"], "arguments": answer["read"]["arguments"]}}).encode() + b"\n")
@@ -124,7 +130,7 @@ class Proxy:
             if isinstance(message, dict) and "method" not in message and "id" in message:
                 with self._pending_lock:
                     pending = self._pending.pop(_key(message["id"]), None)
-                    read = self._reads.get(message["id"]) if isinstance(message["id"], str) else None
+                    read = self._reads.pop(message["id"], None) if isinstance(message["id"], str) else None
                     listing = _key(message["id"]) in self._listings
                     self._listings.discard(_key(message["id"]))
             if read is not None:
@@ -137,8 +143,10 @@ class Proxy:
                 self.to_agent(line)
             else:
                 self.step("replied", {"token": pending, **outcome(message)})
-                self.to_agent(line)
-                self.step("delivered", {"token": pending})
+                try:
+                    self.to_agent(line)
+                finally:  # delivered or not (the agent closed its side), the harness waits on it no more
+                    self.step("delivered", {"token": pending})
 
     def to_server(self, line: bytes) -> None:
         assert self.server.stdin is not None
@@ -154,11 +162,16 @@ class Proxy:
             self.agent_out.flush()
 
     def step(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        """Report one step and wait for the harness's answer (it may hold it, or kill us meanwhile)."""
+        """Report one step and wait for the harness's answer (it may hold it, or kill us meanwhile); a refusal
+        (the harness's 4xx, saying why) is ``{"refused": why}``, which the agent is answered with."""
         request = urllib.request.Request(f"{self.url}/{name}", data=json.dumps(body).encode(), method="POST",
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-            answer = json.loads(response.read() or b"{}")
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+                answer = json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            refusal = _message(error.read())
+            return {"refused": refusal.get("error") if isinstance(refusal, dict) else f"the harness said {error}"}
         return answer if isinstance(answer, dict) else {}
 
 

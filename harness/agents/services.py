@@ -178,6 +178,10 @@ class ToolServices:
         """The incarnation is dead (``ended``). Nothing is written: the ledger is the tools' whole record."""
         self.ended()
 
+    def opened(self) -> str | None:
+        """The world's file a real server was held opening for ``tool_opened`` (``first_open``), if one was."""
+        return self.tools.opens.opened if self.tools.opens is not None else None
+
     def close(self) -> None:
         self.ended()  # a run that failed mid-incarnation: nothing announced for it waits on the harness any more
         with contextlib.ExitStack() as closing:  # each is closed, whichever of them fails to

@@ -60,13 +60,13 @@ from killpoint.fake_tools.world import World
 from killpoint.harness._safe_files import open_regular
 from killpoint.harness.agents._loopback import LoopbackServer, QuietHandler, content_length, excerpt
 from killpoint.harness.agents import mcp_endpoint, mcp_http_proxy
+from killpoint.harness.agents._mcp_messages import VERIFY_TOOL
 from killpoint.harness.agents.declared_tools import declared_tools
 from killpoint.harness.agents.mcp_proxy import PROXY_PATH
 from killpoint.harness.agents.seam_client import SeamClient
 from killpoint.harness.agents.seams import (SETTLE_DEADLINE_S, TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST, AgentKilled,
                                             ReplyWrites, SeamHook, free_running)
 
-VERIFY_TOOL = "verify_effect"
 MAX_BODY_BYTES = 1 << 24  # 16 MiB: a tool call's arguments; more is refused (413), never read into memory
 IO_TIMEOUT_S = 30.0  # a client that stops sending or reading mid-request is dropped, never waited on forever
 FREEZE_DEADLINE_S = 60.0
@@ -408,8 +408,10 @@ class ToolService(LoopbackServer):
                                    f"can be checked: {', '.join(sorted(self.verify_reads)) or 'none is given'}"})
             return
         exchange["call"] = call
-        reply(200, {"token": self._proxied_token(exchange, ("probed",)),
-                    "read": {"tool": read["tool"], "arguments": read.get("args", {})}})
+        token = self._proxied_token(exchange, ("probed",))
+        if self.opens is not None:  # the server's opens for the read are no call's first open
+            self.opens.expect(None, exchange)
+        reply(200, {"token": token, "read": {"tool": read["tool"], "arguments": read.get("args", {})}})
 
     def _proxy_probed(self, token: str, proxied: _ProxiedCall, body: dict[str, Any], reply: Reply) -> None:
         """The server's answer to a probe's read: the effect is there if the read succeeded and its text holds the
@@ -419,8 +421,11 @@ class ToolService(LoopbackServer):
         found = body.get("ok") is True and isinstance(body.get("text"), str) and read["found"] in body["text"]
         with self._state:
             self._proxied.pop(token, None)
+        if self.opens is not None:
+            self.opens.done(None)
+        assert self.index is not None  # a probe's token is handed out only for a call the index attributed
         with self._acting_for(exchange["incarnation"]) as (_, ledger):
-            ledger.probe("effect_present", tool=self.index.args_of[call][0] if self.index else read["tool"], call=call)
+            ledger.probe("effect_present", tool=self.index.args_of[call][0], call=call)
         exchange.update(effect_found=found, status=200)
         reply(200, {"effect_found": found})
 
@@ -448,13 +453,14 @@ class ToolService(LoopbackServer):
                                    f"{', '.join(self.index.tools()) if self.index is not None else 'nothing by name'}"})
             return
         exchange["call"] = call
+        token = self._proxied_token(exchange, PROXY_CALL_STEPS)  # refused past the cap, before anything is written
         self.replies.settle(SETTLE_DEADLINE_S)  # as ``handle``: every reply sent before it has had its seam
         with self._acting_for(incarnation) as (_, ledger):
             ledger.invoked(exchange["tool"], call)
         self.hook(TOOL_REQUEST, (call,), exchange)
         if self.opens is not None:  # before the proxy forwards it: the server's first open in the world is held
             self.opens.expect(call, exchange)
-        reply(200, {"token": self._proxied_token(exchange, PROXY_CALL_STEPS)})
+        reply(200, {"token": token})
 
     def _probe(self, index: PlanIndex, args: Any, exchange: dict[str, Any], incarnation: int, reply: Reply) -> None:
         call = index.probed_call(args)

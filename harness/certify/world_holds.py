@@ -127,9 +127,10 @@ class Holds:
         if _mark(self.fd, self.mask, folder) == errno.EOPNOTSUPP and self.mask != FAN_OPEN_PERM:
             _mark(self.fd, FAN_OPEN_PERM, folder)
 
-    def read(self) -> int:
-        """Take every queued event: hold the session's, allow the rest; how many are held now."""
-        while True:
+    def read(self, batches: int = 16) -> int:
+        """Take the queued events, ``batches`` reads of them at most (the rest wait for the next call): hold the
+        session's, allow the rest; how many are held now."""
+        for _ in range(batches):
             try:
                 data = os.read(self.fd, 65536)
             except BlockingIOError:
@@ -144,6 +145,14 @@ class Holds:
                     self.held.append(fd)
                 else:
                     self._answer(fd)
+        return len(self.held)
+
+    def held_path(self, index: int) -> str | None:
+        """The path of the ``index``th held event's file, as the kernel names it; None when it cannot be read."""
+        try:
+            return os.readlink(f"/proc/self/fd/{self.held[index]}")
+        except (OSError, IndexError):
+            return None
 
     def release(self) -> None:
         """Let every held opener and writer go on."""

@@ -449,15 +449,22 @@ def _struck(run: _Run, launched: Launched, served: Served, number: int, kill: Ki
     kills = run.kills
     run.services.strike()  # nothing held goes on, every effect is in the ledger before the marker
     struck = _strike(launched, served, run.run_dir, number, run.files, run.disks, run.escapes, kills=kills)
+    opened = run.services.opened()  # before ``save`` ends the incarnation's holds
     run.services.save(run.paths.store_at_kill(kills))
-    # What the kill left in the world (a temporary file a tool never renamed): debris, told from an effect by it.
-    # Taken once the services have ended the incarnation, so nothing holds the world's files any more.
-    write_fresh(run.paths.world_at_kill(kills), json.dumps(World(run.paths.world).snapshot()).encode())
+    save_world_at_kill(run.paths, kills, opened)
     if kill is not None and isinstance(kill.fault, PowerLoss):
         # What the model received is the services', off the disk that lost power: the next incarnation finds it
         # as it was.
         run.services.save(run.paths.store_found(kills))
     return struck
+
+
+def save_world_at_kill(paths: RunPaths, kills: int, opened: str | None) -> None:
+    """What kill number ``kills`` left in the world, and the file a real server was held opening when it landed
+    (``tool_opened``): debris is told from an effect by them (``judge/properties.world_differs``). Taken once the
+    incarnation has ended, so nothing holds the world's files any more."""
+    write_fresh(paths.world_at_kill(kills), json.dumps({"world": World(paths.world).snapshot(),
+                                                        "opened": opened}).encode())
 
 
 LAZYFS_STATE = ".lazyfs"  # in a power-loss run's directory: each lazy file system's backing store and undo log

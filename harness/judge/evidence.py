@@ -23,7 +23,7 @@ from killpoint import protocol
 from killpoint.catalogue import Catalogue, catalogue_problems
 from killpoint.client import parse_json_lines
 from killpoint.errors import InternalError
-from killpoint.fake_tools.world import World
+from killpoint.fake_tools.world import SNAPSHOT_BYTES, World
 from killpoint.harness._safe_files import read_bounded
 from killpoint.harness.faults.lazyfs.model import DropReport
 from killpoint.harness.layout import STORE_FINAL, RunPaths, handed_catalogue_file, refusal_path
@@ -165,7 +165,7 @@ class Evidence:
     # What each power loss dropped, by kill number: its report's lines, each prefixed with the report's file name.
     drops: dict[int, tuple[str, ...]] = field(default_factory=dict)
     # The world once each kill's tree was dead, by kill number (None: absent or unreadable): what a kill left.
-    worlds_at_kill: tuple[dict[str, str] | None, ...] = ()
+    worlds_at_kill: tuple[WorldAtKill | None, ...] = ()
 
     def journal_records(self, kind: str) -> list[Line]:
         return [line for line in self.journal.lines if line.get("kind") == kind]
@@ -326,20 +326,35 @@ def read_evidence(run_dir: Path, store: StoreReading | None = None) -> Evidence:
         catalogues=catalogues,
         unreadable=unreadable,
         drops=drops,
-        worlds_at_kill=tuple(read_world_snapshot(paths.world_at_kill(number)) for number in range(kills)),
+        worlds_at_kill=tuple(read_world_at_kill(paths.world_at_kill(number)) for number in range(kills)),
         **stores,
     )
 
 
-def read_world_snapshot(path: Path) -> dict[str, str] | None:
-    """A world snapshot the harness wrote (path -> text or what stands for it); None if absent or not one."""
+@dataclass(frozen=True)
+class WorldAtKill:
+    """The world as a kill left it (path -> text or what stands for it), and the file a real server was held
+    opening when the kill landed (``tool_opened``; None at any other point)."""
+
+    world: dict[str, str]
+    opened: str | None
+
+
+WORLD_AT_KILL_LIMIT_BYTES = 2 * SNAPSHOT_BYTES  # a snapshot's text at most, JSON-escaped
+
+
+def read_world_at_kill(path: Path) -> WorldAtKill | None:
+    """What the harness wrote of the world at a kill; None if absent or not that (the workload can reach it)."""
     try:
-        snapshot = json.loads(read_bounded(path))
+        record = json.loads(read_bounded(path, WORLD_AT_KILL_LIMIT_BYTES))
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(snapshot, dict) or not all(isinstance(value, str) for value in snapshot.values()):
+    world = record.get("world") if isinstance(record, dict) else None
+    opened = record.get("opened") if isinstance(record, dict) else None
+    if not isinstance(world, dict) or not all(isinstance(value, str) for value in world.values()) or not (
+            opened is None or isinstance(opened, str)):
         return None
-    return snapshot
+    return WorldAtKill(world, opened)
 
 
 def read_drop(path: Path) -> tuple[str, ...] | None:

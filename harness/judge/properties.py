@@ -555,14 +555,15 @@ def world_differs(facts: Facts) -> WithNotes:
     lists compare as multisets. The files compare exactly, and an effect made
     twice or never is still a difference.
 
-    *Debris*, as certification defines it (docs/certify.md): entries the
-    crash-free world does not have, that a kill left (the world's snapshot at
-    that kill holds each as the run ends with it) and nothing changed since,
-    when removing them makes the world the crash-free run's: a tool killed
-    between writing its temporary file and renaming it leaves one, and the
-    retry writes another. It is the tool's crash-safety, not the runtime's
-    recovery, so it is a note naming each entry and its kill, never a finding;
-    a file changed, missing, or made after the kills is still a difference.
+    *Debris*, as certification defines it (docs/certify.md), is what a kill
+    left that the recovery did not remove: here, the file a real server was
+    held opening when the kill landed (``tool_opened``: a temporary file it had
+    just created, say), in the world as that kill left it and unchanged in
+    every world after it, when without such files the world is the crash-free
+    run's. The retry writes another and renames it; the leftover is the tool's
+    crash-safety, not the runtime's recovery, so it is a note naming each entry
+    and its kill, never a finding. Anything else the crash-free world does not
+    have, a file changed or missing, is still a difference.
     """
     golden, recovered = facts.golden.world, facts.evidence.world
     if not facts.completed() or _same_world(facts, golden, recovered):
@@ -582,13 +583,21 @@ def _same_world(facts: Facts, golden: dict[str, str], recovered: dict[str, str])
 
 def _debris(facts: Facts, golden: dict[str, str], recovered: dict[str, str]) -> dict[str, int]:
     """Each entry of ``recovered`` that is debris (see ``world_differs``) with the kill that left it; empty unless
-    every difference is."""
+    every difference is. MissingEvidence when only an unreadable world at a kill could tell."""
     extra = [path for path in recovered if path not in golden]
     if not extra or not _same_world(facts, golden, {path: recovered[path] for path in recovered if path not in extra}):
         return {}
-    left = {path: next((kill for kill, world in enumerate(facts.evidence.worlds_at_kill)
-                        if world is not None and world.get(path) == recovered[path]), None) for path in extra}
-    return {path: kill for path, kill in left.items() if kill is not None} if None not in left.values() else {}
+    at_kills = facts.evidence.worlds_at_kill
+    left: dict[str, int] = {}
+    for path in extra:
+        kill = next((number for number, at in enumerate(at_kills) if at is not None and at.opened == path), None)
+        if kill is None or any(at is None or at.world.get(path) != recovered[path] for at in at_kills[kill:]):
+            if None in at_kills:
+                raise MissingEvidence(f"{path} is not in the crash-free run's world, and whether a kill left it "
+                                      f"(debris) cannot be told: a world at a kill could not be read")
+            return {}
+        left[path] = kill
+    return left
 
 
 def _has_parallel_turn(facts: Facts) -> bool:

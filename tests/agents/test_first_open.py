@@ -111,6 +111,39 @@ def test_the_incarnations_first_open_is_held_until_announced(world, opens, under
     assert hook.seen == [(TOOL_OPENED, ("c1",))]
 
 
+def test_a_second_call_arriving_during_the_announcement_does_not_let_the_server_go(world, opens):
+    """The announcement decides where the kill lands: a parallel call's request, coming meanwhile, holds no new
+    open but lets go of none either."""
+    first, hook = opens
+    process = opener(world)
+    try:
+        first.start(process.pid)
+        first.expect("c1", {"incarnation": 0})
+        go(process)
+        assert hook.announced.wait(10)
+        first.expect("c2", {"incarnation": 0})
+        assert not ended_within(process, 0.5)
+        hook.go.set()
+        assert ended_within(process, 10) and process.returncode == 0
+    finally:
+        process.kill()
+        process.wait()
+    assert hook.seen == [(TOOL_OPENED, ("c1",))]
+    assert first.opened is None  # let go after the announcement: nothing a kill left
+
+
+def test_the_file_held_open_is_kept_for_the_kill_that_lands_there(world, opens):
+    first, hook = opens
+    process = opener(world)
+    first.start(process.pid)
+    first.expect("c1", {"incarnation": 0})
+    go(process)
+    assert hook.announced.wait(10)
+    assert first.opened == "world/notes/todo.txt"  # as the world's snapshot names it, below the world's parent
+    process.kill()
+    process.wait()
+
+
 def test_a_kill_lands_while_the_open_is_held(world, opens):
     first, hook = opens
     process = opener(world)

@@ -154,7 +154,8 @@ def test_the_proxy_passes_traffic_through_and_refuses_an_unplanned_call_before_t
                     "path": "log.txt", "text": "one\n"}}},
                 {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "append", "arguments": {
                     "path": "elsewhere.txt", "text": "one\n"}}},
-                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}]
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}},
+                [{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "append", "arguments": {}}}]]
     agent_in = io.BytesIO(b"".join(json.dumps(message).encode() + b"\n" for message in messages))
     agent_out = io.BytesIO()
     with ToolService(PLAN, world, tmp_path / "ledger.jsonl") as tools:
@@ -162,6 +163,7 @@ def test_the_proxy_passes_traffic_through_and_refuses_an_unplanned_call_before_t
         proxy = Proxy([sys.executable, "-c", ECHO_SERVER, str(received)], f"{tools.url}{PATH}", agent_in, agent_out)
         assert proxy.run() == 0
     answers = {answer["id"]: answer for answer in map(json.loads, agent_out.getvalue().splitlines())}
+    assert answers[None]["error"]["message"].startswith("batches are not read")  # never reaches the server
     assert answers[1]["result"]["content"][0]["text"] == "did tools/list"
     assert answers[2]["result"]["content"][0]["text"] == "did tools/call"
     assert answers[3]["result"]["isError"] and "no planned call of append" in answers[3]["result"]["content"][0]["text"]

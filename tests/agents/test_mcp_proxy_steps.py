@@ -19,6 +19,7 @@ from killpoint import protocol as p
 from killpoint.harness.agents.mcp_endpoint import PATH
 from killpoint.harness.agents.mcp_proxy import PROXY_PATH
 from killpoint.harness.agents.seams import TOOL_EFFECT, TOOL_REPLY, TOOL_REQUEST
+from killpoint.harness.agents import tool_service
 from killpoint.harness.agents.tool_service import ToolService
 from tests.agents.test_tool_service import PLAN, ledger_lines, post
 from tests.test_config_errors import assert_usage_error, write
@@ -95,6 +96,18 @@ def test_a_step_out_of_order_or_with_a_forged_token_is_refused_and_writes_nothin
     assert [line.get("invoked") or "effect" for line in ledger_lines(ledger)] == ["append"] + ["effect"] * (
         len(sequence) - 1)
     assert seen == [TOOL_REQUEST] + [TOOL_EFFECT] * (len(sequence) - 1)
+
+
+def test_a_call_past_the_cap_is_refused_before_anything_is_written(world, tmp_path, monkeypatch):
+    monkeypatch.setattr(tool_service, "MAX_PROXIED", 1)
+    ledger = tmp_path / "ledger.jsonl"
+    with ToolService(PLAN, world, ledger, classes=CLASSES) as tools:
+        tools.begin(0)
+        step = steps(tools)
+        assert step("request", APPEND)[0] == 200
+        status, answer = step("request", {"tool": "read_file", "arguments": {"path": "notes.txt"}})
+    assert status == 400 and "1 proxied calls are in flight already" in answer["error"]
+    assert [line.get("invoked") for line in ledger_lines(ledger)] == ["append"]
 
 
 def test_a_reply_its_proxy_never_delivered_stops_counting_when_the_next_incarnation_begins(world, tmp_path):

@@ -5,9 +5,11 @@ the world's bookkeeping (the file history) then lists the same changes in
 another order, which is no difference. The same changes in the same files, one
 made twice, or a file's text in another order, still are.
 
-Debris (a temporary file a kill left that nothing touched since, and without
-which the world is the crash-free run's) is a note naming it and its kill, not
-a finding; an extra file no kill left, or one changed since, is a difference.
+Debris (the file a real server was held opening when a kill landed, as that
+kill left it and unchanged since, without which the world is the crash-free
+run's) is a note naming it and its kill, not a finding; any other extra file,
+or one changed since, is a difference, and an unreadable world at a kill
+leaves the rule unknown.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 
 from killpoint.harness.config.scenario import load_scenario
+from killpoint.harness.judge.evidence import MissingEvidence, WorldAtKill
 from killpoint.harness.judge.properties import Facts, world_differs
 from tests.helpers import ROOT
 
@@ -33,7 +36,7 @@ def world(*changes: dict[str, str], files: dict[str, str] | None = None) -> dict
     return {**FILES, **(files or {}), "state/file_history.json": json.dumps({"changes": list(changes), "log": []})}
 
 
-def facts(scenario: Any, golden: dict[str, str], recovered: dict[str, str], *at_kills: dict[str, str] | None) -> Any:
+def facts(scenario: Any, golden: dict[str, str], recovered: dict[str, str], *at_kills: WorldAtKill | None) -> Any:
     """What ``world_differs`` reads: a completed black-box run (its last incarnation exited 0), and the world at
     each of its kills."""
     last = SimpleNamespace(killed_at=None, timed_out=False, exit_code=0)
@@ -41,7 +44,7 @@ def facts(scenario: Any, golden: dict[str, str], recovered: dict[str, str], *at_
                  SimpleNamespace(world=golden))
 
 
-def findings(scenario: Any, golden: dict[str, str], recovered: dict[str, str], *at_kills: dict[str, str] | None
+def findings(scenario: Any, golden: dict[str, str], recovered: dict[str, str], *at_kills: WorldAtKill | None
              ) -> list[str]:
     return [finding.property for finding in world_differs(facts(scenario, golden, recovered, *at_kills)).findings]
 
@@ -67,26 +70,47 @@ def test_without_a_parallel_turn_the_order_is_part_of_the_world():
 TEMPORARY = "files/orders/summary.txt.5f3a.tmp"
 
 
-def test_a_temporary_file_a_kill_left_is_debris_named_with_its_kill():
+def at_kill(files: dict[str, str], opened: str | None = None) -> WorldAtKill:
+    return WorldAtKill({**FILES, **files}, opened)
+
+
+def test_the_file_a_server_was_held_opening_at_a_kill_is_debris_named_with_its_kill():
     golden = world(C2, C3)
-    recovered = {**golden, TEMPORARY: "2 x"}
-    judged = world_differs(facts(REFERENCE, golden, recovered, {**FILES}, {**FILES, TEMPORARY: "2 x"}))
+    recovered = {**golden, TEMPORARY: ""}
+    judged = world_differs(facts(REFERENCE, golden, recovered, at_kill({}), at_kill({TEMPORARY: ""}, TEMPORARY)))
     assert judged.findings == []
     assert [note.split(",")[0] for note in judged.notes] == [f"debris: {TEMPORARY}"]
     assert "left by kill 1" in judged.notes[0]
 
 
 @pytest.mark.parametrize("at_kills", [
-    (),                                          # no kill left it: the run made it
-    ({**FILES, TEMPORARY: "2"},),                # the kill left other text: something changed it since
-    (None,),                                     # the world at the kill is unreadable: nothing excuses it
-], ids=["not-left-by-a-kill", "changed-since", "unreadable"])
-def test_an_extra_file_no_kill_left_as_it_is_is_a_difference(at_kills):
+    (),                                                          # no kill at all
+    (at_kill({TEMPORARY: ""}),),                                 # a kill left it, but held no open of it
+    (at_kill({TEMPORARY: ""}, TEMPORARY), at_kill({})),          # gone at a later kill: made again since
+    (at_kill({TEMPORARY: ""}, TEMPORARY), at_kill({TEMPORARY: "2"})),  # changed at a later kill
+    (at_kill({TEMPORARY: "2"}, TEMPORARY),),                     # other text at the kill than at the end
+    (at_kill({TEMPORARY: ""}, "files/other.tmp"),),              # the held open was another file's
+], ids=["no-kill", "not-held-open", "gone-since", "changed-since", "other-text", "another-file"])
+def test_an_extra_file_that_is_not_what_a_kill_held_open_is_a_difference(at_kills):
     golden = world(C2, C3)
-    assert findings(REFERENCE, golden, {**golden, TEMPORARY: "2 x"}, *at_kills) == ["world-equals-golden"]
+    assert findings(REFERENCE, golden, {**golden, TEMPORARY: ""}, *at_kills) == ["world-equals-golden"]
+
+
+def test_a_repeated_effect_a_later_kill_saw_is_no_debris():
+    """A blind retry's second order, present at a later kill: only the file held open at a kill is excused."""
+    golden = {**FILES, "files/order-1": "tea"}
+    recovered = {**golden, "files/order-2": "tea"}
+    at_kills = (at_kill({"files/order-1": "tea"}), at_kill({"files/order-1": "tea", "files/order-2": "tea"}))
+    assert findings(REFERENCE, golden, recovered, *at_kills) == ["world-equals-golden"]
+
+
+def test_an_unreadable_world_at_a_kill_leaves_the_rule_unknown_not_failed():
+    golden = world(C2, C3)
+    with pytest.raises(MissingEvidence, match="a world at a kill could not be read"):
+        world_differs(facts(REFERENCE, golden, {**golden, TEMPORARY: ""}, None))
 
 
 def test_debris_beside_a_real_difference_excuses_nothing():
     golden = world(C2, C3)
-    recovered = {**world(C2, C3, C3), TEMPORARY: "2 x"}
-    assert findings(REFERENCE, golden, recovered, {**FILES, TEMPORARY: "2 x"}) == ["world-equals-golden"]
+    recovered = {**world(C2, C3, C3), TEMPORARY: ""}
+    assert findings(REFERENCE, golden, recovered, at_kill({TEMPORARY: ""}, TEMPORARY)) == ["world-equals-golden"]
