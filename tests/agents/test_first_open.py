@@ -132,7 +132,7 @@ def test_a_second_call_arriving_during_the_announcement_does_not_let_the_server_
     assert first.opened is None  # let go after the announcement: nothing a kill left
 
 
-def test_the_file_held_open_is_kept_for_the_kill_that_lands_there(world, opens):
+def test_a_kill_lands_while_the_open_is_held_and_the_file_held_open_is_kept_for_it(world, opens):
     first, hook = opens
     process = opener(world)
     first.start(process.pid)
@@ -140,17 +140,6 @@ def test_the_file_held_open_is_kept_for_the_kill_that_lands_there(world, opens):
     go(process)
     assert hook.announced.wait(10)
     assert first.opened == "world/notes/todo.txt"  # as the world's snapshot names it, below the world's parent
-    process.kill()
-    process.wait()
-
-
-def test_a_kill_lands_while_the_open_is_held(world, opens):
-    first, hook = opens
-    process = opener(world)
-    first.start(process.pid)
-    first.expect("c1", {"incarnation": 0})
-    go(process)
-    assert hook.announced.wait(10)
     process.kill()  # the harness's SIGKILL, the server held at its open
     assert ended_within(process, 10) and process.returncode == -9
 
