@@ -113,6 +113,9 @@ SESSIONS = (
     Session("reference agent, MCP server behind the proxy, no pause",
             "scenarios/agents/reference_agent_mcp_proxy.toml", {"exhaustive": True, "no_pause": True},
             needs="npm server"),
+    # Its tools from a real MCP server over streamable HTTP, which the harness runs outside the agent's tree.
+    Session("reference agent, MCP server over HTTP, depth 2", "scenarios/agents/reference_agent_mcp_http.toml",
+            {"exhaustive": True, "depth": 2}),
 )
 
 
