@@ -52,7 +52,7 @@ from urllib.parse import urlsplit
 from killpoint.errors import WorkloadError
 from killpoint.harness._safe_files import fresh_file, read_bounded
 from killpoint.harness.agents._mcp_messages import VERIFY_TOOL, outcome, text_of, tool_call, tool_result, with_verify
-from killpoint.harness.execute._escapees import spare_session, unspare_session
+from killpoint.harness.execute._service_sessions import spare_session, unspare_session
 
 if TYPE_CHECKING:
     from killpoint.harness.agents.tool_service import ToolService
@@ -66,26 +66,6 @@ FORWARDED = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version",
              "authorization", "last-event-id")
 RELAYED = ("content-type", "mcp-session-id")
 PROBE_ID = "killpoint-probe"
-KEYS = {"command": 'command = ["{python}", "server.py", "{world}", "--port", "{port}"]',
-        "url": 'url = "http://127.0.0.1:{port}/mcp"'}
-
-
-def server_problems(table: object, where: str) -> list[str]:
-    """Every problem of an ``[agent.mcp_server]`` table, each naming the key and the fix."""
-    key = f"{where}: agent.mcp_server"
-    if not isinstance(table, dict):
-        return [f"{key}: must be a table: {KEYS['command']}, {KEYS['url']}"]
-    problems = [f"{key}.{name}: unknown key; it takes command, url" for name in table if name not in KEYS]
-    command, url = table.get("command"), table.get("url")
-    if not (isinstance(command, list) and command and all(isinstance(word, str) and word for word in command)):
-        problems.append(f"{key}.command: must be the server's command, a list of words: {KEYS['command']}")
-    parsed = urlsplit(url.replace("{port}", "1")) if isinstance(url, str) else None
-    if parsed is None or parsed.scheme != "http" or not parsed.hostname:
-        problems.append(f"{key}.url: must be the server's http:// URL (its port {{port}} where killpoint picks "
-                        f"it): {KEYS['url']}")
-    return problems
-
-
 @dataclass(frozen=True)
 class Answer:
     """The server's answer to one POST, as relayed to the agent."""

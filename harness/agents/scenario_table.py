@@ -11,10 +11,10 @@ so it takes no ``[journal]`` of its own.
 from __future__ import annotations
 
 from pathlib import PurePosixPath
+from urllib.parse import urlsplit
 from typing import Any
 
 from killpoint.harness.agents.declared_tools import declared_tool_problems
-from killpoint.harness.agents.mcp_http_proxy import server_problems
 from killpoint.harness.agents.script import Script, ScriptError
 from killpoint.harness.agents.tool_service import PlanIndex
 from killpoint.harness.judge.stores import AGENT_SEAMS
@@ -54,7 +54,7 @@ def agent_problems(table: dict[str, Any], plan: Plan | None, where: str, journal
     if "verify" in table:
         problems += _verify_problems(table["verify"], plan, where)
     if "mcp_server" in table:
-        problems += server_problems(table["mcp_server"], where)
+        problems += _server_problems(table["mcp_server"], where)
     if journal is not None:
         problems.append(f"{where}: agent and journal: an agent judged at its network seams is judged from what its "
                         f"model received, not from a [journal] of its own; remove one of the two tables")
@@ -94,6 +94,26 @@ def _verify_problems(verify: object, plan: Plan | None, where: str) -> list[str]
         if not isinstance(read.get("found"), str) or not read["found"]:
             problems.append(f"{key}.found: must be the text the read returns once {call}'s effect is in the world: "
                             f"{VERIFY_EXAMPLE}")
+    return problems
+
+
+SERVER_KEYS = {"command": 'command = ["{python}", "server.py", "{world}", "--port", "{port}"]',
+        "url": 'url = "http://127.0.0.1:{port}/mcp"'}
+
+
+def _server_problems(table: object, where: str) -> list[str]:
+    """Every problem of an ``[agent.mcp_server]`` table, each naming the key and the fix."""
+    key = f"{where}: agent.mcp_server"
+    if not isinstance(table, dict):
+        return [f"{key}: must be a table: {SERVER_KEYS['command']}, {SERVER_KEYS['url']}"]
+    problems = [f"{key}.{name}: unknown key; it takes command, url" for name in table if name not in SERVER_KEYS]
+    command, url = table.get("command"), table.get("url")
+    if not (isinstance(command, list) and command and all(isinstance(word, str) and word for word in command)):
+        problems.append(f"{key}.command: must be the server's command, a list of words: {SERVER_KEYS['command']}")
+    parsed = urlsplit(url.replace("{port}", "1")) if isinstance(url, str) else None
+    if parsed is None or parsed.scheme != "http" or not parsed.hostname:
+        problems.append(f"{key}.url: must be the server's http:// URL (its port {{port}} where killpoint picks "
+                        f"it): {SERVER_KEYS['url']}")
     return problems
 
 

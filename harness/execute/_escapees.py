@@ -12,7 +12,7 @@ unknown, for what they wrote after the kill is not the run's evidence.
 
 Only what can be the workload's is touched: a process started since the run began, neither
 this process nor any of its ancestors (the harness, pytest) nor a service the harness started in a
-session of its own (``spare_session``), holding this run's folder (another
+session of its own (``_service_sessions``), holding this run's folder (another
 run's is another path), not only the lazy file systems' state in it (``.lazyfs``, which their
 daemons, children of the harness, hold), and not in a session that began before the run (a
 workload's process is always in a session made during the run: setsid makes a new one, none
@@ -44,6 +44,7 @@ from pathlib import Path
 from killpoint import protocol
 from killpoint.harness.execute._process_tree import (CONFIRM_TIMEOUT_S, STAT_PARENT, STAT_SESSION, STAT_START,
                                                      STAT_STATE, KillFailed, descendant_pids, describe_pid, stat_fields)
+from killpoint.harness.execute._service_sessions import SERVICE_SESSIONS
 
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 HARNESS_STATE = ".lazyfs"  # in a run's folder: the lazy file systems' state, which their daemons hold
@@ -51,21 +52,6 @@ ENVIRONMENT_READ_BYTES = 1 << 20
 HUNT_ROUNDS = 3  # a kill may free a file another escaped process then takes: look again, this many times at most
 SHOWN_HOLDINGS = 4  # what a description names of what one process held; the rest is counted
 POLL_INTERVAL_S = 0.002
-
-
-# Sessions the harness started for services of its own (a scenario's MCP server over HTTP,
-# harness/agents/mcp_http_proxy): they hold a run's files by design (the world they act on) and outlive its
-# incarnations, and are never the workload's: no process can join a session it did not begin.
-_SERVICE_SESSIONS: set[int] = set()
-
-
-def spare_session(session: int) -> None:
-    """Never take a process of ``session`` for an escaped one (until ``unspare_session``)."""
-    _SERVICE_SESSIONS.add(session)
-
-
-def unspare_session(session: int) -> None:
-    _SERVICE_SESSIONS.discard(session)
 
 
 def ticks_now() -> int:
@@ -209,7 +195,7 @@ class RunFiles:
 
 def _in_service_session(pid: int) -> bool:
     try:
-        return int(stat_fields(pid)[STAT_SESSION]) in _SERVICE_SESSIONS
+        return int(stat_fields(pid)[STAT_SESSION]) in SERVICE_SESSIONS
     except (OSError, ValueError):  # gone meanwhile
         return False
 
