@@ -39,7 +39,7 @@ from killpoint.harness._safe_files import COPY_MAX_FILES, remove_tree
 from killpoint.harness.backends import Launched
 from killpoint.harness.execute.prefixes import STATE, Prefixes, copy_state
 from killpoint.harness.execute.rendezvous import Served
-from killpoint.harness.execute.runner import save_incarnations, save_world_at_kill, stderr_tail, strike_sites
+from killpoint.harness.execute.runner import save_incarnations, stderr_tail, strike_sites
 from killpoint.harness.faults import nemesis
 from killpoint.harness.layout import RunPaths
 from killpoint.harness.model import AtPoint, Drift, Incarnation
@@ -137,7 +137,6 @@ class PointSnapshots:
                 stderr_tail=stderr_tail(state / f"incarnation-{self.number}.stderr"),
                 catalogue_drift=str(self.drift) if self.drift is not None and self.number > 0 else None)
             save_incarnations(RunPaths(state).incarnations, [*self.struck, killed])
-            save_world_at_kill(RunPaths(state), self.number, None)
         except OSError:  # no room, or the copy's own files refused: this state is not taken
             return False
         return True

@@ -451,7 +451,8 @@ def _struck(run: _Run, launched: Launched, served: Served, number: int, kill: Ki
     struck = _strike(launched, served, run.run_dir, number, run.files, run.disks, run.escapes, kills=kills)
     opened = run.services.opened()  # before ``save`` ends the incarnation's holds
     run.services.save(run.paths.store_at_kill(kills))
-    save_world_at_kill(run.paths, kills, opened)
+    if run.scenario.agent is not None:  # only an agent's tools can be real servers, whose kills leave debris
+        save_world_at_kill(run.paths, kills, opened)
     if kill is not None and isinstance(kill.fault, PowerLoss):
         # What the model received is the services', off the disk that lost power: the next incarnation finds it
         # as it was.

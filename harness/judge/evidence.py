@@ -164,8 +164,14 @@ class Evidence:
     store_notes: tuple[str, ...] = ()
     # What each power loss dropped, by kill number: its report's lines, each prefixed with the report's file name.
     drops: dict[int, tuple[str, ...]] = field(default_factory=dict)
-    # The world once each kill's tree was dead, by kill number (None: absent or unreadable): what a kill left.
-    worlds_at_kill: tuple[WorldAtKill | None, ...] = ()
+    # Where the world at each kill was recorded (an agent's run; ``worlds_at_kill`` reads them when asked).
+    world_records: tuple[Path, ...] = ()
+
+    @functools.cached_property
+    def worlds_at_kill(self) -> tuple[WorldAtKill | None, ...]:
+        """The world once each kill's tree was dead, by kill number (None: absent or unreadable): what a kill left.
+        Read only when a judgement asks: most runs' worlds equal the crash-free run's."""
+        return tuple(read_world_at_kill(path) for path in self.world_records)
 
     def journal_records(self, kind: str) -> list[Line]:
         return [line for line in self.journal.lines if line.get("kind") == kind]
@@ -326,7 +332,7 @@ def read_evidence(run_dir: Path, store: StoreReading | None = None) -> Evidence:
         catalogues=catalogues,
         unreadable=unreadable,
         drops=drops,
-        worlds_at_kill=tuple(read_world_at_kill(paths.world_at_kill(number)) for number in range(kills)),
+        world_records=tuple(paths.world_at_kill(number) for number in range(kills)),
         **stores,
     )
 

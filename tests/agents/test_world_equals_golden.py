@@ -110,6 +110,13 @@ def test_an_unreadable_world_at_a_kill_leaves_the_rule_unknown_not_failed():
         world_differs(facts(REFERENCE, golden, {**golden, TEMPORARY: ""}, None))
 
 
+def test_a_runtime_that_is_no_agent_keeps_no_world_at_its_kills_and_an_extra_file_is_a_difference():
+    """Only an agent's tools can be real servers: a protocol runtime's kills record no world, and judge as before."""
+    golden = world(C2, C3)
+    protocol_runtime = replace(REFERENCE, agent=None)
+    assert findings(protocol_runtime, golden, {**golden, TEMPORARY: ""}, None) == ["world-equals-golden"]
+
+
 def test_debris_beside_a_real_difference_excuses_nothing():
     golden = world(C2, C3)
     recovered = {**world(C2, C3, C3), TEMPORARY: ""}
