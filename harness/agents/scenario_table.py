@@ -11,9 +11,10 @@ so it takes no ``[journal]`` of its own.
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from urllib.parse import urlsplit
 from typing import Any
+from urllib.parse import urlsplit
 
+from killpoint.catalogue import Catalogue
 from killpoint.harness.agents.declared_tools import declared_tool_problems
 from killpoint.harness.agents.script import Script, ScriptError
 from killpoint.harness.agents.tool_service import PlanIndex
@@ -21,6 +22,7 @@ from killpoint.harness.judge.stores import AGENT_SEAMS
 from killpoint.harness.judge.stores._agent_seams import EXCHANGES_FILE, SEAMS_FILE
 from killpoint.harness.judge.stores._table import path_problems
 from killpoint.harness.model import Plan
+from killpoint.protocol import READ_ONLY
 
 AGENT_KEYS = {"turns": 'turns = [["c1"], ["c2", "c3"]] (call_ids; a turn of several is parallel tool calls)',
               "answer": 'answer = "Done." (the final answer\'s text)',
@@ -99,6 +101,15 @@ def _verify_problems(verify: object, plan: Plan | None, where: str) -> list[str]
 
 SERVER_KEYS = {"command": 'command = ["{python}", "server.py", "{world}", "--port", "{port}"]',
         "url": 'url = "http://127.0.0.1:{port}/mcp"'}
+
+
+def verify_read_problems(verify: dict[str, Any], catalogue: Catalogue, where: str) -> list[str]:
+    """Each ``[agent.verify]`` read whose tool the scenario's catalogue does not class READ_ONLY: a check that may
+    change the world is no check (the recovery rules' VERIFY uses read-only means only)."""
+    return [f"{where}: agent.verify.{call}.tool: {read['tool']!r} is {catalogue.class_of(read['tool'])} in the "
+            f"scenario's catalogue; the check of an interrupted call must be READ_ONLY: name a read, or class it "
+            f"READ_ONLY in the catalogue" for call, read in verify.items()
+            if catalogue.class_of(read["tool"]) != READ_ONLY]
 
 
 def _server_problems(table: object, where: str) -> list[str]:

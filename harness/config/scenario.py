@@ -23,7 +23,7 @@ from killpoint.catalogue import REFERENCE_CATALOGUE, Catalogue, load_catalogue
 from killpoint.errors import ConfigError
 from killpoint.fake_tools.base import REGISTRY, lookup
 from killpoint.harness.agents.declared_tools import declared_classes
-from killpoint.harness.agents.scenario_table import agent_journal, agent_problems
+from killpoint.harness.agents.scenario_table import agent_journal, agent_problems, verify_read_problems
 from killpoint.harness.config.scenario_fields import plan_problems, scenario_problems
 from killpoint.harness.judge.stores import journal_problems, store_table
 from killpoint.harness.model import DEFAULT_TIMEOUT_S, KillSyntaxError, Plan, PlannedCall, Scenario
@@ -108,6 +108,7 @@ def load_scenario(path: str | Path) -> Scenario:
         if catalogue is not None and not problems:  # the agent's own tools are classed where they are declared
             for tool, tool_class in declared_classes(agent.get("tools", {})).items():
                 catalogue = catalogue.with_class(tool, tool_class)
+            problems += verify_read_problems(agent.get("verify", {}), catalogue, str(path))
     if plan is not None:
         schedule = data.get("schedule")
         problems += kill_at_problems(str(path), schedule if isinstance(schedule, dict) else {}, plan)

@@ -163,3 +163,10 @@ HEADER = ('workload = ["{python}", "-m", "killpoint.scenarios.agents.reference_a
 def test_a_bad_verify_table_is_named_with_its_fix(killpoint, tmp_path, table, fragment):
     path = write(tmp_path, "s.toml", HEADER + table)
     assert_usage_error(killpoint("run", path, "--kill-at", "c1:tool_effect"), fragment)
+
+
+def test_a_verify_read_that_is_not_read_only_is_refused(killpoint, tmp_path):
+    """A check that may change the world is no check: the read's tool must be READ_ONLY in the catalogue."""
+    path = write(tmp_path, "s.toml", HEADER + '[agent.verify.c1]\ntool = "append"\nfound = "x"\n')
+    assert_usage_error(killpoint("run", path, "--kill-at", "c1:tool_effect"),
+                       "agent.verify.c1.tool: 'append' is NON_IDEMPOTENT in the scenario's catalogue")
