@@ -26,7 +26,8 @@ from killpoint.errors import ConfigError, HarnessError, InfrastructureError, Int
 from killpoint.harness.certify.cli import add_certify_parser, command_certify
 from killpoint.harness.config import defaults, limits
 from killpoint.harness.config.scenario import load_scenario, scenario_from_flags, unlisted_tools_note, with_workload
-from killpoint.harness.execute.leftovers import sweep_temp_folders
+from killpoint.harness.databases import postgres
+from killpoint.harness.execute.leftovers import sweep_temp_folders, temp_roots
 from killpoint.harness.execute.runner import sweep_abandoned_control_dirs
 from killpoint.harness.execute.scratch import sweep_abandoned
 from killpoint.harness.execute.session import SessionInterrupted
@@ -451,6 +452,8 @@ def command_clean(args: argparse.Namespace, out: TextIO) -> int:
     out.writelines(f"removed {path}, the control directory {gone}\n" for path in sweep_abandoned_control_dirs())
     out.writelines(f"removed {path}, the scratch folder {gone}\n" for path in sweep_abandoned())
     out.writelines(f"removed {path}, a temporary folder {gone}\n" for path in sweep_temp_folders())
+    out.writelines(f"stopped and removed {path}, a PostgreSQL cluster {gone}\n"
+                   for root in temp_roots() for path in postgres.sweep(root))
     for cgroup, killed in _cgroup.sweep_abandoned():
         out.write(f"removed {cgroup}, an incarnation cgroup {gone}" + (f"; killed {'; '.join(killed)}" if killed
                                                                        else "") + "\n")

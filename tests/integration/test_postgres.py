@@ -1,0 +1,86 @@
+"""The harness's own PostgreSQL (harness/databases/postgres.py): a fresh cluster on a socket, as an unprivileged
+user, stopped and removed at the end, and swept when its harness was SIGKILLed. Real servers, real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from killpoint.errors import ConfigError
+from killpoint.harness.databases import postgres
+from killpoint.harness.databases.postgres import LocalPostgres
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def installed() -> None:
+    try:
+        postgres.binaries()
+    except ConfigError as missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"{missing} (.ci/run installs it)")
+        pytest.skip(str(missing))
+
+
+def query(server: LocalPostgres, sql: str) -> str:
+    return subprocess.run([str(server.bin / "psql"), server.url, "-Atc", sql], capture_output=True, text=True,
+                          check=True, timeout=30).stdout.strip()
+
+
+def postmaster(folder: Path) -> int:
+    return int((folder / "data" / "postmaster.pid").read_text().split()[0])
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not Path(f"/proc/{pid}").exists()
+
+
+def test_a_cluster_answers_as_an_unprivileged_user_on_its_socket_and_is_gone_once_stopped():
+    server = LocalPostgres.start()
+    try:
+        assert query(server, "select 1 + 1") == "2"
+        assert query(server, "select current_user") == "killpoint"
+        assert query(server, "show listen_addresses") == ""  # no TCP port: nothing to collide on
+        pid = postmaster(server.folder)
+        assert os.stat(f"/proc/{pid}").st_uid == server.user.pw_uid != 0
+    finally:
+        server.stop()
+    assert gone_within(pid, 10) and not server.folder.exists()
+
+
+def test_killpoint_clean_stops_and_removes_what_a_sigkilled_harness_left_and_never_a_live_ones(killpoint):
+    live = LocalPostgres.start()
+    harness = subprocess.Popen([sys.executable, "-c", "from killpoint.harness.databases.postgres import LocalPostgres;"
+                                "print(LocalPostgres.start().folder, flush=True); import time; time.sleep(60)"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert harness.stdout is not None
+        left = Path(harness.stdout.readline().strip())
+        pid = postmaster(left)
+        harness.send_signal(signal.SIGKILL)
+        harness.wait(timeout=30)
+        assert left.exists() and Path(f"/proc/{pid}").exists()  # a SIGKILLed harness removes nothing
+        cleaned = killpoint("clean")
+        assert f"stopped and removed {left}, a PostgreSQL cluster" in cleaned.out, cleaned.out + cleaned.err
+        assert gone_within(pid, 10) and not left.exists()
+        assert live.folder.exists() and query(live, "select 1") == "1"  # its harness (this one) lives
+    finally:
+        harness.kill()
+        live.stop()
+
+
+def test_a_missing_package_is_a_config_error_naming_the_fix(monkeypatch):
+    monkeypatch.setattr(postgres.shutil, "which", lambda name: None)
+    monkeypatch.setattr(postgres.glob, "glob", lambda pattern: [])
+    with pytest.raises(ConfigError, match="apt-get install postgresql"):
+        LocalPostgres.start()
