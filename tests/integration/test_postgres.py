@@ -4,9 +4,11 @@ user, stopped and removed at the end, and swept when its harness was SIGKILLed. 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -58,14 +60,20 @@ def test_a_cluster_answers_as_an_unprivileged_user_on_its_socket_and_is_gone_onc
     assert gone_within(pid, 10) and not server.folder.exists()
 
 
-def test_killpoint_clean_stops_and_removes_what_a_sigkilled_harness_left_and_never_a_live_ones(killpoint):
+def test_killpoint_clean_stops_and_removes_what_a_sigkilled_harness_left_and_never_a_live_ones(killpoint,
+                                                                                              monkeypatch):
+    # A temporary folder of this test's own (one the server's user can reach), so no other test's clean sweeps it.
+    private = Path(tempfile.mkdtemp(prefix="kp-postgres-test-", dir="/tmp"))
+    private.chmod(0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     live = LocalPostgres.start()
     harness = subprocess.Popen([sys.executable, "-c", "from killpoint.harness.databases.postgres import LocalPostgres;"
                                 "print(LocalPostgres.start().folder, flush=True); import time; time.sleep(60)"],
-                               stdout=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(private)})
     try:
         assert harness.stdout is not None
         left = Path(harness.stdout.readline().strip())
+        assert left.parent == private and live.folder.parent == private
         pid = postmaster(left)
         harness.send_signal(signal.SIGKILL)
         harness.wait(timeout=30)
@@ -77,6 +85,7 @@ def test_killpoint_clean_stops_and_removes_what_a_sigkilled_harness_left_and_nev
     finally:
         harness.kill()
         live.stop()
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def test_a_missing_package_is_a_config_error_naming_the_fix(monkeypatch):
