@@ -34,10 +34,14 @@ def test_mcp_calls_whose_steps_dbos_recorded_never_reach_a_tool_again(killpoint,
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("name", "kill"), [("pydantic_ai_dbos", "c3:tool_effect"),
-                                           ("pydantic_ai_dbos", "c3:tool_effect/now"),
                                            ("pydantic_ai_dbos_stdio", "c3:tool_effect")])
 def test_an_mcp_step_killed_under_way_runs_again_with_no_check_naming_the_append(killpoint, name, kill):
-    """The append's effect committed, its step not yet recorded: DBOS runs the step again, the append twice."""
+    """The append's effect committed, its step not yet recorded: DBOS runs the step again, the append twice.
+
+    Held kills only: the request held at the seam, the kill lands there every time. A ``--no-pause`` kill there
+    (``c3:tool_effect/now``) named the append in every sweep measured on a quiet machine, and once, under a CI
+    rehearsal beside a CPU hog, found nothing: where it lands beside the parallel c2 is the load's to decide, so
+    a test of it would be flaky (docs/agents.md gives its sweeps)."""
     result = killpoint("run", AGENTS / f"{name}.toml", "--kill-at", kill)
     assert result.exit_code == 1, result.out + result.err
     named = findings(result.out, "verify-before-replay")
