@@ -162,7 +162,7 @@ class HttpServer:
                                         MAX_ANSWER_BYTES else f"the MCP server took over {CALL_TIMEOUT_S:g}s to answer")
             relayed = tuple((name.lower(), value) for name, value in response.getheaders() if name.lower() in RELAYED)
             return Answer(response.status, relayed, b"".join(chunks))
-        except (OSError, http.client.HTTPException) as error:
+        except (OSError, http.client.HTTPException, ValueError) as error:  # ValueError: a header the agent forged
             return _bad_gateway(f"the MCP server at {self.url} did not answer: {error!r}")
         finally:
             connection.close()
@@ -205,45 +205,38 @@ def serve(service: ToolService, server: HttpServer, message: Any, body: bytes, h
 def _call(service: ToolService, server: HttpServer, call: tuple[Any, Any, Any], body: bytes,
           headers: Mapping[str, str], send: Callable[[Answer], None]) -> None:
     ident, tool, arguments = call
-    steps = _Steps(service)
-    answer = steps.take("request", {"tool": tool, "arguments": arguments})
+    answer = _step(service, "request", {"tool": tool, "arguments": arguments})
     if "refused" in answer:
         send(_json_answer(tool_result(ident, str(answer["refused"]), failed=True)))
         return
     token = answer["token"]
     relayed = server.forward("POST", body, headers)
     message = relayed.message()
-    steps.take("replied", {"token": token, **outcome(message)})
+    _step(service, "replied", {"token": token, **outcome(message)})
     send(relayed if message is None else relayed.as_json(message))
-    steps.take("delivered", {"token": token})
+    _step(service, "delivered", {"token": token})
 
 
 def _verify(service: ToolService, server: HttpServer, call: tuple[Any, Any, Any], headers: Mapping[str, str],
             send: Callable[[Answer], None]) -> None:
     ident, _, arguments = call
-    steps = _Steps(service)
-    answer = steps.take("probe", {"arguments": arguments})
+    answer = _step(service, "probe", {"arguments": arguments})
     if "refused" in answer:
         send(_json_answer(tool_result(ident, str(answer["refused"]), failed=True)))
         return
     read = {"jsonrpc": "2.0", "id": PROBE_ID, "method": "tools/call",
             "params": {"name": answer["read"]["tool"], "arguments": answer["read"]["arguments"]}}
     reply = server.forward("POST", json.dumps(read).encode(), headers).message()
-    verdict = steps.take("probed", {"token": answer["token"], "text": text_of(reply), **outcome(reply)})
+    verdict = _step(service, "probed", {"token": answer["token"], "text": text_of(reply), **outcome(reply)})
     send(_json_answer(tool_result(ident, json.dumps({"effect_found": verdict.get("effect_found") is True}),
                                   failed=False)))
 
 
-class _Steps:
-    """The tool service's proxy steps, taken in the harness itself: each one's answer."""
-
-    def __init__(self, service: ToolService) -> None:
-        self.service = service
-
-    def take(self, step: str, body: dict[str, Any]) -> dict[str, Any]:
-        answered: dict[str, Any] = {}
-        self.service.proxied(step, body, lambda status, reply: answered.update(reply))
-        return answered
+def _step(service: ToolService, step: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One of the tool service's proxy steps, taken in the harness itself: its answer."""
+    answered: dict[str, Any] = {}
+    service.proxied(step, body, lambda status, reply: answered.update(reply))
+    return answered
 
 
 def _json_answer(message: dict[str, Any], status: int = 200) -> Answer:

@@ -93,8 +93,11 @@ def go(process: subprocess.Popen[bytes]) -> None:
     process.stdin.close()
 
 
-@pytest.mark.parametrize("under_a_shell", [False, True], ids=["the-leader", "its-child"])
-def test_the_incarnations_first_open_is_held_until_announced(world, opens, under_a_shell):
+@pytest.mark.parametrize(("under_a_shell", "meanwhile"), [(False, None), (True, None), (False, "c2")],
+                         ids=["the-leader", "its-child", "a-second-call-meanwhile"])
+def test_the_incarnations_first_open_is_held_until_announced(world, opens, under_a_shell, meanwhile):
+    """Held until the announcement returns; a parallel call's request, coming meanwhile, holds no new open but
+    lets go of none either (the announcement decides where the kill lands)."""
     first, hook = opens
     process = opener(world, under_a_shell=under_a_shell)
     try:
@@ -102,27 +105,9 @@ def test_the_incarnations_first_open_is_held_until_announced(world, opens, under
         first.expect("c1", {"incarnation": 0})
         go(process)
         assert hook.announced.wait(10)
+        if meanwhile is not None:
+            first.expect(meanwhile, {"incarnation": 0})
         assert not ended_within(process, 0.5)  # asleep in the kernel at its open
-        hook.go.set()
-        assert ended_within(process, 10) and process.returncode == 0
-    finally:
-        process.kill()
-        process.wait()
-    assert hook.seen == [(TOOL_OPENED, ("c1",))]
-
-
-def test_a_second_call_arriving_during_the_announcement_does_not_let_the_server_go(world, opens):
-    """The announcement decides where the kill lands: a parallel call's request, coming meanwhile, holds no new
-    open but lets go of none either."""
-    first, hook = opens
-    process = opener(world)
-    try:
-        first.start(process.pid)
-        first.expect("c1", {"incarnation": 0})
-        go(process)
-        assert hook.announced.wait(10)
-        first.expect("c2", {"incarnation": 0})
-        assert not ended_within(process, 0.5)
         hook.go.set()
         assert ended_within(process, 10) and process.returncode == 0
     finally:

@@ -93,6 +93,12 @@ def test_an_answer_past_its_bound_is_a_502_saying_so(canned, monkeypatch):
     assert answer.status == 502 and "passed 1000 bytes" in json.loads(answer.body)["error"]["message"]
 
 
+def test_a_header_the_agent_forged_is_a_502_and_reaches_no_server(canned):
+    answer = canned.forward("POST", b"{}", {"Mcp-Session-Id": "s-1\r\nX-Injected: 1"})
+    assert answer.status == 502 and "did not answer" in json.loads(answer.body)["error"]["message"]
+    assert Canned.seen == []
+
+
 def test_a_server_that_is_not_there_is_a_502_saying_so(canned):
     canned.url = "http://127.0.0.1:9/mcp"
     answer = canned.forward("POST", b"{}", {})
