@@ -106,6 +106,10 @@ class RunPaths:
         """What power loss ``kill_number`` dropped (the lazy file system's ``DropReport``)."""
         return self.run_dir / f"power-loss-{kill_number}.json"
 
+    def database_power_loss_report(self, kill_number: int) -> Path:
+        """What power loss ``kill_number`` dropped from the database server's data folder."""
+        return self.run_dir / f"database-power-loss-{kill_number}.json"
+
     def world_report(self, kill_number: int) -> Path:
         """What power loss ``kill_number`` dropped from the fake world, when the world is on the device too."""
         return self.run_dir / f"power-loss-{kill_number}.world.json"

@@ -240,6 +240,8 @@ class Scenario:
     # The scenario's [agent] table: the workload is an unmodified agent, served a scripted model and the tools by
     # the harness (harness/agents), judged from what the model received (``journal`` is then agent-seams).
     agent: dict[str, Any] | None = field(default=None, hash=False, compare=False)
+    # The scenario's [database] table: the workload keeps its state in a database server the harness provides.
+    database: DatabaseSpec | None = field(default=None, hash=False, compare=False)
 
     @cached_property  # asked for by every run's record and token
     def catalogue_digest(self) -> str:
@@ -308,6 +310,38 @@ class StoreReader(Protocol):
 
     def read(self, folder: Path, plan: Plan) -> DurableState:
         """The durable state held by the copy of ``files()`` in ``folder``; never raises."""
+        ...
+
+
+@dataclass(frozen=True)
+class DatabaseSpec:
+    """A scenario's ``[database]`` table: a PostgreSQL server of the harness's own for each run (``postgres``, with
+    ``settings`` written into its configuration), or the user's server at ``url``, where each run gets a database
+    of its own. The workload finds its database at ``$KILLPOINT_DATABASE_URL``."""
+
+    postgres: bool = False
+    url: str | None = None
+    settings: Mapping[str, str | int | float | bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DumpQuery:
+    """One query a database store's reader has the harness ask at each kill (``harness/databases/dump.py``): its
+    rows, kept under ``name`` in the store's copy, are what the reader reads. ``tables`` are the schema-qualified
+    tables it reads, each of which must be a plain table (a view would run what the workload defined);
+    ``sql`` is a SELECT with ``%(name)s`` parameters from ``params``."""
+
+    name: str
+    tables: tuple[str, ...]
+    sql: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+class DatabaseStoreReader(StoreReader, Protocol):
+    """A reader of a store kept in a database server, not in the workload folder: its copy is a dump."""
+
+    def dump_queries(self, plan: Plan) -> tuple[DumpQuery, ...]:
+        """What to ask the database at each kill, for ``read`` to read from the dump."""
         ...
 
 

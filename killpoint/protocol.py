@@ -31,6 +31,8 @@ SENT_FIELD = "sent"  # with "wait": false, the sender's time.monotonic() at send
 # {"ok", "output", "error"}, POST .../probes/TOOL with {"call", "args"} answers {"effect_found"}.
 ENV_TOOLS_URL = "KILLPOINT_TOOLS_URL"
 ENV_MCP_URL = "KILLPOINT_MCP_URL"  # the same tools as an MCP server over streamable HTTP (harness/agents/mcp_endpoint)
+# The workload's database, when its scenario has a [database] (harness/databases): a libpq / SQLAlchemy URL.
+ENV_DATABASE_URL = "KILLPOINT_DATABASE_URL"
 # Every incarnation hashes strings the same way, so a workload iterating a set behaves the same each run.
 WORKLOAD_HASH_SEED = "0"
 

@@ -213,12 +213,14 @@ def test_the_reference_table_and_the_killpoint_table_have_no_problem():
                              "fields": {"call": "c", "status": "s"}, "status": {"SUCCEEDED": ["ok"]}}, "s.toml") == []
 
 
+FORMATS = "killpoint, json, jsonl, sqlite, langgraph-sqlite, dbos-sqlite, langgraph-postgres, dbos-postgres"
+
+
 @pytest.mark.parametrize("table, problems", [
     ("killpoint", ["s.toml: journal: must be a table (format = ..., path = ...), not str"]),
     ({"format": "langgraph"}, [("s.toml: journal.format: unknown format 'langgraph' (did you mean 'langgraph-sqlite'?); "
-                               "give one of killpoint, json, jsonl, sqlite, langgraph-sqlite, dbos-sqlite")]),
-    ({}, [("s.toml: journal.format: no format given; give one of killpoint, json, jsonl, sqlite, langgraph-sqlite, "
-          "dbos-sqlite")]),
+                               f"give one of {FORMATS}")]),
+    ({}, [f"s.toml: journal.format: no format given; give one of {FORMATS}"]),
     ({"format": "killpoint", "path": "/var/journal.jsonl"},
      ["s.toml: journal.path: '/var/journal.jsonl' is absolute; give a path relative to the workload folder, inside it"]),
     ({"format": "killpoint", "path": "a/../../j"},

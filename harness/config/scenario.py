@@ -24,6 +24,7 @@ from killpoint.errors import ConfigError
 from killpoint.fake_tools.base import REGISTRY, lookup
 from killpoint.harness.agents.declared_tools import declared_classes
 from killpoint.harness.agents.scenario_table import agent_journal, agent_problems, verify_read_problems
+from killpoint.harness.config.database_table import database_problems, database_spec
 from killpoint.harness.config.scenario_fields import plan_problems, scenario_problems
 from killpoint.harness.judge.stores import journal_problems, store_table
 from killpoint.harness.model import DEFAULT_TIMEOUT_S, KillSyntaxError, Plan, PlannedCall, Scenario
@@ -102,6 +103,7 @@ def load_scenario(path: str | Path) -> Scenario:
     journal = data.get("journal")
     if isinstance(journal, dict):  # not a table at all is a problem of the file's own fields
         problems += journal_problems(journal, str(path))
+    problems += database_problems(data.get("database"), journal, str(path))
     agent = data.get("agent")
     if isinstance(agent, dict):
         problems += agent_problems(agent, plan, str(path), journal)
@@ -136,6 +138,7 @@ def load_scenario(path: str | Path) -> Scenario:
                  else store_table(journal) if journal is not None else None),
         agent=agent,
         world_on_device=data.get("world_on_device", False),
+        database=database_spec(data["database"]) if "database" in data else None,
     )
 
 

@@ -161,6 +161,8 @@ SCENARIO_FIELDS = (
                              'docs/journal-mapping.md)'),
     Field("agent", _table, '[agent] (the workload is an unmodified agent, pointed at the model and tools killpoint '
                            'serves: docs/agents.md)'),
+    # Its keys are config/database_table's (checked with the scenario).
+    Field("database", _table, '[database] postgres = true (a PostgreSQL server for each run: docs/frameworks.md)'),
 )
 
 SCHEDULE_FIELDS = (

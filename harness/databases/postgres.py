@@ -7,10 +7,17 @@ killed agent, and a commit is acknowledged over a socket. So a session that
 asks for one gets a server of its own, from Debian's ``postgresql`` package
 (its binaries found on PATH or under ``/usr/lib/postgresql/VERSION/bin``):
 
-- a new cluster (``initdb``, trust authentication, one role ``killpoint``) in a
-  folder named after its owner (``leftovers.owner_prefix``) in the temporary
-  directory, which the server's user can reach (a test's ``tmp_path`` is root's
-  alone);
+- a new cluster (``initdb``) in a folder named after its owner
+  (``leftovers.owner_prefix``) in the temporary directory, which the server's
+  user can reach (a test's ``tmp_path`` is root's alone);
+- two roles: the harness's superuser ``killpoint``, behind a password only the
+  harness knows, and ``workload``, no superuser, owning the database
+  ``workload`` that the workload is handed (``workload_url``). A workload that
+  could log in as a superuser could run programs as the server's user
+  (``COPY ... TO PROGRAM``) and define what the harness's reads of its store
+  run; as ``workload`` it can do neither;
+- the scenario's settings (``[database] settings``: ``synchronous_commit``,
+  ``fsync``, ...) written into ``postgresql.conf``, never onto a command line;
 - run as the ``postgres`` user (else ``nobody``): PostgreSQL refuses root;
 - listening on a Unix socket in that folder only (no TCP port to collide on);
 - stopped (``pg_ctl stop -m immediate``, then its postmaster SIGKILLed if it is
@@ -28,21 +35,36 @@ import contextlib
 import glob
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import psutil
 
 from killpoint.errors import ConfigError
 from killpoint.harness._safe_files import remove_tree
+from killpoint.harness.execute._process_tree import process_gone
 from killpoint.harness.execute.leftovers import abandoned_folders, owner_prefix
+
+if TYPE_CHECKING:
+    from killpoint.harness.faults.lazyfs import LazyMount
 
 PREFIX = "killpoint-postgres-"
 ROLE = "killpoint"
 DATABASE = "postgres"
+WORKLOAD_ROLE = "workload"
+WORKLOAD_DATABASE = "workload"
+# Who may log in, and how: the harness's superuser with its password only, the workload's role freely.
+HBA = (f"local all {ROLE} scram-sha-256\n"
+       f"local all {WORKLOAD_ROLE} trust\n")
+Setting = str | int | float | bool
 START_DEADLINE_S = 60
 STOP_DEADLINE_S = 30
 INSTALL_HINT = "install Debian's postgresql package (apt-get install postgresql)"
@@ -70,54 +92,133 @@ def server_user() -> pwd.struct_passwd:
     raise ConfigError(f"no unprivileged user to run PostgreSQL as (neither postgres nor nobody): {INSTALL_HINT}")
 
 
+def _conf_line(name: str, value: Setting) -> str:
+    shown = ("on" if value else "off") if isinstance(value, bool) else str(value)
+    return f"{name} = '{shown.replace(chr(39), chr(39) * 2)}'\n"
+
+
 @dataclass
 class LocalPostgres:
-    """One running cluster: its folder (``data``, ``socket``, ``server.log`` inside) and how to reach it."""
+    """One running cluster: its folder (``data``, ``socket``, ``server.log`` inside) and how to reach it; with
+    ``disk``, its data folder on a lazy file system, which a power loss drops from (``power_off``, ``power_on``)."""
 
     folder: Path
     bin: Path
     user: pwd.struct_passwd
+    password: str = field(default_factory=lambda: secrets.token_hex(16), repr=False)
+    disk: LazyMount | None = None
 
     @property
     def socket_dir(self) -> Path:
         return self.folder / "socket"
 
     @property
+    def data_dir(self) -> Path:
+        return self.folder / "data"
+
+    @property
     def url(self) -> str:
-        """A libpq URL to the cluster's ``postgres`` database over its socket (SQLAlchemy takes it too)."""
-        return f"postgresql://{ROLE}@/{DATABASE}?host={self.socket_dir}"
+        """The harness's libpq URL: its superuser, to the ``postgres`` database, over the socket."""
+        return f"postgresql://{ROLE}:{self.password}@/{DATABASE}?host={self.socket_dir}"
+
+    @property
+    def admin_url(self) -> str:
+        """The harness's URL to the workload's database, where it dumps the store from."""
+        return f"postgresql://{ROLE}:{self.password}@/{WORKLOAD_DATABASE}?host={self.socket_dir}"
+
+    @property
+    def workload_url(self) -> str:
+        """The URL the workload is handed: its own role and database (SQLAlchemy and psycopg take it)."""
+        return f"postgresql://{WORKLOAD_ROLE}@/{WORKLOAD_DATABASE}?host={self.socket_dir}"
 
     @classmethod
-    def start(cls, parent: Path | None = None) -> LocalPostgres:
-        """A new cluster, started and answering; ConfigError naming the fix when it cannot be."""
+    def start(cls, parent: Path | None = None, *, settings: Mapping[str, Setting] | None = None,
+              mount: Callable[[Path], LazyMount] | None = None) -> LocalPostgres:
+        """A new cluster with ``settings``, started and answering, the workload's role and database made; with
+        ``mount``, its data folder put on the lazy file system ``mount`` makes of it before the server starts.
+        ConfigError naming the fix when it cannot be."""
         bin_dir, user = binaries(), server_user()
         folder = Path(tempfile.mkdtemp(prefix=owner_prefix(PREFIX), dir=parent))
         folder.chmod(0o755)  # the server's user reaches its own folders inside; the top one stays the harness's
         server = cls(folder, bin_dir, user)
         try:
-            for inside in (folder / "data", server.socket_dir):
+            for inside in (server.data_dir, server.socket_dir):
                 inside.mkdir(mode=0o700)
                 os.chown(inside, user.pw_uid, user.pw_gid)
-            server._as_server_user([str(bin_dir / "initdb"), "-D", str(folder / "data"), "-U", ROLE,
-                                    "--auth=trust", "--no-sync", "--no-instructions"], "make a cluster")
+            password_file = folder / "password"
+            password_file.write_text(server.password + "\n")
+            os.chown(password_file, user.pw_uid, user.pw_gid)
+            password_file.chmod(0o600)
+            try:
+                server._as_server_user([str(bin_dir / "initdb"), "-D", str(server.data_dir), "-U", ROLE,
+                                        f"--pwfile={password_file}", "--auth=scram-sha-256", "--no-sync",
+                                        "--no-instructions"], "make a cluster")
+            finally:
+                password_file.unlink()
+            (server.data_dir / "pg_hba.conf").write_text(HBA)
+            with (server.data_dir / "postgresql.conf").open("a") as conf:
+                conf.write(_conf_line("listen_addresses", "") + _conf_line("unix_socket_directories",
+                                                                           str(server.socket_dir)))
+                conf.writelines(_conf_line(name, value) for name, value in (settings or {}).items())
             (folder / "server.log").touch()
             os.chown(folder / "server.log", user.pw_uid, user.pw_gid)
-            server._as_server_user([str(bin_dir / "pg_ctl"), "-D", str(folder / "data"), "-l",
-                                    str(folder / "server.log"), "-w", "-t", str(START_DEADLINE_S), "-o",
-                                    f"-c listen_addresses='' -k {server.socket_dir}", "start"], "start")
+            if mount is not None:
+                server.disk = mount(server.data_dir)
+            server.power_on()
+            server._psql(f"CREATE ROLE {WORKLOAD_ROLE} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB",
+                         f"CREATE DATABASE {WORKLOAD_DATABASE} OWNER {WORKLOAD_ROLE}")
         except BaseException:
             server.stop()
             raise
         return server
 
-    def stop(self) -> None:
-        """Stop the server at once (what it had not written is lost, as in a crash) and remove its folder."""
-        if (self.folder / "data" / "postmaster.pid").exists():
-            with contextlib.suppress(ConfigError):
-                self._as_server_user([str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "immediate",
-                                      "-w", "-t", str(STOP_DEADLINE_S), "stop"], "stop")
+    def power_on(self) -> None:
+        """Start the server on its data folder (after a power loss, its own crash recovery runs first) and wait
+        until it answers; ConfigError with its log when it will not.
+
+        A killed server leaves its lock files (``postmaster.pid``, the socket's
+        ``.lock``) naming its pid, and PostgreSQL refuses to start while that pid
+        is a process, which a killed one is until init reaps it: they are removed
+        first when the process they name is gone (as a reboot would clear them)."""
+        for lock in (self.data_dir / "postmaster.pid", *self.socket_dir.glob(".s.PGSQL.*")):
+            if lock.name.endswith(".lock") or lock.name == "postmaster.pid":
+                try:
+                    pid = int(lock.read_text().split()[0])
+                except (OSError, ValueError, IndexError):
+                    continue
+                if process_gone(pid):
+                    lock.unlink(missing_ok=True)
+        self._as_server_user([str(self.bin / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.folder /
+                              "server.log"), "-w", "-t", str(START_DEADLINE_S), "start"], "start")
+
+    def power_off(self) -> None:
+        """SIGKILL the server and every process of it, and return once all are gone: the server's share of a power
+        loss, after which nothing of it writes while the lazy file system drops what it never made durable."""
         kill_postmaster(self.folder)
-        remove_tree(self.folder)
+
+    def stop(self) -> None:
+        """Stop the server at once (what it had not written is lost, as in a crash), take its data folder off the
+        lazy file system, and remove its folder."""
+        try:
+            kill_postmaster(self.folder)
+        finally:
+            try:
+                if self.disk is not None:
+                    self.disk.close()
+            finally:
+                remove_tree(self.folder)
+
+    def _psql(self, *statements: str) -> None:
+        argv = [str(self.bin / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.url]
+        for statement in statements:
+            argv += ["-c", statement]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=START_DEADLINE_S,
+                                  env={"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"})
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise ConfigError(f"PostgreSQL could not make the workload's database: {error}") from None
+        if done.returncode != 0:
+            raise ConfigError(f"PostgreSQL could not make the workload's database: {done.stderr.strip()}")
 
     def log_tail(self) -> str:
         try:
@@ -138,21 +239,24 @@ class LocalPostgres:
 
 
 def kill_postmaster(folder: Path) -> None:
-    """SIGKILL the postmaster ``folder``'s cluster names in its pid file, if that process is still there, and wait
-    for it to go (its backends follow it); nothing when there is no such file."""
+    """SIGKILL the postmaster ``folder``'s cluster names in its pid file, if that process is still there, and every
+    process of it (its backends notice a dead postmaster only later), and wait for all to go; nothing when there is
+    no such file. The pid file is read only as the server's own (a harness-made folder the workload is never
+    handed), and the process must be a postgres of this data folder."""
     try:
         pid = int((folder / "data" / "postmaster.pid").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return
-    try:
-        if not Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].endswith(b"postgres"):
+        postmaster = psutil.Process(pid)
+        if not postmaster.name().startswith("postgres") or postmaster.cwd() != os.path.realpath(folder / "data"):
             return  # a pid reused by something else since
-        os.kill(pid, signal.SIGKILL)
-    except (OSError, IndexError):
+        processes = [postmaster, *postmaster.children(recursive=True)]
+    except (OSError, ValueError, IndexError, psutil.Error):
         return
-    deadline = time.monotonic() + STOP_DEADLINE_S
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(signal.SIGKILL)
+    deadline = time.monotonic() + STOP_DEADLINE_S  # dead once a zombie: init may reap it long after
+    while not all(process_gone(process.pid) for process in processes) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def sweep(parent: Path | None = None) -> list[Path]:

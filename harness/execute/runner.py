@@ -19,6 +19,7 @@ when the run ends (``store-final``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -39,12 +40,14 @@ from killpoint.harness._safe_files import read_bounded, write_fresh
 from killpoint.harness.agents.scenario_table import script_plan
 from killpoint.harness.agents.services import TOOLS_URL_ENV, AgentServices, ToolServices
 from killpoint.harness.backends import Backend, Launched
+from killpoint.harness.databases.run_database import LocalServerDatabase, RunDatabase, open_run_database
 from killpoint.harness.execute._escapees import RunFiles
 from killpoint.harness.execute.leftovers import abandoned_folders
 from killpoint.harness.execute.rendezvous import RendezvousServer, Served, work_began
 from killpoint.harness.execute.run_record import write_json_atomically
 from killpoint.harness.execute.watch import EventWatcher
 from killpoint.harness.faults import nemesis
+from killpoint.harness.faults.nemesis import StoreDump
 from killpoint.harness.faults.lazyfs import LazyMount
 from killpoint.harness.faults.power_loss import MAX_STORAGE_TIMEOUTS, Disks, StorageWait
 from killpoint.harness.judge.evidence import read_lines
@@ -103,6 +106,15 @@ def completed_task(scenario: Scenario, incarnation: Incarnation, journal_path: P
     if scenario.journal is not None:
         return incarnation.exit_code == 0 and not incarnation.timed_out
     return task_completed(journal_path)
+
+
+def store_dump(scenario: Scenario, database: RunDatabase | None) -> StoreDump | None:
+    """How the runtime's store is dumped at each kill when it lives in the run's database; None when not."""
+    reader = scenario.journal.reader if scenario.journal is not None else None
+    dump_queries = getattr(reader, "dump_queries", None)
+    if database is None or reader is None or dump_queries is None:
+        return None
+    return functools.partial(database.dump, dump_queries(scenario.plan))
 
 
 def store_files(scenario: Scenario) -> tuple[str, ...] | None:
@@ -262,6 +274,8 @@ class _Run:
     services: AgentServices | ToolServices
     files: tuple[str, ...] | None  # the runtime's own store's, copied at each kill; None: it keeps none
     disks: Disks | None  # None: no power loss
+    database: RunDatabase | None = None  # the scenario's [database], for the whole run
+    dump: StoreDump | None = None  # a store in that database: its rows dumped into each copy
     incarnations: list[Incarnation] = field(default_factory=list)
 
     @property
@@ -292,19 +306,27 @@ def _opened(scenario: Scenario, run_dir: Path, backend: Backend, drift: Drift | 
     if isinstance(services, AgentServices) and (own := agent_store(scenario)) is not None:
         services.keep_store(own, scenario.plan, paths.workload)
     disks: Disks | None = None
+    database: RunDatabase | None = None
     try:
         if on_lazy_fs:
             disks = mount_disks(run_dir, world=scenario.world_on_device)
+        if scenario.database is not None:
+            database = open_run_database(scenario.database, mount=(
+                (lambda data: LazyMount.start(data, run_dir / LAZYFS_STATE / "database")) if on_lazy_fs else None))
+            if disks is not None and isinstance(database, LocalServerDatabase):
+                disks = replace(disks, database=database.server)
         run = _Run(scenario, backend, drift, paths, control_dir, server, RunFiles.of(run_dir, paths.workload),
-                   services, store_files(scenario), disks)
+                   services, store_files(scenario), disks, database, store_dump(scenario, database))
         yield run
         if run.files is not None:
-            _copy_final_store(paths, run.files, run_dir, run.incarnations)
+            _copy_final_store(paths, run.files, run_dir, run.incarnations, run.dump)
         services.save(paths.store_final)
     finally:
         services.close()
         server.close()
         shutil.rmtree(control_dir, ignore_errors=True)
+        if database is not None:
+            database.close()  # the server first: its data folder's lazy file system goes with it
         if disks is not None:
             disks.close()
             with contextlib.suppress(OSError):  # each mount removed its own state; their folder goes when empty
@@ -392,7 +414,8 @@ def _one_incarnation(run: _Run, number: int, kill: Kill | None, watch: _Watch) -
     launched = run.backend.launch(
         scenario.workload, cwd=scenario.cwd,
         env=_environment(paths, run.server.path, number, run.drift, world_durable=world_durable, armed=armed)
-        | services.environment(),
+        | services.environment()
+        | ({protocol.ENV_DATABASE_URL: run.database.workload_url} if run.database is not None else {}),
         stdout=run.run_dir / f"incarnation-{number}.stdout", stderr=run.run_dir / f"incarnation-{number}.stderr")
     on_point = watch.launched(launched, started)
     event = kill if isinstance(kill, OnEvent) else None
@@ -448,7 +471,8 @@ def _struck(run: _Run, launched: Launched, served: Served, number: int, kill: Ki
     """The strike at the moment ``served`` ended on, with what the services keep saved beside its copies."""
     kills = run.kills
     run.services.strike()  # nothing held goes on, every effect is in the ledger before the marker
-    struck = _strike(launched, served, run.run_dir, number, run.files, run.disks, run.escapes, kills=kills)
+    struck = _strike(launched, served, run.run_dir, number, run.files, run.disks, run.escapes, kills=kills,
+                     dump=run.dump)
     opened = run.services.opened()  # before ``save`` ends the incarnation's holds
     run.services.save(run.paths.store_at_kill(kills))
     if run.scenario.agent is not None:  # only an agent's tools can be real servers, whose kills leave debris
@@ -488,31 +512,32 @@ def mount_disks(run_dir: Path, *, world: bool) -> Disks:
 
 
 def _strike(launched: Launched, served: Served, run_dir: Path, number: int, files: tuple[str, ...] | None,
-            disks: Disks | None, escapes: RunFiles, *, kills: int) -> nemesis.Strike:
+            disks: Disks | None, escapes: RunFiles, *, kills: int, dump: StoreDump | None = None) -> nemesis.Strike:
     """The nemesis's strike at the moment ``served`` ended on (a kill point, or the timeout), with its evidence paths.
 
     ``files`` are the runtime's own store's (None: it keeps none), copied at the kill too; ``disks`` the lazy
     file system a power loss drops from (None: the run has no power loss); ``escapes`` the run's files, which
-    a process that escaped the kill may hold.
+    a process that escaped the kill may hold; ``dump`` dumps a store kept in the run's database.
     """
-    return nemesis.strike(launched, served.hit, incarnation=number, sites=strike_sites(run_dir, files, kills),
+    return nemesis.strike(launched, served.hit, incarnation=number, sites=strike_sites(run_dir, files, kills, dump),
                           drop=None if disks is None else nemesis.DropSite(disks, run_dir, kills), escapes=escapes)
 
 
-def strike_sites(run_dir: Path, files: tuple[str, ...] | None, kills: int) -> nemesis.StrikeSites:
+def strike_sites(run_dir: Path, files: tuple[str, ...] | None, kills: int,
+                 dump: StoreDump | None = None) -> nemesis.StrikeSites:
     """Where the strike of kill number ``kills`` (from 0) of the run in ``run_dir`` reads and writes; ``files``,
     the runtime's own store's (None: none)."""
     paths = RunPaths(run_dir)
     store = None if files is None else nemesis.StoreCopies(paths.workload, files, paths.store_at_kill(kills),
-                                                           paths.store_found(kills))
+                                                           paths.store_found(kills), dump)
     return nemesis.StrikeSites(paths.ledger, paths.journal, paths.journal_at_kill(kills), paths.torn_journal(kills),
                                store)
 
 
-def _copy_final_store(paths: RunPaths, files: tuple[str, ...], run_dir: Path,
-                      incarnations: list[Incarnation]) -> None:
+def _copy_final_store(paths: RunPaths, files: tuple[str, ...], run_dir: Path, incarnations: list[Incarnation],
+                      dump: StoreDump | None) -> None:
     """Copy the store as the run left it into ``store-final``; a refusal is a problem of the last incarnation."""
-    problems = nemesis.copy_store(paths.workload, files, paths.store_final)
+    problems = nemesis.copy_store(paths.workload, files, paths.store_final, dump)
     if problems and incarnations:
         last = incarnations[-1]
         incarnations[-1] = replace(last, protocol_problems=(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -53,6 +54,9 @@ class Strike:
                 f"leftover(s){escaped}>")
 
 
+StoreDump = Callable[[Path], list[str]]  # writes a database store's rows into a copy folder; the problems met
+
+
 @dataclass(frozen=True)
 class StoreCopies:
     """A runtime's own store (a ``[journal]`` scenario's) and where one strike copies it."""
@@ -61,6 +65,7 @@ class StoreCopies:
     files: tuple[str, ...]           # the reader's files(plan)
     copy: Path                       # the store as the kill left it
     torn_copy: Path                  # the store as the next incarnation finds it, when a torn tail cut a file of it
+    dump: StoreDump | None = None    # a store in a database server: its rows dumped into a copy (none: files only)
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,7 @@ def record_strike(kill: Kill | None, *, incarnation: int, leftovers: tuple[str, 
     torn: Path | None = None
     store_copied: Path | None = None
     if store is not None:
-        store_problems = copy_store(store.workload, store.files, store.copy)
+        store_problems = copy_store(store.workload, store.files, store.copy, store.dump)
         problems += [f"at the kill, {problem}" for problem in store_problems]
         store_copied = None if store_problems else store.copy
     try:
@@ -143,16 +148,17 @@ def record_strike(kill: Kill | None, *, incarnation: int, leftovers: tuple[str, 
         problems += lose_power(drop.disks, fault, run_dir=drop.run_dir, kill_number=drop.kill_number, journal=journal)
         if store is not None:
             problems += [f"after the drop, {problem}" for problem in copy_store(store.workload, store.files,
-                                                                                store.torn_copy)]
+                                                                                store.torn_copy, store.dump)]
     elif store is not None and torn is not None and any(store.workload / name == journal for name in store.files):
         problems += [f"after the torn tail, {problem}" for problem in copy_store(store.workload, store.files,
-                                                                                 store.torn_copy)]
+                                                                                 store.torn_copy, store.dump)]
     return Strike(incarnation, TIMEOUT if kill is None else str(kill), fault, leftovers, ledger_line_closed,
                   copied, torn, tuple(problems), store_copied, escaped)
 
 
-def copy_store(workload: Path, files: tuple[str, ...], copy: Path) -> list[str]:
-    """Copy a store's ``files`` (paths relative to ``workload``) into the new folder ``copy``; the refusals.
+def copy_store(workload: Path, files: tuple[str, ...], copy: Path, dump: StoreDump | None = None) -> list[str]:
+    """Copy a store's ``files`` (paths relative to ``workload``) into the new folder ``copy``, and a database
+    store's rows with ``dump``; the refusals.
 
     Run only with the workload dead, so nothing moves under the copy. A file
     that is absent is not copied (nothing was durable yet: a fact the reader
@@ -176,6 +182,8 @@ def copy_store(workload: Path, files: tuple[str, ...], copy: Path) -> list[str]:
             problems.append(f"the store file {name}: {refusal}")
         except OSError as error:  # unreadable (a workload's chmod 000, an I/O error): not copied, said so
             problems.append(f"the store file {name} could not be copied: {error.strerror or error}")
+    if dump is not None:
+        problems += [f"the store's database: {problem}" for problem in dump(copy)]
     if problems:
         remove_tree(copy)
         refusal_path(copy).write_text("".join(f"{problem}\n" for problem in problems))

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from killpoint.errors import InfrastructureError
+from killpoint.errors import ConfigError, InfrastructureError
 from killpoint.harness._safe_files import UntrustedFile, copy_evidence, copy_tree
 from killpoint.harness.layout import RunPaths
 from killpoint.harness.model import PowerLoss
@@ -27,17 +27,33 @@ if TYPE_CHECKING:
     from killpoint.harness.faults.lazyfs import DropReport, LazyMount
 
 
+class PoweredServer(Protocol):
+    """A database server whose data folder is on a lazy file system (``disk``): a power loss kills it too."""
+
+    @property
+    def disk(self) -> LazyMount | None: ...
+
+    def power_off(self) -> None:
+        """SIGKILL every process of the server, and return once all are dead."""
+
+    def power_on(self) -> None:
+        """Start the server again (its crash recovery runs); ConfigError when it will not."""
+
+
 @dataclass(frozen=True)
 class Disks:
-    """The lazy file systems of one power-loss run: the runtime's storage, and the fake world when it is on the
-    device too (a scenario's ``world_on_device``)."""
+    """The lazy file systems of one power-loss run: the runtime's storage, the fake world when it is on the
+    device too (a scenario's ``world_on_device``), and the database server whose data folder is on one (a
+    scenario's ``[database] postgres = true``; the server owns that mount)."""
 
     storage: LazyMount
     world: LazyMount | None = None
+    database: PoweredServer | None = None
 
     def serving_s(self) -> float:
         """Seconds the runtime has waited for these file systems since they were mounted (the daemons' own count)."""
-        return sum(mount.serving_s() for mount in (self.storage, self.world) if mount is not None)
+        database = self.database.disk if self.database is not None else None
+        return sum(mount.serving_s() for mount in (self.storage, self.world, database) if mount is not None)
 
     def close(self) -> None:
         """Unmount both (each leaves a plain folder again); the world first, as it was mounted last."""
@@ -96,7 +112,8 @@ def lose_power(disks: Disks, fault: PowerLoss, *, run_dir: Path, kill_number: in
     device is dropped the same way, its evidence beside (``RunPaths.world_copy``).
     """
     paths = RunPaths(run_dir)
-    problems = _drop_one(disks.storage, fault, "storage", paths.disk_at_kill(kill_number),
+    problems = _lose_database(disks.database, fault, paths.database_power_loss_report(kill_number))
+    problems += _drop_one(disks.storage, fault, "storage", paths.disk_at_kill(kill_number),
                          paths.power_loss_report(kill_number), paths.disk_after_drop(kill_number))
     if disks.world is not None:
         problems += _drop_one(disks.world, fault, "world", paths.world_copy(kill_number, "at-kill"),
@@ -112,6 +129,21 @@ def _drop_one(mount: LazyMount, fault: PowerLoss, what: str, before: Path, repor
     problems = [f"{what} at the kill: {problem}" for problem in copy_tree(mount.mount, before)]
     write_report(report, mount.drop(fault.variant, fault.seed))
     return problems + [f"{what} after the drop: {problem}" for problem in copy_tree(mount.mount, after)]
+
+
+def _lose_database(server: PoweredServer | None, fault: PowerLoss, report: Path) -> list[str]:
+    """The database server's share of the power loss, first, so that it writes nothing after the kill: killed,
+    what it never made durable dropped (the report; its data folder is not copied, its dumps before and after
+    are the evidence), and started again, its own crash recovery run."""
+    if server is None or server.disk is None:
+        return []
+    server.power_off()
+    write_report(report, server.disk.drop(fault.variant, fault.seed))
+    try:
+        server.power_on()
+    except ConfigError as error:
+        return [f"after the drop, the database server did not start again: {error}"]
+    return []
 
 
 def write_report(path: Path, report: DropReport) -> None:

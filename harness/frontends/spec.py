@@ -187,11 +187,12 @@ def build_spec(
         schedule_mode = TimedMode(runs or defaults.TIMED_RUNS, seed, timed_window)
     else:
         # A container started again after its kill keeps what its own file system holds, and an agent's services
-        # keep what its model received (and the responses a durable agent names by id), which no copy of the run
-        # directory carries: their runs share no prefix.
+        # keep what its model received (and the responses a durable agent names by id), and a [database] keeps the
+        # workload's state in a server, none of which a copy of the run directory carries: their runs share no prefix.
         schedule_mode = ExhaustiveMode(depth or int(default.get("depth", defaults.DEPTH)), torn=torn_tail,
                                        power_loss=power_loss, share_prefixes=not no_share_prefixes
-                                       and backend_options.get("restart") != "same" and scenario.agent is None)
+                                       and backend_options.get("restart") != "same" and scenario.agent is None
+                                       and scenario.database is None)
     if not power_loss:  # under --power-loss, a tear is a torn power loss: it tears any store, not killpoint's journal
         _check_tears_apply(scenario, torn_tail, schedule_mode)
     return probed(SessionSpec(
@@ -337,6 +338,10 @@ def resolve_backend(scenario: Scenario, backend: str | None, *, image: str | Non
     ``default_backend`` (``defaults.BACKEND_HELP``); options: the choices, else ``fallback_options`` when the
     fallback is the backend chosen, else the scenario file's image."""
     name = backend or fallback or scenario.backend or default_backend(scenario.workload)
+    if name == "docker" and scenario.database is not None:
+        raise ConfigError(f"{scenario.origin.get('scenario', scenario.name)}: [database]: a container cannot reach the "
+                          "database server killpoint runs on a Unix socket of the host; run it with --backend "
+                          "forkserver or subprocess")
     if name != "docker":
         given = [flag for flag, value in (("--image", image), ("--restart", restart)) if value is not None]
         if given:

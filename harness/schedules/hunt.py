@@ -307,5 +307,10 @@ def write_scenario(path: Path, scenario: Scenario, description: str) -> Path:
         document["journal"] = dict(scenario.journal.table)
     if scenario.world_on_device:  # a power loss drops from the world as it did in the hunt
         document["world_on_device"] = True
+    if scenario.database is not None:  # the workload keeps its state in the database it was hunted with
+        database = scenario.database
+        document["database"] = ({"url": database.url} if database.url is not None else
+                                {"postgres": True, **({"settings": dict(database.settings)} if database.settings
+                                                      else {})})
     path.write_text(tomli_w.dumps(document))
     return path

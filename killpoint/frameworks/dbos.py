@@ -58,13 +58,15 @@ def _registered(call_id: str, instrumented: Callable[..., R]) -> Callable[..., R
 
 def run_workflow(workflow: Callable[..., R], *args: Any, workflow_id: str = "killpoint",
                  app_name: str = "killpoint-workload", application_version: str = "killpoint") -> R:
-    """Launch DBOS on ``$KILLPOINT_RUN_DIR/dbos.sqlite``; start workflow ``workflow_id``, or wait for its recovery.
+    """Launch DBOS on ``$KILLPOINT_DATABASE_URL`` (a scenario's ``[database]``: PostgreSQL), else on
+    ``$KILLPOINT_RUN_DIR/dbos.sqlite``; start workflow ``workflow_id``, or wait for its recovery.
 
     ``DBOS.launch`` recovers a pending workflow from a background thread; a
     workflow already finished returns its recorded result.
     """
     database = Path(os.environ.get(protocol.ENV_RUN_DIR, ".")).resolve() / DATABASE_NAME
-    DBOS(config={"name": app_name, "system_database_url": f"sqlite:///{database}", "log_level": "WARNING",
+    url = os.environ.get(protocol.ENV_DATABASE_URL) or f"sqlite:///{database}"
+    DBOS(config={"name": app_name, "system_database_url": url, "log_level": "WARNING",
                  "application_version": application_version,
                  # DBOS polls its system database this often, for a recovered workflow's result and for its
                  # notifications, and ``destroy`` waits out one poll (a second of every incarnation by default).

@@ -4,7 +4,8 @@ A node (StateGraph) or ``@task`` (functional API) is recorded when LangGraph's
 ``put_writes`` has saved its writes: a node whose writes are saved is not run
 again on resume, one whose writes are not is. ``KillpointSaver`` is the
 SqliteSaver on ``$KILLPOINT_RUN_DIR/checkpoints.sqlite`` (the file a scenario's
-``[journal] format = "langgraph-sqlite"`` names) that announces
+``[journal] format = "langgraph-sqlite"`` names), ``KillpointPostgresSaver`` the
+PostgresSaver on ``$KILLPOINT_DATABASE_URL`` (``langgraph-postgres``); each announces
 ``step_saving`` when ``put_writes`` is called (the step has returned, its
 writes are handed to the checkpointer, nothing of them is saved yet) and
 ``step_recorded`` once it has returned. LangGraph calls ``put_writes`` from
@@ -22,12 +23,15 @@ an entrypoint, the plan's I-th call.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
@@ -35,7 +39,7 @@ from langgraph.pregel import Pregel
 from killpoint import protocol
 from killpoint.frameworks import _session
 
-__all__ = ["CHECKPOINTS_NAME", "KillpointSaver", "run"]
+__all__ = ["CHECKPOINTS_NAME", "KillpointPostgresSaver", "KillpointSaver", "run"]
 
 CHECKPOINTS_NAME = "checkpoints.sqlite"
 Durability = Literal["sync", "async", "exit"]
@@ -43,9 +47,9 @@ _PULL = "~__pregel_pull"
 _PUSH = "~__pregel_push"
 
 
-class KillpointSaver(SqliteSaver):
-    """SqliteSaver announcing ``step_saving`` for a planned step whose writes it is handed, before it saves them,
-    and ``step_recorded`` once it has."""
+class _Announcing(BaseCheckpointSaver[Any]):
+    """A checkpointer announcing ``step_saving`` for a planned step whose writes it is handed, before it saves
+    them, and ``step_recorded`` once it has."""
 
     def put_writes(self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         session = _session.current()
@@ -55,6 +59,14 @@ class KillpointSaver(SqliteSaver):
         super().put_writes(config, writes, task_id, task_path)
         if session is not None and call_id is not None:
             session.recorded(call_id)
+
+
+class KillpointSaver(_Announcing, SqliteSaver):
+    """SqliteSaver announcing each planned step's save."""
+
+
+class KillpointPostgresSaver(_Announcing, PostgresSaver):
+    """PostgresSaver (langgraph-checkpoint-postgres) announcing each planned step's save."""
 
 
 def step_of(task_path: str, plan_order: tuple[str, ...]) -> str | None:
@@ -91,13 +103,26 @@ def run(graph: StateGraph[Any] | Pregel[Any, Any], inputs: Any, *, thread_id: st
     defined store state. Pass ``durability="async"`` to test what LangGraph does by
     default (its saves race the kill: run it with ``--no-pause`` too).
     """
-    connection = sqlite3.connect(checkpoints_path(), check_same_thread=False)
-    try:
-        saver = KillpointSaver(connection)
+    with _saver() as saver:
         app = graph.compile(checkpointer=saver) if isinstance(graph, StateGraph) else graph.copy(
             {"checkpointer": saver})
         config: Any = {"configurable": {"thread_id": thread_id}}
         resuming = app.get_state(config).metadata is not None
         return app.invoke(None if resuming else inputs, config, durability=durability)
+
+
+@contextlib.contextmanager
+def _saver() -> Iterator[BaseCheckpointSaver[Any]]:
+    """The checkpointer: PostgresSaver on ``$KILLPOINT_DATABASE_URL`` (a scenario's ``[database]``, its tables set
+    up if they are not yet), else SqliteSaver on ``checkpoints_path()``."""
+    url = os.environ.get(protocol.ENV_DATABASE_URL)
+    if url:
+        with KillpointPostgresSaver.from_conn_string(url) as saver:
+            saver.setup()
+            yield saver
+        return
+    connection = sqlite3.connect(checkpoints_path(), check_same_thread=False)
+    try:
+        yield KillpointSaver(connection)
     finally:
         connection.close()

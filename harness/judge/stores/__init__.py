@@ -18,22 +18,24 @@ from typing import Any
 from killpoint.harness.judge.stores._agent_seams import FORMAT as AGENT_SEAMS
 from killpoint.harness.judge.stores._agent_seams import AgentSeams
 from killpoint.harness.judge.stores._agent_store import AgentStore
-from killpoint.harness.judge.stores._dbos import DbosSqlite
+from killpoint.harness.judge.stores._dbos import DbosPostgres, DbosSqlite
 from killpoint.harness.judge.stores._json_store import JsonDocument, JsonLinesJournal
 from killpoint.harness.judge.stores._killpoint import KillpointJournal
-from killpoint.harness.judge.stores._langgraph import LangGraphSqlite
+from killpoint.harness.judge.stores._langgraph import LangGraphPostgres, LangGraphSqlite
 from killpoint.harness.judge.stores._mapping import FieldMapping
 from killpoint.harness.judge.stores._sqlite_query import SqliteQuery
-from killpoint.harness.judge.stores._table import DEFAULT_PATHS, journal_problems
+from killpoint.harness.judge.stores._table import DATABASE_FORMATS, DEFAULT_PATHS, journal_problems
 from killpoint.harness.model import DurableState, StepRecord, StoreReader, StoreTable
 
-__all__ = ["AGENT_SEAMS", "AgentSeams", "AgentStore", "DurableState", "StepRecord", "StoreReader", "StoreTable",
+__all__ = ["AGENT_SEAMS", "DATABASE_FORMATS", "AgentSeams", "AgentStore", "DurableState", "StepRecord", "StoreReader", "StoreTable",
            "framework_versions", "journal_problems", "reader_for", "store_table"]
 
 # The distributions whose versions a report prints for each framework format.
 FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "langgraph-sqlite": ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite"),
     "dbos-sqlite": ("dbos",),
+    "langgraph-postgres": ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-postgres", "psycopg"),
+    "dbos-postgres": ("dbos", "psycopg"),
     # An agent judged at its seams: the SDKs and frameworks an agent is built on (which one, the report cannot say).
     AGENT_SEAMS: ("openai", "anthropic", "openai-agents", "langchain-openai", "langgraph-prebuilt", "pydantic-ai-slim",
                   "fastmcp-slim", "dbos"),
@@ -50,6 +52,10 @@ def reader_for(table: dict[str, Any]) -> StoreReader:
     form = table["format"]
     if form == AGENT_SEAMS:  # an [agent] scenario's (never a user's [journal]: journal_problems refuses the name)
         return AgentSeams(own=AgentStore(tuple(table["store"])) if table.get("store") else None)
+    if form == "langgraph-postgres":
+        return LangGraphPostgres(table.get("steps", "name"), table.get("thread"), table.get("schema", "public"))
+    if form == "dbos-postgres":
+        return DbosPostgres(table.get("workflow"), table.get("schema", "dbos"))
     # One spelling per file ("./journal.jsonl" is "journal.jsonl"): the harness matches a store's files by name.
     path = str(PurePosixPath(table["path"] if "path" in table else DEFAULT_PATHS[form]))
     if form == "killpoint":

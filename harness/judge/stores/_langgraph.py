@@ -1,4 +1,5 @@
-"""Format ``langgraph-sqlite``: LangGraph's ``SqliteSaver`` (langgraph-checkpoint-sqlite 3.1.2) database.
+"""Formats ``langgraph-sqlite`` and ``langgraph-postgres``: LangGraph's ``SqliteSaver``
+(langgraph-checkpoint-sqlite 3.1.2) database, and ``PostgresSaver``'s (langgraph-checkpoint-postgres 3.2.0).
 
 LangGraph records a step only once it has returned: its channel writes go to
 the ``writes`` table (a node returning nothing writes ``__no_writes__``); a
@@ -28,6 +29,12 @@ what the steps returned, are never decoded. Only the root graph
 (``checkpoint_ns = ''``) counts. ``completed`` is True when the entrypoint's
 own task wrote ``__end__`` (functional API); a StateGraph's end shows in no
 plain column, so there it is None.
+
+``PostgresSaver`` keeps the same facts in ``checkpoint_writes`` and
+``checkpoints``, dumped at each kill (``harness/databases/dump.py``): the
+checkpoint there is JSON, so ``versions_seen``'s node names and the
+``__end__`` channel (inline, or a ``checkpoint_blobs`` row of the version the
+checkpoint names) are asked of PostgreSQL itself; no blob is decoded.
 """
 
 from __future__ import annotations
@@ -40,11 +47,13 @@ from pathlib import Path
 from types import ModuleType
 
 from killpoint import protocol
+from killpoint.harness.judge.stores._database_dump import dumped_rows
+from killpoint.harness.judge.stores._dbos import VALUE_CHARS
 from killpoint.harness.judge.stores._sqlite_copy import SIDE_FILES, has_table, read_database, run_query
 from killpoint.harness.judge.stores._state import quote_columns
 from killpoint.harness.judge.stores._store_file import StoreUnreadable, store_files
 from killpoint.harness.judge.stores._table import TASK_ID
-from killpoint.harness.model import DurableState, Plan, StepRecord
+from killpoint.harness.model import DumpQuery, DurableState, Plan, StepRecord
 
 _PULL = "~__pregel_pull, "
 _PUSH = re.compile(r"~__pregel_push, ~__pregel_pull, [^,]+, (\d{10})(, \d{10})?")
@@ -75,51 +84,124 @@ class LangGraphSqlite:
     def _read(self, connection: sqlite3.Connection, path: str, plan: Plan) -> DurableState:
         if not has_table(connection, "writes"):
             return DurableState({}, False, None)  # the saver had not set up its tables yet: nothing durable
-        thread = self.thread.replace(TASK_ID, plan.task_id) if self.thread else None
-        state = self._fold(run_query(connection, _WRITES, (thread, thread))[1], path, plan)
-        for rowid, saved_thread, checkpoint_id, kind, blob in run_query(connection, _CHECKPOINTS, (thread, thread))[1]:
-            seen, ended = _checkpoint_facts(blob) if kind == "msgpack" and isinstance(blob, bytes) else ((), False)
-            shown = quote_columns({"thread_id": saved_thread, "checkpoint_id": checkpoint_id})
-            where = f"{path}: checkpoints(rowid={rowid}, {shown})"
-            if self.steps == "name":  # a node its superstep finished
-                for node in (node for node in seen if plan.call(node) is not None):
-                    state.records.setdefault(node, StepRecord(node, protocol.SUCCEEDED,
-                                                              f"{where} versions_seen names {node}"))
-            elif ended:  # the entrypoint returned: every task call it made is done
-                state = replace(state, completed=True)
-                for call in plan.call_ids:
-                    state.records.setdefault(call, StepRecord(call, protocol.SUCCEEDED,
-                                                              f"{where} holds the entrypoint's return (__end__)"))
-        return state
+        thread = _thread(self.thread, plan)
+        checkpoints = [(rowid, saved_thread, checkpoint_id, *(_checkpoint_facts(blob) if kind == "msgpack" and
+                                                               isinstance(blob, bytes) else ((), False)))
+                       for rowid, saved_thread, checkpoint_id, kind, blob
+                       in run_query(connection, _CHECKPOINTS, (thread, thread))[1]]
+        return _steps_state(self.steps, run_query(connection, _WRITES, (thread, thread))[1], checkpoints,
+                            (f"{path}: writes", f"{path}: checkpoints"), plan, row_key="rowid")
 
-    def _call_of(self, task_path: object, plan: Plan) -> str | None:
-        if not isinstance(task_path, str):
-            return None
-        if self.steps == "name":
-            node = task_path.removeprefix(_PULL) if task_path.startswith(_PULL) else None
-            return node if node is not None and plan.call(node) is not None else None
-        push = _PUSH.fullmatch(task_path)
-        index = int(push.group(1)) if push else len(plan.calls)
-        return plan.calls[index].call_id if index < len(plan.calls) else None
 
-    def _fold(self, rows: list[tuple[object, ...]], path: str, plan: Plan) -> DurableState:
-        records: dict[str, StepRecord] = {}
-        completed: bool | None = None
-        for rowid, thread, task_path, idx, channel in rows:
-            if channel == _END and isinstance(task_path, str) and task_path.startswith(_PULL) and self.steps == "order":
-                completed = True
-            call = self._call_of(task_path, plan)
-            if call is None:
-                continue
-            shown = quote_columns({"thread_id": thread, "task_path": task_path, "idx": idx, "channel": channel})
-            quote = f"{path}: writes(rowid={rowid}, {shown})" + (
-                f" (task call {plan.call_ids.index(call)} from 0 = {call})" if self.steps == "order" else "")
-            if isinstance(idx, int) and idx >= 0:  # the step returned; it outranks an earlier error of the step
-                if call not in records or records[call].status != protocol.SUCCEEDED:
-                    records[call] = StepRecord(call, protocol.SUCCEEDED, quote)
-            elif channel == _ERROR and call not in records:
-                records[call] = StepRecord(call, protocol.FAILED, quote)
-        return DurableState(records, False, completed)
+@dataclass(frozen=True)
+class LangGraphPostgres:
+    """``PostgresSaver``'s tables (in ``schema``, ``public`` by default), read from their dump at a kill."""
+
+    steps: str = "name"
+    thread: str | None = None
+    schema: str = "public"
+    name: str = "langgraph-postgres"
+
+    def files(self, plan: Plan) -> tuple[str, ...]:
+        return ()  # nothing in the workload folder: the store is the database's, dumped
+
+    def dump_queries(self, plan: Plan) -> tuple[DumpQuery, ...]:
+        writes, checkpoints, blobs = (f"{self.schema}.{table}" for table in
+                                      ("checkpoint_writes", "checkpoints", "checkpoint_blobs"))
+        thread = {"thread": _thread(self.thread, plan)}
+        names = (f"left(w.thread_id, {VALUE_CHARS}) AS thread_id, left(w.task_path, {VALUE_CHARS}) AS task_path, "
+                 f"w.idx, left(w.channel, {VALUE_CHARS}) AS channel")
+        seen = (f"ARRAY(SELECT left(node, {VALUE_CHARS}) FROM jsonb_object_keys(CASE WHEN "
+                "jsonb_typeof(c.checkpoint -> 'versions_seen') = 'object' THEN c.checkpoint -> 'versions_seen' "
+                "ELSE '{}'::jsonb END) AS node ORDER BY node LIMIT 1000)")
+        ended = (f"(c.checkpoint -> 'channel_values') ? '{_END}' OR EXISTS (SELECT 1 FROM {blobs} AS b WHERE "
+                 f"b.thread_id = c.thread_id AND b.checkpoint_ns = '' AND b.channel = '{_END}' AND b.version = "
+                 f"c.checkpoint -> 'channel_versions' ->> '{_END}')")
+        return (
+            DumpQuery("checkpoint_writes", (writes, checkpoints), (
+                f"SELECT row_number() OVER (ORDER BY w.checkpoint_id, w.task_id, w.idx) AS row, {names} "
+                f"FROM {writes} AS w "
+                "WHERE w.checkpoint_ns = '' AND (%(thread)s::text IS NULL OR w.thread_id = %(thread)s) AND EXISTS "
+                f"(SELECT 1 FROM {checkpoints} AS saved WHERE saved.thread_id = w.thread_id AND "
+                "saved.checkpoint_ns = '' AND saved.checkpoint_id = w.checkpoint_id) "
+                "ORDER BY w.checkpoint_id, w.task_id, w.idx"), thread),
+            DumpQuery("checkpoints", (checkpoints, blobs), (
+                f"SELECT row_number() OVER (ORDER BY c.checkpoint_id) AS row, left(c.thread_id, {VALUE_CHARS}) AS "
+                f"thread_id, left(c.checkpoint_id, {VALUE_CHARS}) AS checkpoint_id, {seen} AS versions_seen, "
+                f"({ended}) AS ended FROM {checkpoints} AS c "
+                "WHERE c.checkpoint_ns = '' AND (%(thread)s::text IS NULL OR c.thread_id = %(thread)s) "
+                "ORDER BY c.checkpoint_id"), thread))
+
+    def read(self, folder: Path, plan: Plan) -> DurableState:
+        try:
+            writes, checkpoints = dumped_rows(folder, "checkpoint_writes"), dumped_rows(folder, "checkpoints")
+        except StoreUnreadable as problem:
+            return DurableState.unreadable(False, *problem.args)
+        if writes is None or checkpoints is None:
+            return DurableState({}, False, None)  # the saver had not set up its tables yet: nothing durable
+        facts = [(row, thread, checkpoint_id, tuple(node for node in seen if isinstance(node, str))
+                  if isinstance(seen, list) else (), ended is True)
+                 for row, thread, checkpoint_id, seen, ended in checkpoints]
+        where = f"postgres {self.schema}."
+        return _steps_state(self.steps, [tuple(row) for row in writes], facts,
+                            (f"{where}checkpoint_writes", f"{where}checkpoints"), plan, row_key="row")
+
+
+def _thread(template: str | None, plan: Plan) -> str | None:
+    return template.replace(TASK_ID, plan.task_id) if template else None
+
+
+def _steps_state(steps: str, writes: list[tuple[object, ...]],
+                 checkpoints: list[tuple[object, object, object, tuple[str, ...], bool]], tables: tuple[str, str],
+                 plan: Plan, *, row_key: str) -> DurableState:
+    """The durable state of the saved ``writes`` rows (row, thread, task_path, idx, channel) and ``checkpoints``
+    (row, thread, checkpoint id, the nodes its versions_seen names, whether it holds the end); ``tables`` name the
+    two tables in quotes, ``row_key`` their rows' number."""
+    state = _fold(steps, writes, f"{tables[0]}({row_key}=", plan)
+    for row, saved_thread, checkpoint_id, seen, ended in checkpoints:
+        shown = quote_columns({"thread_id": saved_thread, "checkpoint_id": checkpoint_id})
+        where = f"{tables[1]}({row_key}={row}, {shown})"
+        if steps == "name":  # a node its superstep finished
+            for node in (node for node in seen if plan.call(node) is not None):
+                state.records.setdefault(node, StepRecord(node, protocol.SUCCEEDED,
+                                                          f"{where} versions_seen names {node}"))
+        elif ended:  # the entrypoint returned: every task call it made is done
+            state = replace(state, completed=True)
+            for call in plan.call_ids:
+                state.records.setdefault(call, StepRecord(call, protocol.SUCCEEDED,
+                                                          f"{where} holds the entrypoint's return (__end__)"))
+    return state
+
+
+def _call_of(steps: str, task_path: object, plan: Plan) -> str | None:
+    if not isinstance(task_path, str):
+        return None
+    if steps == "name":
+        node = task_path.removeprefix(_PULL) if task_path.startswith(_PULL) else None
+        return node if node is not None and plan.call(node) is not None else None
+    push = _PUSH.fullmatch(task_path)
+    index = int(push.group(1)) if push else len(plan.calls)
+    return plan.calls[index].call_id if index < len(plan.calls) else None
+
+
+def _fold(steps: str, rows: list[tuple[object, ...]], opening: str, plan: Plan) -> DurableState:
+    records: dict[str, StepRecord] = {}
+    completed: bool | None = None
+    for row, thread, task_path, idx, channel in rows:
+        if channel == _END and isinstance(task_path, str) and task_path.startswith(_PULL) and steps == "order":
+            completed = True
+        call = _call_of(steps, task_path, plan)
+        if call is None:
+            continue
+        shown = quote_columns({"thread_id": thread, "task_path": task_path, "idx": idx, "channel": channel})
+        quote = f"{opening}{row}, {shown})" + (
+            f" (task call {plan.call_ids.index(call)} from 0 = {call})" if steps == "order" else "")
+        if isinstance(idx, int) and idx >= 0:  # the step returned; it outranks an earlier error of the step
+            if call not in records or records[call].status != protocol.SUCCEEDED:
+                records[call] = StepRecord(call, protocol.SUCCEEDED, quote)
+        elif channel == _ERROR and call not in records:
+            records[call] = StepRecord(call, protocol.FAILED, quote)
+    return DurableState(records, False, completed)
 
 
 def _checkpoint_facts(blob: bytes) -> tuple[tuple[str, ...], bool]:

@@ -28,10 +28,15 @@ FORMAT_KEYS: dict[str, tuple[str, ...]] = {
     "sqlite": _MAPPED + ("query",),
     "langgraph-sqlite": ("path", "steps", "thread"),
     "dbos-sqlite": ("path", "workflow"),
+    # The same frameworks on PostgreSQL: the store is the scenario's [database], not a file.
+    "langgraph-postgres": ("steps", "thread", "schema"),
+    "dbos-postgres": ("workflow", "schema"),
 }
+# The formats whose store is in the scenario's database server ([database]), dumped at each kill.
+DATABASE_FORMATS = ("langgraph-postgres", "dbos-postgres")
 REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
     "killpoint": (), "json": _MAPPED, "jsonl": _MAPPED, "sqlite": _MAPPED + ("query",),
-    "langgraph-sqlite": (), "dbos-sqlite": (),
+    "langgraph-sqlite": (), "dbos-sqlite": (), "langgraph-postgres": (), "dbos-postgres": (),
 }
 # Where a format's store lives when the table gives no path: where killpoint's own runtime and
 # the killpoint.frameworks instrumentation write it.
@@ -145,6 +150,14 @@ def _name_problems(value: object) -> list[str]:
             for placeholder in _PLACEHOLDER.findall(value) if placeholder != TASK_ID]
 
 
+def _schema_problems(schema: object) -> list[str]:
+    if isinstance(schema, str) and _SCHEMA.fullmatch(schema):
+        return []
+    return [f"{schema!r:.80} is not a schema's name (lower-case letters, digits and _, as the framework's "
+            "setting names it)"]
+
+
+_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _CHECKS = {"path": path_problems, "fields": _fields_problems, "status": _status_problems,
            "query": _query_problems, "records": _name_problems, "steps": _one_of(STEPS),
-           "thread": _name_problems, "workflow": _name_problems}
+           "thread": _name_problems, "workflow": _name_problems, "schema": _schema_problems}

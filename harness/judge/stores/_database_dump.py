@@ -1,0 +1,32 @@
+"""Reading a database store's copy: the dump the harness took at a kill (``harness/databases/dump.py``).
+
+The dump is the harness's own file, its values cut by the readers' queries; a
+table the dump holds as null was not there (the framework had not made it
+yet), so nothing was durable.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from killpoint.harness._safe_files import read_bounded
+from killpoint.harness.judge.stores._store_file import STORE_LIMIT_BYTES, StoreUnreadable
+
+DUMP_NAME = "database-dump.json"  # as harness/databases/dump.py writes it
+
+
+def dumped_rows(folder: Path, name: str) -> list[list[object]] | None:
+    """The rows query ``name`` returned at the kill, or None when its tables were not there yet; StoreUnreadable
+    when the copy holds no dump of it."""
+    try:
+        tables = json.loads(read_bounded(folder / DUMP_NAME, STORE_LIMIT_BYTES))["tables"]
+        table = tables[name]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise StoreUnreadable(f"{DUMP_NAME}: holds no dump of {name} ({error})") from None
+    if table is None:
+        return None
+    rows = table.get("rows") if isinstance(table, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        raise StoreUnreadable(f"{DUMP_NAME}: {name} is not a dump of rows")
+    return rows
