@@ -119,6 +119,25 @@ def test_a_record_lost_from_the_store_the_recovery_found_is_named_in_that_copy()
     assert finding.evidence[0] == "store-at-kill-0.found: no record of c2 (it holds 1 record(s): c1 SUCCEEDED)"
 
 
+def test_a_completed_step_the_power_loss_took_from_the_store_is_named_with_the_record_the_kill_left():
+    """The kill left c2 SUCCEEDED in the store, the power loss dropped that commit, and the recovery ran c2 again:
+    the finding says the store had it as the kill left it, and quotes that row."""
+    ledger = [*LEDGER[:3], {"killed": 0, "point": "c2:step_recorded/power"}, invoked("c2", "append", 1),
+              effect("c2", "append", 1), invoked("c3", "ask_user", 1)]
+    incarnations = (Incarnation(0, 100, None, "c2:step_recorded/power"), INCARNATIONS[1])
+    # A store that records a step once it returns (DBOS): write-ahead's started half is not judged from it.
+    verdict = check(BLACK_BOX, evidence(at_kill=store(("c1", p.SUCCEEDED), ("c2", p.SUCCEEDED), records_start=False),
+                                        found=store(("c1", p.SUCCEEDED), records_start=False), ledger=ledger,
+                                        incarnations=incarnations), GOLDEN)
+    (finding,) = verdict.findings
+    assert finding.property == "verify-before-replay"
+    assert ("holds no record of c2: only the ledger's invoked line says it was under way; yet the store as the kill "
+            "left it (store-at-kill-0) held it SUCCEEDED: the fault after the kill (a power loss, a torn tail) lost a "
+            "record the runtime had been told was written; ") in finding.message
+    assert finding.evidence[:2] == ("store-at-kill-0.found: no record of c2 (it holds 1 record(s): c1 SUCCEEDED)",
+                                    "store row of c2 SUCCEEDED")
+
+
 def test_a_rerun_after_a_kill_at_step_entered_does_not_say_the_effect_ran_before_the_kill():
     """Killed at step_entered, before the step's effect: the one effect in the ledger is the re-run's.
 

@@ -202,13 +202,32 @@ def _at_least_once(facts: Facts, kill: StoreKill, state: CallAtKill, tool_class:
     effects = of_kind(facts.evidence.ledger.lines, p.LEDGER_EFFECT, call)
     probed = of_kind(facts.evidence.ledger.lines, p.LEDGER_PROBE, call)
     hint = "" if probed else f"; {NO_PROBE_HINT_AGENT if facts.scenario.agent is not None else NO_PROBE_HINT}"
-    quoted = (*state.quoted_record, *((state.invoked.quote(),) if state.invoked else ()), rerun.quote(),
+    lost = _lost_record(kill, state)
+    quoted = (*state.quoted_record, *((lost.quote,) if lost else ()), *((state.invoked.quote(),) if state.invoked else ()), rerun.quote(),
               *(line.quote() for line in effects))
     return Finding("verify-before-replay",
                    f"at-least-once: {call} ({state.tool}, {tool_class}) was re-executed after the kill without a "
                    f"read-only check; {_landed_inside(facts, kill, state)}{_missing_record(state, facts)}"
+                   f"{_said_lost(kill, lost)}"
                    f"{_effects_in_ledger(facts, kill, call, effects)}{hint}",
                    call, kill.around.point, tuple(dict.fromkeys(quoted)))
+
+
+def _lost_record(kill: StoreKill, state: CallAtKill) -> StepRecord | None:
+    """The call's outcome the store held as the kill left it, when the store the recovery started from had lost it
+    (a power loss dropped a commit the framework had been told was done); None otherwise."""
+    written = kill.written.get(state.call)
+    if state.record is None and written is not None and written.record is not None and written.record.status in (
+            p.SUCCEEDED, p.FAILED):
+        return written.record
+    return None
+
+
+def _said_lost(kill: StoreKill, lost: StepRecord | None) -> str:
+    if lost is None:
+        return ""
+    return (f"yet the store as the kill left it ({kill.written[lost.call].copy}) held it {lost.status}: the fault "
+            f"after the kill (a power loss, a torn tail) lost a record the runtime had been told was written; ")
 
 
 def _landed_inside(facts: Facts, kill: StoreKill, state: CallAtKill) -> str:

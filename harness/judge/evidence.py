@@ -319,9 +319,7 @@ def read_evidence(run_dir: Path, store: StoreReading | None = None) -> Evidence:
         else:
             unreadable[name] = why or name
     stores = _read_stores(run_dir, kills, store, unreadable) if store is not None else {}
-    drops = {number: lines + (read_drop(RunPaths(run_dir).world_report(number)) or ())
-             for number in range(kills)
-             if (lines := read_drop(RunPaths(run_dir).power_loss_report(number))) is not None}
+    drops = {number: lines for number in range(kills) if (lines := drop_lines(run_dir, number)) is not None}
     return Evidence(
         journal=read_lines(paths.journal, "journal.jsonl"),
         journals_at_kill=at_kill,
@@ -361,6 +359,23 @@ def read_world_at_kill(path: Path) -> WorldAtKill | None:
             opened is None or isinstance(opened, str)):
         return None
     return WorldAtKill(world, opened)
+
+
+def drop_lines(run_dir: Path, number: int) -> tuple[str, ...] | None:
+    """What power loss ``number`` of the run dropped: the runtime's storage, the world on the device, and the
+    database server's data folder (its WAL file by file, the rest counted); None if the run had no such loss."""
+    paths = RunPaths(run_dir)
+    storage = read_drop(paths.power_loss_report(number))
+    if storage is None:
+        return None
+    database = read_drop(paths.database_power_loss_report(number)) or ()
+    # The server's data files are written back lazily and fsynced at its checkpoints, recovered from its WAL
+    # after a crash: what matters is the WAL, the rest is counted.
+    wal = tuple(line for line in database if ": pg_wal/" in line)
+    rest = len(database) - len(wal)
+    counted = (f"{paths.database_power_loss_report(number).name}: {rest} more line(s) on the server's data files, "
+               "which its crash recovery rebuilds from the WAL",) if rest else ()
+    return storage + (read_drop(paths.world_report(number)) or ()) + wal + counted
 
 
 def read_drop(path: Path) -> tuple[str, ...] | None:

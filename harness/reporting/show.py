@@ -25,7 +25,7 @@ from killpoint.harness.config import limits
 from killpoint.harness.execute._process_tree import identity_running
 from killpoint.harness.codec import Undecodable
 from killpoint.harness.execute.run_record import RunRecord, read_json_file, read_run_record
-from killpoint.harness.judge.evidence import read_drop
+from killpoint.harness.judge.evidence import drop_lines
 from killpoint.harness.layout import INTERRUPTED_NAME, RUN_RECORD_NAME, VERDICT_NAME, RunPaths
 from killpoint.harness.model import Incarnation, RunOutcome
 from killpoint.harness.repro.safety import repro_line
@@ -132,10 +132,10 @@ def _power_losses(run_dir: Path, incarnations: tuple[Incarnation, ...]) -> Itera
     """What each power loss of the run dropped, kill by kill, from its ``power-loss-N.json``."""
     kills = sum(1 for incarnation in incarnations if incarnation.killed_at is not None)
     for number in range(kills):
-        dropped = read_drop(RunPaths(run_dir).power_loss_report(number))
+        dropped = drop_lines(run_dir, number)
         if dropped is not None:
             yield f"power loss at kill {number}:"
-            yield from (f"  {line}" for line in (*dropped, *(read_drop(RunPaths(run_dir).world_report(number)) or ())))
+            yield from (f"  {line}" for line in dropped)
 
 
 def incarnation_ending(incarnation: Incarnation) -> str:
