@@ -21,7 +21,7 @@ SETTING_NAME = re.compile(r"[a-z_][a-z0-9_.]{0,62}")
 SCHEMES = ("postgresql", "postgres")
 
 
-def database_problems(table: object, journal: object, where: str) -> list[str]:
+def database_problems(table: dict[str, Any] | None, journal: object, where: str) -> list[str]:
     """Every problem of a ``[database]`` table (None: the scenario has none) and of a ``[journal]`` that reads a
     database without one, each naming ``where: database.KEY``, what is wrong and the fix."""
     form = journal.get("format") if isinstance(journal, dict) else None
@@ -29,8 +29,6 @@ def database_problems(table: object, journal: object, where: str) -> list[str]:
         return [f"{where}: journal.format: {form!r} reads the store from a database server, and the scenario has "
                 "no [database]; add [database] postgres = true (a server of killpoint's own for each run) or "
                 "url = \"postgresql://...\" (yours)"] if form in DATABASE_FORMATS else []
-    if not isinstance(table, dict):
-        return [f"{where}: database: must be a table (postgres = true, or url = \"postgresql://...\")"]
     problems = [f"{where}: database.{key}: unknown key; [database] takes {', '.join(KEYS)}"
                 for key in table if key not in KEYS]
     postgres, url = table.get("postgres", False), table.get("url")

@@ -103,7 +103,9 @@ def load_scenario(path: str | Path) -> Scenario:
     journal = data.get("journal")
     if isinstance(journal, dict):  # not a table at all is a problem of the file's own fields
         problems += journal_problems(journal, str(path))
-    problems += database_problems(data.get("database"), journal, str(path))
+    database = data.get("database")
+    if database is None or isinstance(database, dict):  # not a table at all is a problem of the file's own fields
+        problems += database_problems(database, journal, str(path))
     agent = data.get("agent")
     if isinstance(agent, dict):
         problems += agent_problems(agent, plan, str(path), journal)
@@ -138,7 +140,7 @@ def load_scenario(path: str | Path) -> Scenario:
                  else store_table(journal) if journal is not None else None),
         agent=agent,
         world_on_device=data.get("world_on_device", False),
-        database=database_spec(data["database"]) if "database" in data else None,
+        database=database_spec(database) if database is not None else None,
     )
 
 

@@ -10,12 +10,15 @@ asks for one gets a server of its own, from Debian's ``postgresql`` package
 - a new cluster (``initdb``) in a folder named after its owner
   (``leftovers.owner_prefix``) in the temporary directory, which the server's
   user can reach (a test's ``tmp_path`` is root's alone);
-- two roles: the harness's superuser ``killpoint``, behind a password only the
-  harness knows, and ``workload``, no superuser, owning the database
-  ``workload`` that the workload is handed (``workload_url``). A workload that
-  could log in as a superuser could run programs as the server's user
-  (``COPY ... TO PROGRAM``) and define what the harness's reads of its store
-  run; as ``workload`` it can do neither;
+- three roles: the harness's superuser ``killpoint`` and its reader ``reader``
+  (no superuser: it reads every table, ``pg_read_all_data``, past any row
+  policy, ``BYPASSRLS``), each behind a password only the harness knows, and
+  ``workload``, no superuser, which may connect to and create in the database
+  ``workload`` that it is handed (``workload_url``) but does not own it (an
+  owner could lock the harness out of it). A workload that could log in as a
+  superuser could run programs as the server's user (``COPY ... TO
+  PROGRAM``); and whatever it defines that a read of its store could run (a
+  cast, say) runs as the reader, which can do nothing but read;
 - the scenario's settings (``[database] settings``: ``synchronous_commit``,
   ``fsync``, ...) written into ``postgresql.conf``, never onto a command line;
 - run as the ``postgres`` user (else ``nobody``): PostgreSQL refuses root;
@@ -62,7 +65,8 @@ DATABASE = "postgres"
 WORKLOAD_ROLE = "workload"
 WORKLOAD_DATABASE = "workload"
 # Who may log in, and how: the harness's superuser with its password only, the workload's role freely.
-HBA = (f"local all {ROLE} scram-sha-256\n"
+READER_ROLE = "reader"
+HBA = (f"local all {ROLE},{READER_ROLE} scram-sha-256\n"
        f"local all {WORKLOAD_ROLE} trust\n")
 Setting = str | int | float | bool
 START_DEADLINE_S = 60
@@ -93,8 +97,9 @@ def server_user() -> pwd.struct_passwd:
 
 
 def _conf_line(name: str, value: Setting) -> str:
+    """``name = 'value'`` as postgresql.conf reads it back: a quote and a backslash (an escape there) doubled."""
     shown = ("on" if value else "off") if isinstance(value, bool) else str(value)
-    return f"{name} = '{shown.replace(chr(39), chr(39) * 2)}'\n"
+    return "%s = '%s'\n" % (name, shown.replace("\\", "\\\\").replace("'", "''"))
 
 
 @dataclass
@@ -123,8 +128,13 @@ class LocalPostgres:
 
     @property
     def admin_url(self) -> str:
-        """The harness's URL to the workload's database, where it dumps the store from."""
+        """The harness's superuser's URL to the workload's database: it ends the workload's sessions there."""
         return f"postgresql://{ROLE}:{self.password}@/{WORKLOAD_DATABASE}?host={self.socket_dir}"
+
+    @property
+    def reader_url(self) -> str:
+        """The harness's reader's URL to the workload's database, where it dumps the store from."""
+        return f"postgresql://{READER_ROLE}:{self.password}@/{WORKLOAD_DATABASE}?host={self.socket_dir}"
 
     @property
     def workload_url(self) -> str:
@@ -162,11 +172,25 @@ class LocalPostgres:
                 conf.writelines(_conf_line(name, value) for name, value in (settings or {}).items())
             (folder / "server.log").touch()
             os.chown(folder / "server.log", user.pw_uid, user.pw_gid)
-            if mount is not None:
-                server.disk = mount(server.data_dir)
             server.power_on()
             server._psql(f"CREATE ROLE {WORKLOAD_ROLE} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB",
-                         f"CREATE DATABASE {WORKLOAD_DATABASE} OWNER {WORKLOAD_ROLE}")
+                         f"CREATE ROLE {READER_ROLE} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB BYPASSRLS "
+                         f"IN ROLE pg_read_all_data PASSWORD '{server.password}'",
+                         # The harness's, not the workload's: an owner could revoke the reader's CONNECT, set a
+                         # connection limit of 0 or a role and timeouts for every later login (ALTER DATABASE ... SET).
+                         f"CREATE DATABASE {WORKLOAD_DATABASE}",
+                         f"GRANT CONNECT, CREATE, TEMPORARY ON DATABASE {WORKLOAD_DATABASE} TO {WORKLOAD_ROLE}")
+            server._psql(f"GRANT USAGE, CREATE ON SCHEMA public TO {WORKLOAD_ROLE}", database=WORKLOAD_DATABASE)
+            if mount is not None:
+                # The cluster as set up is the device's durable state when the workload starts, as a database
+                # made long before would be: stopped cleanly first (its shutdown checkpoint), then put on the lazy
+                # file system, which takes what is there as durable. Made on it instead, the workload's database
+                # folder would be a directory entry no fsync ever covered (PostgreSQL recreates it from its WAL
+                # after a crash, and never fsyncs base/ for it), and a second power loss would take it away.
+                server._as_server_user([str(bin_dir / "pg_ctl"), "-D", str(server.data_dir), "-m", "fast", "-w",
+                                        "-t", str(STOP_DEADLINE_S), "stop"], "stop")
+                server.disk = mount(server.data_dir)
+                server.power_on()
         except BaseException:
             server.stop()
             raise
@@ -208,8 +232,9 @@ class LocalPostgres:
             finally:
                 remove_tree(self.folder)
 
-    def _psql(self, *statements: str) -> None:
-        argv = [str(self.bin / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", self.url]
+    def _psql(self, *statements: str, database: str = DATABASE) -> None:
+        argv = [str(self.bin / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d",
+                self.url.replace(f"/{DATABASE}?", f"/{database}?")]
         for statement in statements:
             argv += ["-c", statement]
         try:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from killpoint.errors import ConfigError
-from killpoint.harness.databases.dump import CONNECT_S, INSTALL_HINT, dump_store
-from killpoint.harness.databases.postgres import LocalPostgres
+from killpoint.harness.databases.dump import CONNECT_S, INSTALL_HINT, Sessions, dump_store
+from killpoint.harness.databases.postgres import WORKLOAD_ROLE, LocalPostgres
 from killpoint.harness.model import DatabaseSpec, DumpQuery
 
 if TYPE_CHECKING:
@@ -63,7 +63,8 @@ class LocalServerDatabase:
         return self.server.workload_url
 
     def dump(self, queries: tuple[DumpQuery, ...], copy: Path) -> list[str]:
-        return dump_store(self.server.admin_url, queries, copy)
+        return dump_store(self.server.reader_url, queries, copy,
+                          sessions=Sessions(self.server.admin_url, WORKLOAD_ROLE))
 
     def close(self) -> None:
         self.server.stop()
@@ -81,6 +82,8 @@ class UserDatabase:
         parts = urlsplit(self.url)
         return urlunsplit(parts._replace(path=f"/{self.name}"))
 
+    # The user's role writes and reads the run's database: its sessions cannot be told from the harness's, so the
+    # dump does not end them first, and a cast the workload defined runs with the user's rights.
     @classmethod
     def create(cls, url: str) -> UserDatabase:
         database = cls(url, f"killpoint_{secrets.token_hex(6)}")

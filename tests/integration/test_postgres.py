@@ -18,17 +18,8 @@ from killpoint.errors import ConfigError
 from killpoint.harness.databases import postgres
 from killpoint.harness.databases.postgres import LocalPostgres
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("postgres_installed")]
 
-
-@pytest.fixture(autouse=True)
-def installed() -> None:
-    try:
-        postgres.binaries()
-    except ConfigError as missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"{missing} (.ci/run installs it)")
-        pytest.skip(str(missing))
 
 
 def query(server: LocalPostgres, sql: str) -> str:
