@@ -29,6 +29,7 @@ from typing import Any
 from killpoint.errors import ConfigError
 from killpoint.harness.backends import _engine
 from killpoint.harness.config.scenario import load_scenario, with_workload
+from killpoint.harness.databases import postgres
 from killpoint.harness.faults.lazyfs import LazyFsUnavailable, probe
 from killpoint.harness.frontends.spec import build_spec, run_spec
 
@@ -45,7 +46,7 @@ class Session:
     label: str
     scenario: str
     options: dict[str, Any] = field(default_factory=dict)
-    needs: str = ""  # "fuse", "docker", "node" or "npm server": what the machine must have
+    needs: str = ""  # "fuse", "docker", "node", "npm server" or "postgres": what the machine must have
 
     def command(self) -> str:
         """The ``killpoint run`` command line this session stands for."""
@@ -94,6 +95,18 @@ SESSIONS = (
     Session("LangGraph functional, guarded", "scenarios/frameworks/langgraph_functional_guarded.toml",
             {"exhaustive": True}),
     Session("DBOS, guarded and durable", "scenarios/frameworks/dbos_workflow_guarded_durable.toml", {"exhaustive": True}),
+    # The same frameworks on PostgreSQL, a server of the harness's own per run, its defaults.
+    Session("DBOS on PostgreSQL, guarded", "scenarios/frameworks/dbos_workflow_guarded_postgres.toml",
+            {"exhaustive": True}, needs="postgres"),
+    Session("DBOS on PostgreSQL, guarded, no pause", "scenarios/frameworks/dbos_workflow_guarded_postgres.toml",
+            {"exhaustive": True, "no_pause": True}, needs="postgres"),
+    Session("DBOS on PostgreSQL, guarded, power loss", "scenarios/frameworks/dbos_workflow_guarded_postgres.toml",
+            {"exhaustive": True, "power_loss": True}, needs="postgres"),
+    Session("LangGraph on PostgreSQL, guarded, depth 2", "scenarios/frameworks/langgraph_graph_guarded_postgres.toml",
+            {"exhaustive": True, "depth": 2}, needs="postgres"),
+    Session("LangGraph on PostgreSQL, guarded, power loss, random",
+            "scenarios/frameworks/langgraph_graph_guarded_postgres.toml", {"random": 30, "seed": 11, "power_loss": True},
+            needs="postgres"),
     Session("reference agent", "scenarios/agents/reference_agent.toml", {"exhaustive": True}),
     Session("reference agent, depth 2", "scenarios/agents/one_append.toml", {"exhaustive": True, "depth": 2}),
     Session("reference agent, no pause", "scenarios/agents/reference_agent.toml", {"exhaustive": True, "no_pause": True}),
@@ -123,6 +136,13 @@ def missing(need: str) -> str | None:
     """Why this machine cannot run a session that needs ``need``, or None."""
     if need == "node":
         return None if shutil.which("node") else "no node on PATH"
+    if need == "postgres":
+        try:
+            postgres.binaries()
+            probe()  # its power-loss session needs FUSE too
+        except (LazyFsUnavailable, ConfigError) as error:
+            return str(error)
+        return None
     if need == "npm server":
         return None if shutil.which("node") and NPM_SERVER.is_file() else "no node, or no npm MCP server: run " \
                                                                           "ci/install-mcp-servers"
