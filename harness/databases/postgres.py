@@ -172,7 +172,13 @@ class LocalPostgres:
                 conf.writelines(_conf_line(name, value) for name, value in (settings or {}).items())
             (folder / "server.log").touch()
             os.chown(folder / "server.log", user.pw_uid, user.pw_gid)
-            server.power_on()
+            try:
+                server.power_on()
+            except ConfigError as refused:
+                if not settings:
+                    raise
+                raise ConfigError(f"{refused.message}\nthe scenario's [database] settings ({', '.join(settings)}) are "
+                                  "in that configuration file: fix the one its log names") from None
             server._psql(f"CREATE ROLE {WORKLOAD_ROLE} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB",
                          f"CREATE ROLE {READER_ROLE} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB BYPASSRLS "
                          f"IN ROLE pg_read_all_data PASSWORD '{server.password}'",

@@ -84,3 +84,16 @@ def test_a_missing_package_is_a_config_error_naming_the_fix(monkeypatch):
     monkeypatch.setattr(postgres.glob, "glob", lambda pattern: [])
     with pytest.raises(ConfigError, match="apt-get install postgresql"):
         LocalPostgres.start()
+
+
+def test_a_setting_the_server_refuses_is_a_config_error_naming_it_and_leaves_no_cluster(monkeypatch, tmp_path):
+    parent = Path(tempfile.mkdtemp(prefix="kp-postgres-test-", dir="/tmp"))
+    parent.chmod(0o755)
+    try:
+        with pytest.raises(ConfigError) as refused:
+            LocalPostgres.start(parent, settings={"shared_buffers": "lots"})
+        assert 'invalid value for parameter "shared_buffers": "lots"' in str(refused.value)
+        assert "the scenario's [database] settings (shared_buffers)" in str(refused.value)
+        assert list(parent.iterdir()) == []  # its folder removed, nothing of the server left
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
