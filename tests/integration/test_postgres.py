@@ -86,7 +86,7 @@ def test_a_missing_package_is_a_config_error_naming_the_fix(monkeypatch):
         LocalPostgres.start()
 
 
-def test_a_setting_the_server_refuses_is_a_config_error_naming_it_and_leaves_no_cluster(monkeypatch, tmp_path):
+def test_a_setting_the_server_refuses_is_a_config_error_naming_it_and_leaves_no_cluster():
     parent = Path(tempfile.mkdtemp(prefix="kp-postgres-test-", dir="/tmp"))
     parent.chmod(0o755)
     try:
