@@ -230,3 +230,56 @@ def test_the_ci_files_chaos_shards_merge_into_one_verdict_per_session(tmp_path, 
     assert "kill at c4:after_started; 3 of 3 shard(s)" in merged.stdout, merged.stdout
     (page,) = (merge_folder / "killpoint-merged").glob("*/killpoint-1.html")
     assert page.name == "killpoint-1.html" and "killpoint" in page.read_text()
+
+
+def kubernetes_jobs(documents: list[dict]) -> dict:
+    """The Indexed Job's shard pods and the verdict Job of ci/kubernetes-sweep.yaml, each pod's script and
+    environment as its container gets them, checked to share one volume at one path."""
+    jobs = {document["metadata"]["name"]: document for document in documents if document["kind"] == "Job"}
+    sweep, verdict = jobs["killpoint-sweep"]["spec"], jobs["killpoint-verdict"]["spec"]
+    assert sweep["completionMode"] == "Indexed" and sweep["backoffLimit"] == 0, "a shard must run once, never retried"
+    (shard_pod,), (verdict_pod,) = sweep["template"]["spec"]["containers"], verdict["template"]["spec"]["containers"]
+    env = {variable["name"]: variable["value"] for variable in shard_pod["env"]}
+    verdict_env = {variable["name"]: variable["value"] for variable in verdict_pod["env"]}
+    assert sweep["completions"] == sweep["parallelism"] == int(env["SHARDS"])
+    (claim,) = {volume["persistentVolumeClaim"]["claimName"] for job in (sweep, verdict)
+                for volume in job["template"]["spec"]["volumes"]}
+    (volume,) = {mount["mountPath"] for pod in (shard_pod, verdict_pod) for mount in pod["volumeMounts"]}
+    assert env["KILLPOINT_VOLUME"] == verdict_env["KILLPOINT_VOLUME"] == volume and claim == "killpoint-sweep"
+    assert shard_pod["command"] == verdict_pod["command"] == ["bash", "-e", "-c"]
+    return {"indexes": range(sweep["completions"]), "sweep": shard_pod["args"], "env": env,
+            "verdict": verdict_pod["args"], "verdict_env": verdict_env}
+
+
+def test_the_kubernetes_indexed_job_and_its_verdict_job_merge_into_the_unsharded_verdict(tmp_path):
+    """Each pod of the Indexed Job as its container runs it (JOB_COMPLETION_INDEX from 0, the shared volume at a
+    folder of the test's), then the verdict Job over that volume: the merged verdict is the unsharded session's,
+    run by run, and every pod succeeds whatever its shard found (a failed pod would be retried)."""
+    jobs = kubernetes_jobs(list(yaml.safe_load_all((ROOT / "ci" / "kubernetes-sweep.yaml").read_text())))
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    for index in jobs["indexes"]:
+        pod = tmp_path / f"pod-{index}"  # each pod is a machine of its own; only the volume is shared
+        scenario = pod / jobs["env"]["KILLPOINT_SCENARIO"]
+        scenario.parent.mkdir(parents=True)
+        scenario.write_text(sweep_scenario())
+        result = run_job(jobs["sweep"], pod, {**jobs["env"], "JOB_COMPLETION_INDEX": str(index),
+                                              "KILLPOINT_VOLUME": str(volume)})
+        assert result.returncode == 0, result.stdout + result.stderr
+    merged = run_job(jobs["verdict"], tmp_path, {**jobs["verdict_env"], "KILLPOINT_VOLUME": str(volume)})
+    assert merged.returncode == 1, merged.stdout + merged.stderr  # the mutant, caught in some shard
+    assert f"{SWEEP_RUNS} random schedules, seed 0; 3 of 3 shard(s)" in merged.stdout, merged.stdout
+    assert (volume / "merged" / "report.html").is_file()
+
+    unsharded = tmp_path / "unsharded"
+    unsharded.mkdir()
+    (unsharded / "session.toml").write_text(sweep_scenario())
+    whole = run_job(["killpoint run session.toml --json report.json --runs-dir runs || test $? -eq 1"], unsharded, {})
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+
+    def verdicts(report: Path) -> list[tuple[tuple[str, ...], str]]:
+        return sorted((tuple(run["schedule"]), run["outcome"]) for run in json.loads(report.read_text())["runs"])
+
+    merged_runs = verdicts(volume / "merged" / "report.json")
+    assert merged_runs == verdicts(unsharded / "report.json") and len(merged_runs) == SWEEP_RUNS
+    assert {outcome for _, outcome in merged_runs} == {"passed", "failed"}, merged_runs
