@@ -14,7 +14,7 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from killpoint import protocol
 from killpoint.errors import InternalError
@@ -337,6 +337,7 @@ class DumpQuery:
     params: Mapping[str, Any] = field(default_factory=dict)
 
 
+@runtime_checkable
 class DatabaseStoreReader(StoreReader, Protocol):
     """A reader of a store kept in a database server, not in the workload folder: its copy is a dump."""
 

@@ -132,8 +132,8 @@ def test_a_completed_step_the_power_loss_took_from_the_store_is_named_with_the_r
     (finding,) = verdict.findings
     assert finding.property == "verify-before-replay"
     assert ("holds no record of c2: only the ledger's invoked line says it was under way; yet the store as the kill "
-            "left it (store-at-kill-0) held it SUCCEEDED: the fault after the kill (a power loss, a torn tail) lost a "
-            "record the runtime had been told was written; ") in finding.message
+            "left it (store-at-kill-0) held it SUCCEEDED: the fault after the kill (a power loss, a torn tail) lost "
+            "that record; ") in finding.message
     assert finding.evidence[:2] == ("store-at-kill-0.found: no record of c2 (it holds 1 record(s): c1 SUCCEEDED)",
                                     "store row of c2 SUCCEEDED")
 

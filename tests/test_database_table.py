@@ -76,6 +76,10 @@ def problems_of(path: Path) -> tuple[str, ...]:
                  id="settings-with-a-url"),
     pytest.param('[database]\npostgres = true\nsettings = { "fsync; drop" = "off" }\n',
                  ("database.settings: 'fsync; drop' is not a PostgreSQL setting's name",), id="bad-setting-name"),
+    *(pytest.param(f'[database]\npostgres = true\nsettings = {{ {name} = "x" }}\n',
+                   (f"database.settings: {name}: the harness sets it",), id=f"harness-setting-{name}")
+      for name in ("listen_addresses", "unix_socket_directories", "port", "hba_file", "include",
+                   "shared_preload_libraries", "archive_command", "ssl_cert_file")),
     pytest.param('[database]\npostgres = true\nsettings = { Fsync = "off" }\n',
                  ("database.settings: 'Fsync' is not a PostgreSQL setting's name",), id="upper-case-setting-name"),
     pytest.param('[database]\npostgres = true\nsettings = { fsync = ["off"] }\n',

@@ -18,6 +18,14 @@ from killpoint.harness.model import DatabaseSpec
 
 KEYS = ("postgres", "url", "settings")
 SETTING_NAME = re.compile(r"[a-z_][a-z0-9_.]{0,62}")
+# What a scenario's settings may not set: where the server listens and who may log in, the files it reads, what it
+# loads or runs. harness/databases/postgres.py writes its own after the scenario's.
+HARNESS_SETTINGS = frozenset({
+    "listen_addresses", "port", "unix_socket_directories", "unix_socket_group", "unix_socket_permissions",
+    "data_directory", "config_file", "hba_file", "ident_file", "external_pid_file", "include", "include_dir",
+    "include_if_exists", "shared_preload_libraries", "local_preload_libraries", "session_preload_libraries",
+    "archive_command", "archive_library", "restore_command", "archive_cleanup_command", "recovery_end_command",
+    "ssl", "dynamic_library_path", "log_directory", "log_filename", "logging_collector"})
 SCHEMES = ("postgresql", "postgres")
 
 
@@ -64,6 +72,9 @@ def settings_problems(settings: object) -> list[str]:
     for name, value in settings.items():
         if not SETTING_NAME.fullmatch(name):
             problems.append(f"{name!r:.80} is not a PostgreSQL setting's name (lower-case letters, digits, _ and .)")
+        elif name in HARNESS_SETTINGS or name.startswith("ssl"):
+            problems.append(f"{name}: the harness sets it (where the server listens, who may log in, the files it "
+                            "reads, what it loads or runs); drop it")
         elif not isinstance(value, str | int | float | bool) or (isinstance(value, str) and not value.isprintable()):
             problems.append(f"{name}: {value!r:.60} is not a setting's value (a string on one line, a number, "
                             "true or false)")

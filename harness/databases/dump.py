@@ -15,8 +15,9 @@ and reads it only after the catalogue says it is a plain table (a view, a
 foreign table, anything that runs what the workload defined when read, is
 refused) whose columns are all of built-in types (a type of the workload's
 could bring an implicit cast of its own); each query is cut at ``ROW_LIMIT``
-rows (one more means the store is past the bound, and it is unreadable, never
-judged on a part); the readers' queries cut each text value themselves. And it
+rows and ``BYTE_LIMIT`` bytes, counted as a server-side cursor hands them over
+(past either, the store is unreadable, never judged on a part); the readers'
+queries cut each text value themselves. And it
 runs in a thread the harness waits on for ``ANSWER_S`` at most: a server the
 workload stopped cannot hang the harness.
 
@@ -39,6 +40,8 @@ from killpoint.harness.judge.stores._database_dump import DUMP_NAME
 from killpoint.harness.model import DumpQuery
 
 ROW_LIMIT = 10_000
+BYTE_LIMIT = 64 * 1024 * 1024  # of the rows' text, counted as they arrive
+FETCH_ROWS = 500
 CONNECT_S = 10
 STATEMENT_MS = 5_000
 ANSWER_S = 60.0
@@ -133,16 +136,33 @@ def _ask(url: str, queries: tuple[DumpQuery, ...]) -> dict[str, Any] | list[str]
                 wrong = [problem for table, kind in kinds.items() for problem in _refusals(connection, table, kind)]
                 if wrong:
                     return wrong
-                cursor = connection.execute(f"{query.sql} LIMIT {ROW_LIMIT + 1}", dict(query.params))
-                rows = cursor.fetchall()
-                if len(rows) > ROW_LIMIT:
-                    return [f"{query.name}: over {ROW_LIMIT} rows; no honest run of a plan records that many, so "
-                            "the store was not read"]
-                columns = [column.name for column in cursor.description or ()]
+                rows, columns, past = _rows(connection, query)
+                if past is not None:
+                    return [f"{query.name}: over {past}; no honest run of a plan records that much, so the store "
+                            "was not read"]
                 tables[query.name] = {"columns": columns, "rows": [list(row) for row in rows]}
     except psycopg.Error as error:
         return [f"the database could not be read: {str(error).strip()[:500]}"]
     return tables
+
+
+def _rows(connection: Any, query: DumpQuery) -> tuple[list[list[Any]], list[str], str | None]:
+    """The query's rows and columns, fetched from a server-side cursor a batch at a time (libpq would otherwise hold
+    the whole result in memory before the first row is seen), and the bound they went past (None: within both)."""
+    cursor = connection.cursor(name=f"killpoint_dump_{query.name}")
+    cursor.execute(f"{query.sql} LIMIT {ROW_LIMIT + 1}", dict(query.params))
+    rows: list[list[Any]] = []
+    size = 0
+    while batch := cursor.fetchmany(FETCH_ROWS):
+        rows += (list(row) for row in batch)
+        size += sum(len(repr(row)) for row in batch)
+        if len(rows) > ROW_LIMIT:
+            return rows, [], f"{ROW_LIMIT} rows"
+        if size > BYTE_LIMIT:
+            return rows, [], f"{BYTE_LIMIT} bytes"
+    columns = [column.name for column in cursor.description or ()]
+    cursor.close()
+    return rows, columns, None
 
 
 def _locked_kind(connection: Any, table: str) -> str | None:

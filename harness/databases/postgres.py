@@ -1,11 +1,12 @@
-"""A PostgreSQL server of the harness's own: a fresh cluster per session, on a Unix socket, as an unprivileged user.
+"""A PostgreSQL server of the harness's own: a fresh cluster per run, on a Unix socket, as an unprivileged user.
 
 Frameworks' production configurations keep their state in PostgreSQL (DBOS's
 system database, LangGraph's ``PostgresSaver``). What a crash does there is not
 what it does to SQLite: the database is another process, which outlives the
-killed agent, and a commit is acknowledged over a socket. So a session that
-asks for one gets a server of its own, from Debian's ``postgresql`` package
-(its binaries found on PATH or under ``/usr/lib/postgresql/VERSION/bin``):
+killed agent, and a commit is acknowledged over a socket. So each run of a
+scenario that asks for one gets a server of its own, from Debian's
+``postgresql`` package (its binaries found on PATH or under
+``/usr/lib/postgresql/VERSION/bin``):
 
 - a new cluster (``initdb``) in a folder named after its owner
   (``leftovers.owner_prefix``) in the temporary directory, which the server's
@@ -20,13 +21,16 @@ asks for one gets a server of its own, from Debian's ``postgresql`` package
   PROGRAM``); and whatever it defines that a read of its store could run (a
   cast, say) runs as the reader, which can do nothing but read;
 - the scenario's settings (``[database] settings``: ``synchronous_commit``,
-  ``fsync``, ...) written into ``postgresql.conf``, never onto a command line;
+  ``fsync``, ...) written into ``postgresql.conf``, never onto a command line,
+  and never over the harness's own (where it listens, who may log in, what it
+  loads or runs: ``config/database_table.HARNESS_SETTINGS``);
 - run as the ``postgres`` user (else ``nobody``): PostgreSQL refuses root;
 - listening on a Unix socket in that folder only (no TCP port to collide on);
-- stopped (``pg_ctl stop -m immediate``, then its postmaster SIGKILLed if it is
-  still there) and its folder removed when the session ends. A harness that was
-  SIGKILLed leaves them; ``sweep`` stops and removes what a gone harness left, as
-  scratch folders are swept.
+- killed (every process of it) and its folder removed when the run ends. A
+  harness that was SIGKILLed leaves them; ``sweep`` stops and removes what a gone
+  harness left, as scratch folders are swept. The postmaster's pid and start
+  time are kept in the folder (``server.pid``), outside the data folder, which a
+  power loss's lazy file system may have taken away with it.
 
 A missing package, a cluster that cannot be made, a server that will not start:
 a ``ConfigError`` naming the fix (the CLI exits 2), never a traceback.
@@ -35,7 +39,9 @@ a ``ConfigError`` naming the fix (the CLI exits 2), never a traceback.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
+import multiprocessing.util
 import os
 import pwd
 import secrets
@@ -51,7 +57,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from killpoint.errors import ConfigError
+from killpoint.errors import ConfigError, InfrastructureError
 from killpoint.harness._safe_files import remove_tree
 from killpoint.harness.execute._process_tree import process_gone
 from killpoint.harness.execute.leftovers import abandoned_folders, owner_prefix
@@ -64,10 +70,12 @@ ROLE = "killpoint"
 DATABASE = "postgres"
 WORKLOAD_ROLE = "workload"
 WORKLOAD_DATABASE = "workload"
-# Who may log in, and how: the harness's superuser with its password only, the workload's role freely.
 READER_ROLE = "reader"
+PORT = 5432  # the socket's name (.s.PGSQL.5432), named in every URL so that no PGPORT in an environment moves it
+# Who may log in, and how: the harness's superuser and reader with their password only, the workload's role freely.
 HBA = (f"local all {ROLE},{READER_ROLE} scram-sha-256\n"
        f"local all {WORKLOAD_ROLE} trust\n")
+SERVER_PID = "server.pid"
 Setting = str | int | float | bool
 START_DEADLINE_S = 60
 STOP_DEADLINE_S = 30
@@ -124,54 +132,51 @@ class LocalPostgres:
     @property
     def url(self) -> str:
         """The harness's libpq URL: its superuser, to the ``postgres`` database, over the socket."""
-        return f"postgresql://{ROLE}:{self.password}@/{DATABASE}?host={self.socket_dir}"
+        return self._url(ROLE, DATABASE, self.password)
 
     @property
     def admin_url(self) -> str:
         """The harness's superuser's URL to the workload's database: it ends the workload's sessions there."""
-        return f"postgresql://{ROLE}:{self.password}@/{WORKLOAD_DATABASE}?host={self.socket_dir}"
+        return self._url(ROLE, WORKLOAD_DATABASE, self.password)
 
     @property
     def reader_url(self) -> str:
         """The harness's reader's URL to the workload's database, where it dumps the store from."""
-        return f"postgresql://{READER_ROLE}:{self.password}@/{WORKLOAD_DATABASE}?host={self.socket_dir}"
+        return self._url(READER_ROLE, WORKLOAD_DATABASE, self.password)
 
     @property
     def workload_url(self) -> str:
         """The URL the workload is handed: its own role and database (SQLAlchemy and psycopg take it)."""
-        return f"postgresql://{WORKLOAD_ROLE}@/{WORKLOAD_DATABASE}?host={self.socket_dir}"
+        return self._url(WORKLOAD_ROLE, WORKLOAD_DATABASE)
+
+    def _url(self, role: str, database: str, password: str | None = None) -> str:
+        login = f"{role}:{password}" if password else role
+        return f"postgresql://{login}@/{database}?host={self.socket_dir}&port={PORT}"
 
     @classmethod
     def start(cls, parent: Path | None = None, *, settings: Mapping[str, Setting] | None = None,
               mount: Callable[[Path], LazyMount] | None = None) -> LocalPostgres:
         """A new cluster with ``settings``, started and answering, the workload's role and database made; with
         ``mount``, its data folder put on the lazy file system ``mount`` makes of it before the server starts.
-        ConfigError naming the fix when it cannot be."""
-        bin_dir, user = binaries(), server_user()
-        folder = Path(tempfile.mkdtemp(prefix=owner_prefix(PREFIX), dir=parent))
-        folder.chmod(0o755)  # the server's user reaches its own folders inside; the top one stays the harness's
-        server = cls(folder, bin_dir, user)
+        ConfigError naming the fix when it cannot be.
+
+        The cluster is a copy of this process's template (``_template``: made once, stopped cleanly), so a run
+        pays a copy and a start, not initdb and the roles (0.85 s to about 0.25 s). Under a power loss the copy
+        is also the device's durable state when the workload starts, as a database made long before would be:
+        the lazy file system takes what is there as durable. Made on it instead, the workload's database folder
+        would be a directory entry no fsync ever covered (PostgreSQL recreates it from its WAL after a crash
+        and never fsyncs ``base/`` for it), and a second power loss would take it away."""
+        template = _template(parent)
+        server = cls._made_folder(parent, password=template.password)
         try:
-            for inside in (server.data_dir, server.socket_dir):
-                inside.mkdir(mode=0o700)
-                os.chown(inside, user.pw_uid, user.pw_gid)
-            password_file = folder / "password"
-            password_file.write_text(server.password + "\n")
-            os.chown(password_file, user.pw_uid, user.pw_gid)
-            password_file.chmod(0o600)
-            try:
-                server._as_server_user([str(bin_dir / "initdb"), "-D", str(server.data_dir), "-U", ROLE,
-                                        f"--pwfile={password_file}", "--auth=scram-sha-256", "--no-sync",
-                                        "--no-instructions"], "make a cluster")
-            finally:
-                password_file.unlink()
-            (server.data_dir / "pg_hba.conf").write_text(HBA)
-            with (server.data_dir / "postgresql.conf").open("a") as conf:
-                conf.write(_conf_line("listen_addresses", "") + _conf_line("unix_socket_directories",
-                                                                           str(server.socket_dir)))
+            server.data_dir.mkdir(mode=0o700)
+            os.chown(server.data_dir, server.user.pw_uid, server.user.pw_gid)
+            server._as_server_user(["cp", "-a", f"{template.data_dir}/.", str(server.data_dir)], "copy its cluster")
+            with (server.data_dir / "postgresql.conf").open("a") as conf:  # the last of a name is the one read
                 conf.writelines(_conf_line(name, value) for name, value in (settings or {}).items())
-            (folder / "server.log").touch()
-            os.chown(folder / "server.log", user.pw_uid, user.pw_gid)
+                conf.writelines(_conf_line(name, value) for name, value in server._own_settings().items())
+            if mount is not None:
+                server.disk = mount(server.data_dir)
             try:
                 server.power_on()
             except ConfigError as refused:
@@ -179,24 +184,60 @@ class LocalPostgres:
                     raise
                 raise ConfigError(f"{refused.message}\nthe scenario's [database] settings ({', '.join(settings)}) are "
                                   "in that configuration file: fix the one its log names") from None
-            server._psql(f"CREATE ROLE {WORKLOAD_ROLE} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB",
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def _own_settings(self) -> dict[str, Setting]:
+        return {"listen_addresses": "", "port": PORT, "unix_socket_directories": str(self.socket_dir)}
+
+    @classmethod
+    def _made_folder(cls, parent: Path | None, *, password: str | None = None) -> LocalPostgres:
+        """A cluster's folder, named after its owner, with its socket folder and log the server's user owns."""
+        bin_dir, user = binaries(), server_user()
+        folder = Path(tempfile.mkdtemp(prefix=owner_prefix(PREFIX), dir=parent))
+        folder.chmod(0o755)  # the server's user reaches its own folders inside; the top one stays the harness's
+        server = cls(folder, bin_dir, user) if password is None else cls(folder, bin_dir, user, password)
+        server.socket_dir.mkdir(mode=0o700)
+        os.chown(server.socket_dir, user.pw_uid, user.pw_gid)
+        (folder / "server.log").touch()
+        os.chown(folder / "server.log", user.pw_uid, user.pw_gid)
+        return server
+
+    @classmethod
+    def _initialized(cls, parent: Path | None) -> LocalPostgres:
+        """A new cluster (initdb), its roles and the workload's database made, stopped cleanly: a template."""
+        server = cls._made_folder(parent)
+        try:
+            server.data_dir.mkdir(mode=0o700)
+            os.chown(server.data_dir, server.user.pw_uid, server.user.pw_gid)
+            password_file = server.folder / "password"
+            password_file.write_text(server.password + "\n")
+            os.chown(password_file, server.user.pw_uid, server.user.pw_gid)
+            password_file.chmod(0o600)
+            try:
+                server._as_server_user([str(server.bin / "initdb"), "-D", str(server.data_dir), "-U", ROLE,
+                                        f"--pwfile={password_file}", "--auth=scram-sha-256", "--no-sync",
+                                        "--no-instructions"], "make a cluster")
+            finally:
+                password_file.unlink()
+            (server.data_dir / "pg_hba.conf").write_text(HBA)
+            with (server.data_dir / "postgresql.conf").open("a") as conf:
+                conf.writelines(_conf_line(name, value) for name, value in server._own_settings().items())
+            server.power_on()
+            server._psql("make the roles and the workload's database",
+                         f"CREATE ROLE {WORKLOAD_ROLE} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB",
                          f"CREATE ROLE {READER_ROLE} LOGIN NOSUPERUSER NOCREATEROLE NOCREATEDB BYPASSRLS "
                          f"IN ROLE pg_read_all_data PASSWORD '{server.password}'",
                          # The harness's, not the workload's: an owner could revoke the reader's CONNECT, set a
                          # connection limit of 0 or a role and timeouts for every later login (ALTER DATABASE ... SET).
                          f"CREATE DATABASE {WORKLOAD_DATABASE}",
                          f"GRANT CONNECT, CREATE, TEMPORARY ON DATABASE {WORKLOAD_DATABASE} TO {WORKLOAD_ROLE}")
-            server._psql(f"GRANT USAGE, CREATE ON SCHEMA public TO {WORKLOAD_ROLE}", database=WORKLOAD_DATABASE)
-            if mount is not None:
-                # The cluster as set up is the device's durable state when the workload starts, as a database
-                # made long before would be: stopped cleanly first (its shutdown checkpoint), then put on the lazy
-                # file system, which takes what is there as durable. Made on it instead, the workload's database
-                # folder would be a directory entry no fsync ever covered (PostgreSQL recreates it from its WAL
-                # after a crash, and never fsyncs base/ for it), and a second power loss would take it away.
-                server._as_server_user([str(bin_dir / "pg_ctl"), "-D", str(server.data_dir), "-m", "fast", "-w",
-                                        "-t", str(STOP_DEADLINE_S), "stop"], "stop")
-                server.disk = mount(server.data_dir)
-                server.power_on()
+            server._psql("let the workload create in its database",
+                         f"GRANT USAGE, CREATE ON SCHEMA public TO {WORKLOAD_ROLE}", database=WORKLOAD_DATABASE)
+            server._as_server_user([str(server.bin / "pg_ctl"), "-D", str(server.data_dir), "-m", "fast", "-w",
+                                    "-t", str(STOP_DEADLINE_S), "stop"], "stop")
         except BaseException:
             server.stop()
             raise
@@ -220,36 +261,47 @@ class LocalPostgres:
                     lock.unlink(missing_ok=True)
         self._as_server_user([str(self.bin / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.folder /
                               "server.log"), "-w", "-t", str(START_DEADLINE_S), "start"], "start")
+        try:
+            pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
+            (self.folder / SERVER_PID).write_text(f"{pid} {psutil.Process(pid).create_time()}\n")
+        except (OSError, ValueError, IndexError, psutil.Error) as error:
+            raise InfrastructureError(f"the PostgreSQL server in {self.folder} started, and its pid cannot be "
+                                      f"read: {error}") from None
 
     def power_off(self) -> None:
         """SIGKILL the server and every process of it, and return once all are gone: the server's share of a power
         loss, after which nothing of it writes while the lazy file system drops what it never made durable."""
-        kill_postmaster(self.folder)
+        if not kill_postmaster(self.folder):
+            raise InfrastructureError(f"the PostgreSQL server in {self.folder} outlived SIGKILL for "
+                                      f"{STOP_DEADLINE_S} s; its storage was not dropped under it")
 
     def stop(self) -> None:
         """Stop the server at once (what it had not written is lost, as in a crash), take its data folder off the
-        lazy file system, and remove its folder."""
+        lazy file system, and remove its folder; a server that outlives its SIGKILL keeps its folder, for
+        ``killpoint clean``."""
         try:
-            kill_postmaster(self.folder)
+            gone = kill_postmaster(self.folder)
         finally:
-            try:
-                if self.disk is not None:
-                    self.disk.close()
-            finally:
-                remove_tree(self.folder)
+            if self.disk is not None:
+                self.disk.close()
+        if not gone:
+            raise InfrastructureError(f"the PostgreSQL server in {self.folder} outlived SIGKILL for "
+                                      f"{STOP_DEADLINE_S} s; its folder is left for `killpoint clean`")
+        remove_tree(self.folder)
 
-    def _psql(self, *statements: str, database: str = DATABASE) -> None:
-        argv = [str(self.bin / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d",
-                self.url.replace(f"/{DATABASE}?", f"/{database}?")]
-        for statement in statements:
-            argv += ["-c", statement]
+    def _psql(self, what: str, *statements: str, database: str = DATABASE) -> None:
+        """Run ``statements`` as the harness's superuser, fed on standard input and the password in the environment:
+        never on a command line, which any process of the host may read."""
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=START_DEADLINE_S,
-                                  env={"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"})
+            done = subprocess.run([str(self.bin / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", "-", "-d",
+                                   self._url(ROLE, database)], input="".join(f"{sql};\n" for sql in statements),
+                                  capture_output=True, text=True, timeout=START_DEADLINE_S,
+                                  env={"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8",
+                                       "PGPASSWORD": self.password})
         except (OSError, subprocess.TimeoutExpired) as error:
-            raise ConfigError(f"PostgreSQL could not make the workload's database: {error}") from None
+            raise ConfigError(f"PostgreSQL could not {what}: {error}") from None
         if done.returncode != 0:
-            raise ConfigError(f"PostgreSQL could not make the workload's database: {done.stderr.strip()}")
+            raise ConfigError(f"PostgreSQL could not {what}: {done.stderr.strip()}")
 
     def log_tail(self) -> str:
         try:
@@ -269,31 +321,70 @@ class LocalPostgres:
                               f"{(done.stderr or done.stdout).strip()[-LOG_TAIL_CHARS:]}\n{self.log_tail()}")
 
 
-def kill_postmaster(folder: Path) -> None:
-    """SIGKILL the postmaster ``folder``'s cluster names in its pid file, if that process is still there, and every
-    process of it (its backends notice a dead postmaster only later), and wait for all to go; nothing when there is
-    no such file. The pid file is read only as the server's own (a harness-made folder the workload is never
-    handed), and the process must be a postgres of this data folder."""
-    try:
-        pid = int((folder / "data" / "postmaster.pid").read_text().split()[0])
-        postmaster = psutil.Process(pid)
-        if not postmaster.name().startswith("postgres") or postmaster.cwd() != os.path.realpath(folder / "data"):
-            return  # a pid reused by something else since
-        processes = [postmaster, *postmaster.children(recursive=True)]
-    except (OSError, ValueError, IndexError, psutil.Error):
-        return
+# This process's template cluster by the folder it was made in (None: the temporary directory): made at its
+# first run, removed when the process exits (``multiprocessing.util.Finalize`` runs in a pool's workers too),
+# swept by ``killpoint clean`` when it was killed.
+_TEMPLATES: dict[Path | None, LocalPostgres] = {}
+
+
+def _template(parent: Path | None) -> LocalPostgres:
+    template = _TEMPLATES.get(parent)
+    if template is None or not template.data_dir.is_dir():
+        template = _TEMPLATES[parent] = LocalPostgres._initialized(parent)
+        multiprocessing.util.Finalize(None, functools.partial(_remove_template, template, os.getpid()),
+                                      exitpriority=0)
+    return template
+
+
+def _remove_template(template: LocalPostgres, maker: int) -> None:
+    """Remove ``template`` at the exit of the process that made it, never of a child forked from it that inherited
+    the finalizer (the children use it while its maker lives)."""
+    if os.getpid() == maker:
+        template.stop()
+
+
+def kill_postmaster(folder: Path) -> bool:
+    """SIGKILL the postmaster of ``folder``'s cluster, if it is still there, and every process of it (its backends
+    notice a dead postmaster only later), and wait for all to go; whether none is left.
+
+    The postmaster is the one ``server.pid`` names with its start time, so a pid used again since is never
+    touched; a cluster of a killpoint from before that file is found by its data folder's ``postmaster.pid`` and
+    the process's working folder. Both are the harness's files, in a folder the workload is never handed."""
+    postmaster = _postmaster(folder)
+    if postmaster is None:
+        return True
+    processes = [postmaster]
+    with contextlib.suppress(psutil.Error):
+        processes += postmaster.children(recursive=True)
     for process in processes:
         with contextlib.suppress(psutil.Error):
             process.send_signal(signal.SIGKILL)
     deadline = time.monotonic() + STOP_DEADLINE_S  # dead once a zombie: init may reap it long after
     while not all(process_gone(process.pid) for process in processes) and time.monotonic() < deadline:
         time.sleep(0.005)
+    return all(process_gone(process.pid) for process in processes)
+
+
+def _postmaster(folder: Path) -> psutil.Process | None:
+    try:
+        pid, started = (folder / SERVER_PID).read_text().split()
+        process = psutil.Process(int(pid))
+        return process if abs(process.create_time() - float(started)) < 0.01 else None
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, psutil.Error):
+        return None
+    try:
+        process = psutil.Process(int((folder / "data" / "postmaster.pid").read_text().split()[0]))
+        return process if process.cwd() == os.path.realpath(folder / "data") else None
+    except (OSError, ValueError, IndexError, psutil.Error):
+        return None
 
 
 def sweep(parent: Path | None = None) -> list[Path]:
     """Stop and remove every cluster a harness that is gone left in ``parent`` (the temporary directory)."""
-    swept = abandoned_folders(Path(parent or tempfile.gettempdir()), PREFIX)
+    swept = [folder for folder in abandoned_folders(Path(parent or tempfile.gettempdir()), PREFIX)
+             if kill_postmaster(folder)]
     for folder in swept:
-        kill_postmaster(folder)
         remove_tree(folder)
     return swept

@@ -82,8 +82,6 @@ class UserDatabase:
         parts = urlsplit(self.url)
         return urlunsplit(parts._replace(path=f"/{self.name}"))
 
-    # The user's role writes and reads the run's database: its sessions cannot be told from the harness's, so the
-    # dump does not end them first, and a cast the workload defined runs with the user's rights.
     @classmethod
     def create(cls, url: str) -> UserDatabase:
         database = cls(url, f"killpoint_{secrets.token_hex(6)}")
@@ -91,6 +89,9 @@ class UserDatabase:
         return database
 
     def dump(self, queries: tuple[DumpQuery, ...], copy: Path) -> list[str]:
+        # The user's role writes and reads the run's database: its sessions cannot be told from the harness's, so
+        # the dump does not end them first, and a cast the workload defined would run with the user's rights (the
+        # dump's type check refuses a table that could bring one).
         return dump_store(self.workload_url, queries, copy)
 
     def close(self) -> None:

@@ -53,8 +53,8 @@ from killpoint.harness.faults.power_loss import MAX_STORAGE_TIMEOUTS, Disks, Sto
 from killpoint.harness.judge.evidence import read_lines
 from killpoint.harness.judge.stores import AgentSeams, AgentStore
 from killpoint.harness.layout import RunPaths
-from killpoint.harness.model import (AfterDelay, AtPoint, Drift, GoldenRun, Incarnation, Kill, OnEvent, PowerLoss,
-                                     Scenario)
+from killpoint.harness.model import (AfterDelay, AtPoint, DatabaseStoreReader, Drift, GoldenRun, Incarnation, Kill,
+                                     OnEvent, PowerLoss, Scenario)
 from killpoint.harness.schedules.schedule import Schedule, has_power_loss
 
 STDERR_TAIL_BYTES = 600
@@ -111,10 +111,9 @@ def completed_task(scenario: Scenario, incarnation: Incarnation, journal_path: P
 def store_dump(scenario: Scenario, database: RunDatabase | None) -> StoreDump | None:
     """How the runtime's store is dumped at each kill when it lives in the run's database; None when not."""
     reader = scenario.journal.reader if scenario.journal is not None else None
-    dump_queries = getattr(reader, "dump_queries", None)
-    if database is None or reader is None or dump_queries is None:
+    if database is None or not isinstance(reader, DatabaseStoreReader):
         return None
-    return functools.partial(database.dump, dump_queries(scenario.plan))
+    return functools.partial(database.dump, reader.dump_queries(scenario.plan))
 
 
 def store_files(scenario: Scenario) -> tuple[str, ...] | None:
@@ -325,10 +324,12 @@ def _opened(scenario: Scenario, run_dir: Path, backend: Backend, drift: Drift | 
         services.close()
         server.close()
         shutil.rmtree(control_dir, ignore_errors=True)
-        if database is not None:
-            database.close()  # the server first: its data folder's lazy file system goes with it
-        if disks is not None:
-            disks.close()
+        try:
+            if database is not None:
+                database.close()  # the server first: its data folder's lazy file system goes with it
+        finally:
+            if disks is not None:
+                disks.close()
             with contextlib.suppress(OSError):  # each mount removed its own state; their folder goes when empty
                 (run_dir / LAZYFS_STATE).rmdir()
 

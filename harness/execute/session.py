@@ -25,6 +25,7 @@ from typing import Any
 from killpoint.errors import ConfigError, WorkloadError
 from killpoint.harness._safe_files import remove_tree
 from killpoint.harness.backends import Backend, make_backend
+from killpoint.harness.databases import postgres
 from killpoint.harness.execute.point_snapshots import RunSharing
 from killpoint.harness.execute.pool import WorkerPool
 from killpoint.harness.execute.prefixes import Prefixes
@@ -232,13 +233,15 @@ def mark_interrupted(run_dir: Path, signum: int) -> bool:
 
 
 def _sweep_leftovers(scratch_root: Path | None) -> None:
-    """Remove what harness processes now gone left (control and scratch folders, lazy file system mounts), quietly.
+    """Remove what harness processes now gone left (control and scratch folders, PostgreSQL clusters, lazy file system
+    mounts), quietly.
 
     They are other sessions' housekeeping, not this session's news: a user's test output is no place for them.
     ``killpoint clean`` does the same and names each; a process a gone harness left is still named when killed.
     """
     sweep_abandoned_control_dirs()
     sweep_abandoned(scratch_root)
+    postgres.sweep()
     lazyfs.unmount_stale(Path("/"))
 
 

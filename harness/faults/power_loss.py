@@ -56,7 +56,8 @@ class Disks:
         return sum(mount.serving_s() for mount in (self.storage, self.world, database) if mount is not None)
 
     def close(self) -> None:
-        """Unmount both (each leaves a plain folder again); the world first, as it was mounted last."""
+        """Unmount the storage and the world (each leaves a plain folder again); the world first, as it was mounted
+        last. The database server's mount is its own to close."""
         try:
             if self.world is not None:
                 self.world.close()
@@ -132,9 +133,14 @@ def _drop_one(mount: LazyMount, fault: PowerLoss, what: str, before: Path, repor
 
 
 def _lose_database(server: PoweredServer | None, fault: PowerLoss, report: Path) -> list[str]:
-    """The database server's share of the power loss, first, so that it writes nothing after the kill: killed,
-    what it never made durable dropped (the report; its data folder is not copied, its dumps before and after
-    are the evidence), and started again, its own crash recovery run."""
+    """The database server's share of the power loss, before the other drops: killed, what it never made durable
+    dropped (the report; its data folder is not copied, its dumps before and after are the evidence), and started
+    again, its own crash recovery run.
+
+    It is killed only once the store's dump as the kill left it is taken, so until then it may make durable what a
+    real power loss at the kill would have lost (its WAL writer flushes every 200 ms by default, a commit in flight
+    lands): a power loss here can miss a loss, never invent one. A scenario that tests an unsafe setting keeps the
+    server from flushing by luck (``wal_writer_delay = "10s"``, as the shipped ones do)."""
     if server is None or server.disk is None:
         return []
     server.power_off()

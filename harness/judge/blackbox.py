@@ -203,7 +203,8 @@ def _at_least_once(facts: Facts, kill: StoreKill, state: CallAtKill, tool_class:
     probed = of_kind(facts.evidence.ledger.lines, p.LEDGER_PROBE, call)
     hint = "" if probed else f"; {NO_PROBE_HINT_AGENT if facts.scenario.agent is not None else NO_PROBE_HINT}"
     lost = _lost_record(kill, state)
-    quoted = (*state.quoted_record, *((lost.quote,) if lost else ()), *((state.invoked.quote(),) if state.invoked else ()), rerun.quote(),
+    quoted = (*state.quoted_record, *((lost.quote,) if lost else ()),
+              *((state.invoked.quote(),) if state.invoked else ()), rerun.quote(),
               *(line.quote() for line in effects))
     return Finding("verify-before-replay",
                    f"at-least-once: {call} ({state.tool}, {tool_class}) was re-executed after the kill without a "
@@ -227,7 +228,7 @@ def _said_lost(kill: StoreKill, lost: StepRecord | None) -> str:
     if lost is None:
         return ""
     return (f"yet the store as the kill left it ({kill.written[lost.call].copy}) held it {lost.status}: the fault "
-            f"after the kill (a power loss, a torn tail) lost a record the runtime had been told was written; ")
+            f"after the kill (a power loss, a torn tail) lost that record; ")
 
 
 def _landed_inside(facts: Facts, kill: StoreKill, state: CallAtKill) -> str:

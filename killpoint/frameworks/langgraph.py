@@ -5,7 +5,7 @@ A node (StateGraph) or ``@task`` (functional API) is recorded when LangGraph's
 again on resume, one whose writes are not is. ``KillpointSaver`` is the
 SqliteSaver on ``$KILLPOINT_RUN_DIR/checkpoints.sqlite`` (the file a scenario's
 ``[journal] format = "langgraph-sqlite"`` names), ``KillpointPostgresSaver`` the
-PostgresSaver on ``$KILLPOINT_DATABASE_URL`` (``langgraph-postgres``); each announces
+PostgresSaver on ``$KILLPOINT_DATABASE_URL`` (``langgraph-postgres``, ``postgres_saver``); each announces
 ``step_saving`` when ``put_writes`` is called (the step has returned, its
 writes are handed to the checkpointer, nothing of them is saved yet) and
 ``step_recorded`` once it has returned. LangGraph calls ``put_writes`` from
@@ -24,6 +24,7 @@ an entrypoint, the plan's I-th call.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -31,7 +32,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
@@ -39,7 +39,7 @@ from langgraph.pregel import Pregel
 from killpoint import protocol
 from killpoint.frameworks import _session
 
-__all__ = ["CHECKPOINTS_NAME", "KillpointPostgresSaver", "KillpointSaver", "run"]
+__all__ = ["CHECKPOINTS_NAME", "KillpointSaver", "postgres_saver", "run"]
 
 CHECKPOINTS_NAME = "checkpoints.sqlite"
 Durability = Literal["sync", "async", "exit"]
@@ -65,8 +65,17 @@ class KillpointSaver(_Announcing, SqliteSaver):
     """SqliteSaver announcing each planned step's save."""
 
 
-class KillpointPostgresSaver(_Announcing, PostgresSaver):
-    """PostgresSaver (langgraph-checkpoint-postgres) announcing each planned step's save."""
+@functools.cache
+def postgres_saver() -> type[BaseCheckpointSaver[Any]]:
+    """``KillpointPostgresSaver``: PostgresSaver (langgraph-checkpoint-postgres) announcing each planned step's save.
+    Imported only when a scenario's ``[database]`` asks for it: its import (psycopg's) would cost every SQLite
+    workload's incarnation about 0.1 s."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    class KillpointPostgresSaver(_Announcing, PostgresSaver):
+        """PostgresSaver announcing each planned step's save."""
+
+    return KillpointPostgresSaver
 
 
 def step_of(task_path: str, plan_order: tuple[str, ...]) -> str | None:
@@ -117,7 +126,7 @@ def _saver() -> Iterator[BaseCheckpointSaver[Any]]:
     up if they are not yet), else SqliteSaver on ``checkpoints_path()``."""
     url = os.environ.get(protocol.ENV_DATABASE_URL)
     if url:
-        with KillpointPostgresSaver.from_conn_string(url) as saver:
+        with postgres_saver().from_conn_string(url) as saver:  # type: ignore[attr-defined]
             saver.setup()
             yield saver
         return

@@ -40,7 +40,8 @@ from killpoint.harness.databases.postgres import LocalPostgres
 from killpoint.harness.databases.run_database import LocalServerDatabase
 from killpoint.harness.judge.stores import DurableState
 from killpoint.harness.judge.stores._database_dump import DUMP_NAME
-from killpoint.harness.judge.stores._dbos import VALUE_CHARS, DbosPostgres
+from killpoint.harness.judge.stores._database_dump import VALUE_CHARS
+from killpoint.harness.judge.stores._dbos import DbosPostgres
 from killpoint.harness.judge.stores._langgraph import LangGraphPostgres
 from tests.test_store_readers import PLAN, states
 
@@ -152,7 +153,7 @@ def test_a_store_past_the_row_bound_is_unreadable_never_judged_on_a_part(
                 f"SELECT 'task-1', n, 'step' || n FROM generate_series(1, {rows}) AS n")
     problems = dump.dump_store(server.admin_url, DbosPostgres().dump_queries(PLAN), tmp_path)
     if bounded:
-        assert problems == ["operation_outputs: over 5 rows; no honest run of a plan records that many, so the "
+        assert problems == ["operation_outputs: over 5 rows; no honest run of a plan records that much, so the "
                             "store was not read"]
         assert not (tmp_path / DUMP_NAME).exists()
     else:
@@ -472,3 +473,19 @@ def test_the_workload_cannot_lock_the_harness_out_of_its_database(server: LocalP
         as_workload(server, lockout)
     assert LocalServerDatabase(server).dump(DbosPostgres().dump_queries(PLAN), tmp_path) == []
     assert dumped(tmp_path)["operation_outputs"]["rows"] == [["w", 1, "c1", True]]
+
+
+def test_a_store_past_the_byte_bound_is_unreadable_as_its_rows_arrive(server: LocalPostgres, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows are counted in bytes too, as a server-side cursor hands them over: a store of few rows but large values
+    (each cut at VALUE_CHARS, so many of them) is refused without being held whole."""
+    monkeypatch.setattr(dump, "BYTE_LIMIT", 2_000)
+    monkeypatch.setattr(dump, "FETCH_ROWS", 5)
+    dbos_tables(server)
+    as_workload(server, "INSERT INTO dbos.workflow_status VALUES ('task-1', 'PENDING', NULL)",
+                "INSERT INTO dbos.operation_outputs (workflow_uuid, function_id, function_name) "
+                "SELECT repeat('w', 500), n, 'step' || n FROM generate_series(1, 40) AS n")
+    problems = dump.dump_store(server.reader_url, DbosPostgres().dump_queries(PLAN), tmp_path)
+    assert problems == ["operation_outputs: over 2000 bytes; no honest run of a plan records that much, so the "
+                        "store was not read"]
+    assert not (tmp_path / DUMP_NAME).exists()

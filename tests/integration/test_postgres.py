@@ -51,15 +51,23 @@ def test_a_cluster_answers_as_an_unprivileged_user_on_its_socket_and_is_gone_onc
     assert gone_within(pid, 10) and not server.folder.exists()
 
 
+# A power loss's run: the data folder on the lazy file system, whose daemon takes it away (and the pid file in it)
+# when the harness dies; the server is still found, by the pid kept outside it.
+MOUNTED = ("from killpoint.harness.faults.lazyfs import LazyMount; from pathlib import Path; import tempfile;"
+           "mount = lambda data: LazyMount.start(data, Path(tempfile.mkdtemp()) / 'lazy');")
+
+
+@pytest.mark.parametrize("mount", ["", MOUNTED], ids=["plain", "on-the-lazy-file-system"])
 def test_killpoint_clean_stops_and_removes_what_a_sigkilled_harness_left_and_never_a_live_ones(killpoint,
-                                                                                              monkeypatch):
+                                                                                              monkeypatch, mount):
     # A temporary folder of this test's own (one the server's user can reach), so no other test's clean sweeps it.
     private = Path(tempfile.mkdtemp(prefix="kp-postgres-test-", dir="/tmp"))
     private.chmod(0o755)
     monkeypatch.setattr(tempfile, "tempdir", str(private))
     live = LocalPostgres.start()
-    harness = subprocess.Popen([sys.executable, "-c", "from killpoint.harness.databases.postgres import LocalPostgres;"
-                                "print(LocalPostgres.start().folder, flush=True); import time; time.sleep(60)"],
+    start = "LocalPostgres.start(mount=mount)" if mount else "LocalPostgres.start()"
+    harness = subprocess.Popen([sys.executable, "-c", f"{mount}from killpoint.harness.databases.postgres import "
+                                f"LocalPostgres; print({start}.folder, flush=True); import time; time.sleep(60)"],
                                stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(private)})
     try:
         assert harness.stdout is not None
@@ -94,6 +102,10 @@ def test_a_setting_the_server_refuses_is_a_config_error_naming_it_and_leaves_no_
             LocalPostgres.start(parent, settings={"shared_buffers": "lots"})
         assert 'invalid value for parameter "shared_buffers": "lots"' in str(refused.value)
         assert "the scenario's [database] settings (shared_buffers)" in str(refused.value)
-        assert list(parent.iterdir()) == []  # its folder removed, nothing of the server left
+        # Its folder removed, nothing of the server left: only this process's template, stopped, is there.
+        template = postgres._TEMPLATES[parent]
+        assert list(parent.iterdir()) == [template.folder]
+        assert not (template.data_dir / "postmaster.pid").exists()
     finally:
+        postgres._TEMPLATES.pop(parent).stop()
         shutil.rmtree(parent, ignore_errors=True)

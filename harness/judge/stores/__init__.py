@@ -27,8 +27,8 @@ from killpoint.harness.judge.stores._sqlite_query import SqliteQuery
 from killpoint.harness.judge.stores._table import DATABASE_FORMATS, DEFAULT_PATHS, journal_problems
 from killpoint.harness.model import DurableState, StepRecord, StoreReader, StoreTable
 
-__all__ = ["AGENT_SEAMS", "DATABASE_FORMATS", "AgentSeams", "AgentStore", "DurableState", "StepRecord", "StoreReader", "StoreTable",
-           "framework_versions", "journal_problems", "reader_for", "store_table"]
+__all__ = ["AGENT_SEAMS", "DATABASE_FORMATS", "AgentSeams", "AgentStore", "DurableState", "StepRecord", "StoreReader",
+           "StoreTable", "framework_versions", "journal_problems", "reader_for", "store_table"]
 
 # The distributions whose versions a report prints for each framework format.
 FRAMEWORK_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {

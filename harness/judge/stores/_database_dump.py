@@ -14,6 +14,7 @@ from killpoint.harness._safe_files import read_bounded
 from killpoint.harness.judge.stores._store_file import STORE_LIMIT_BYTES, StoreUnreadable
 
 DUMP_NAME = "database-dump.json"  # as harness/databases/dump.py writes it
+VALUE_CHARS = 200  # the readers' queries cut a text value here: names and ids, never what a step returned
 
 
 def dumped_rows(folder: Path, name: str) -> list[list[object]] | None:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from killpoint import protocol
 from killpoint.harness.judge.stores._sqlite_copy import SIDE_FILES, has_table, read_database, run_query
-from killpoint.harness.judge.stores._database_dump import dumped_rows
+from killpoint.harness.judge.stores._database_dump import VALUE_CHARS, dumped_rows
 from killpoint.harness.judge.stores._state import quote_columns
 from killpoint.harness.judge.stores._store_file import StoreUnreadable, store_files
-from killpoint.harness.judge.stores._table import TASK_ID
+from killpoint.harness.judge.stores._table import with_task_id
 from killpoint.harness.model import DumpQuery, DurableState, Plan, StepRecord
 
 _ENDED = ("SUCCESS", "ERROR")
@@ -47,7 +47,7 @@ class DbosSqlite:
     def _read(self, connection: sqlite3.Connection, path: str, plan: Plan) -> DurableState:
         if not has_table(connection, "operation_outputs"):
             return DurableState({}, False, False)  # DBOS had not set up its tables: nothing durable
-        workflow = _workflow(self.workflow, plan)
+        workflow = with_task_id(self.workflow, plan)
         return _state(run_query(connection, _STEPS, (workflow, workflow))[1],
                       run_query(connection, _WORKFLOWS, (workflow, workflow))[1], f"{path}: ", plan)
 
@@ -65,11 +65,12 @@ class DbosPostgres:
 
     def dump_queries(self, plan: Plan) -> tuple[DumpQuery, ...]:
         outputs, statuses = f"{self.schema}.operation_outputs", f"{self.schema}.workflow_status"
-        workflow = {"workflow": _workflow(self.workflow, plan)}
+        workflow = {"workflow": with_task_id(self.workflow, plan)}
         return (
             DumpQuery("operation_outputs", (outputs,), (
                 f"SELECT left(workflow_uuid, {VALUE_CHARS}) AS workflow_uuid, function_id, "
-                f"left(function_name, {VALUE_CHARS}) AS function_name, error IS NULL AS succeeded FROM {outputs} WHERE (%(workflow)s::text IS NULL OR workflow_uuid = %(workflow)s) "
+                f"left(function_name, {VALUE_CHARS}) AS function_name, error IS NULL AS succeeded FROM {outputs} "
+                "WHERE (%(workflow)s::text IS NULL OR workflow_uuid = %(workflow)s) "
                 "ORDER BY workflow_uuid, function_id"), workflow),
             DumpQuery("workflow_status", (statuses,), (
                 f"SELECT left(workflow_uuid, {VALUE_CHARS}) AS workflow_uuid, left(status, {VALUE_CHARS}) AS status "
@@ -86,13 +87,6 @@ class DbosPostgres:
             return DurableState({}, False, False)  # DBOS had not set up its tables: nothing durable
         return _state([tuple(row) for row in steps], [tuple(row) for row in statuses], f"postgres {self.schema}.",
                       plan)
-
-
-VALUE_CHARS = 200  # a text value of the dump is cut here: names and ids, never what a step returned
-
-
-def _workflow(template: str | None, plan: Plan) -> str | None:
-    return template.replace(TASK_ID, plan.task_id) if template else None
 
 
 def _state(steps: list[tuple[object, ...]], workflows: list[tuple[object, ...]], where: str,

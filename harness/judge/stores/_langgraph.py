@@ -47,12 +47,11 @@ from pathlib import Path
 from types import ModuleType
 
 from killpoint import protocol
-from killpoint.harness.judge.stores._database_dump import dumped_rows
-from killpoint.harness.judge.stores._dbos import VALUE_CHARS
+from killpoint.harness.judge.stores._database_dump import VALUE_CHARS, dumped_rows
 from killpoint.harness.judge.stores._sqlite_copy import SIDE_FILES, has_table, read_database, run_query
 from killpoint.harness.judge.stores._state import quote_columns
 from killpoint.harness.judge.stores._store_file import StoreUnreadable, store_files
-from killpoint.harness.judge.stores._table import TASK_ID
+from killpoint.harness.judge.stores._table import with_task_id
 from killpoint.harness.model import DumpQuery, DurableState, Plan, StepRecord
 
 _PULL = "~__pregel_pull, "
@@ -84,7 +83,7 @@ class LangGraphSqlite:
     def _read(self, connection: sqlite3.Connection, path: str, plan: Plan) -> DurableState:
         if not has_table(connection, "writes"):
             return DurableState({}, False, None)  # the saver had not set up its tables yet: nothing durable
-        thread = _thread(self.thread, plan)
+        thread = with_task_id(self.thread, plan)
         checkpoints = [(rowid, saved_thread, checkpoint_id, *(_checkpoint_facts(blob) if kind == "msgpack" and
                                                                isinstance(blob, bytes) else ((), False)))
                        for rowid, saved_thread, checkpoint_id, kind, blob
@@ -108,15 +107,16 @@ class LangGraphPostgres:
     def dump_queries(self, plan: Plan) -> tuple[DumpQuery, ...]:
         writes, checkpoints, blobs = (f"{self.schema}.{table}" for table in
                                       ("checkpoint_writes", "checkpoints", "checkpoint_blobs"))
-        thread = {"thread": _thread(self.thread, plan)}
+        thread = {"thread": with_task_id(self.thread, plan)}
         names = (f"left(w.thread_id, {VALUE_CHARS}) AS thread_id, left(w.task_path, {VALUE_CHARS}) AS task_path, "
                  f"w.idx, left(w.channel, {VALUE_CHARS}) AS channel")
         seen = (f"ARRAY(SELECT left(node, {VALUE_CHARS}) FROM jsonb_object_keys(CASE WHEN "
                 "jsonb_typeof(c.checkpoint -> 'versions_seen') = 'object' THEN c.checkpoint -> 'versions_seen' "
                 "ELSE '{}'::jsonb END) AS node ORDER BY node LIMIT 1000)")
+        # A blob of type 'empty' stands for no value (PostgresSaver's own loader skips it).
         ended = (f"(c.checkpoint -> 'channel_values') ? '{_END}' OR EXISTS (SELECT 1 FROM {blobs} AS b WHERE "
                  f"b.thread_id = c.thread_id AND b.checkpoint_ns = '' AND b.channel = '{_END}' AND b.version = "
-                 f"c.checkpoint -> 'channel_versions' ->> '{_END}')")
+                 f"c.checkpoint -> 'channel_versions' ->> '{_END}' AND b.type <> 'empty')")
         return (
             DumpQuery("checkpoint_writes", (writes, checkpoints), (
                 f"SELECT row_number() OVER (ORDER BY w.checkpoint_id, w.task_id, w.idx) AS row, {names} "
@@ -145,10 +145,6 @@ class LangGraphPostgres:
         where = f"postgres {self.schema}."
         return _steps_state(self.steps, [tuple(row) for row in writes], facts,
                             (f"{where}checkpoint_writes", f"{where}checkpoints"), plan, row_key="row")
-
-
-def _thread(template: str | None, plan: Plan) -> str | None:
-    return template.replace(TASK_ID, plan.task_id) if template else None
 
 
 def _steps_state(steps: str, writes: list[tuple[object, ...]],

@@ -13,6 +13,7 @@ from typing import Any
 
 from killpoint import protocol
 from killpoint.harness.judge.stores._sql_text import select_problem
+from killpoint.harness.model import Plan
 
 TASK_ID = "{task_id}"
 STATUSES = (protocol.RUNNING, protocol.SUCCEEDED, protocol.FAILED)
@@ -43,6 +44,11 @@ REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
 DEFAULT_PATHS = {"killpoint": protocol.JOURNAL_NAME, "langgraph-sqlite": "checkpoints.sqlite",
                  "dbos-sqlite": "dbos.sqlite"}
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+def with_task_id(template: str | None, plan: Plan) -> str | None:
+    """A ``thread`` or ``workflow`` key's value for ``plan`` (``{task_id}`` put in), or None when none is given."""
+    return template.replace(TASK_ID, plan.task_id) if template else None
 
 
 def journal_problems(table: object, where: str) -> list[str]:
