@@ -65,9 +65,12 @@ def test_killpoint_clean_stops_and_removes_what_a_sigkilled_harness_left_and_nev
     private.chmod(0o755)
     monkeypatch.setattr(tempfile, "tempdir", str(private))
     live = LocalPostgres.start()
+    # The harness keeps its server (and the server its lazy mount, whose daemon would take the data folder away
+    # the moment its last reference went) until it is killed.
     start = "LocalPostgres.start(mount=mount)" if mount else "LocalPostgres.start()"
     harness = subprocess.Popen([sys.executable, "-c", f"{mount}from killpoint.harness.databases.postgres import "
-                                f"LocalPostgres; print({start}.folder, flush=True); import time; time.sleep(60)"],
+                                f"LocalPostgres; server = {start}; print(server.folder, flush=True); import time; "
+                                "time.sleep(60)"],
                                stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(private)})
     try:
         assert harness.stdout is not None
