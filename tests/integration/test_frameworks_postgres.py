@@ -167,3 +167,23 @@ def running_servers(parent: Path) -> dict[Path, int]:
             if pid > 0 and not process_gone(pid):
                 servers[folder] = pid
     return servers
+
+
+def test_a_workflow_on_the_users_own_server_gets_a_database_per_run_dropped_after(killpoint, tmp_path):
+    """``[database] url``: the user's server (here a cluster of the test's own, its superuser's URL standing for a
+    role with CREATEDB), a database of each run's own on it, judged as on killpoint's own server, and dropped."""
+    server = postgres.LocalPostgres.start()
+    try:
+        text = scenario("dbos_workflow_guarded_postgres").read_text().replace(
+            "[database]\npostgres = true\n", f'[database]\nurl = "{server.url}"\n')
+        assert f'url = "{server.url}"' in text
+        (tmp_path / "mine.toml").write_text(text)
+        result = killpoint("run", tmp_path / "mine.toml", "--kill-at", "c3:step_recorded", "--runs-dir",
+                           tmp_path / "runs")
+        assert result.exit_code == 0, result.out + result.err
+        assert "1 runs: 1 passed, 0 failed" in result.out, result.out
+        left = subprocess.run([str(server.bin / "psql"), "-XAtc", "SELECT datname FROM pg_database", "-d", server.url],
+                              capture_output=True, text=True, check=True).stdout.split()
+        assert not [name for name in left if name.startswith("killpoint_")], left  # each run's, dropped
+    finally:
+        server.stop()
