@@ -161,7 +161,7 @@ class LocalPostgres:
         ConfigError naming the fix when it cannot be.
 
         The cluster is a copy of this process's template (``_template``: made once, stopped cleanly), so a run
-        pays a copy and a start, not initdb and the roles (0.85 s to about 0.25 s). Under a power loss the copy
+        pays a copy and a start, not initdb and the roles (0.85 s to about 0.4 s). Under a power loss the copy
         is also the device's durable state when the workload starts, as a database made long before would be:
         the lazy file system takes what is there as durable. Made on it instead, the workload's database folder
         would be a directory entry no fsync ever covered (PostgreSQL recreates it from its WAL after a crash
