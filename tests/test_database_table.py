@@ -308,6 +308,9 @@ def test_a_copy_without_a_dump_is_unreadable_never_empty(tmp_path: Path, reader:
                  id="rows-not-a-list"),
     pytest.param('{"tables": {"{first}": {"columns": [], "rows": [1, 2]}}}', "{first} is not a dump of rows",
                  id="a-row-not-a-list"),
+    # A row of another width would have been unpacked into the wrong columns, or raised.
+    pytest.param('{"tables": {"{first}": {"columns": [], "rows": [["w", 1]]}}}', "{first} is not a dump of rows",
+                 id="a-row-of-another-width"),
 ])
 def test_a_dump_that_is_not_one_is_unreadable(tmp_path: Path, reader: DbosPostgres | LangGraphPostgres, first: str,
                                               dump: str, problem: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from killpoint import protocol
 from killpoint.harness.judge.stores._sqlite_copy import SIDE_FILES, has_table, read_database, run_query
-from killpoint.harness.judge.stores._database_dump import VALUE_CHARS, dumped_rows
+from killpoint.harness.judge.stores._database_dump import VALUE_CHARS, dumped_tables
 from killpoint.harness.judge.stores._state import quote_columns
 from killpoint.harness.judge.stores._store_file import StoreUnreadable, store_files
 from killpoint.harness.judge.stores._table import with_task_id
@@ -80,13 +80,13 @@ class DbosPostgres:
 
     def read(self, folder: Path, plan: Plan) -> DurableState:
         try:
-            steps, statuses = dumped_rows(folder, "operation_outputs"), dumped_rows(folder, "workflow_status")
+            dumped = dumped_tables(folder, {"operation_outputs": 4, "workflow_status": 2})
         except StoreUnreadable as problem:
             return DurableState.unreadable(False, *problem.args)
-        if steps is None or statuses is None:
+        if dumped is None:
             return DurableState({}, False, False)  # DBOS had not set up its tables: nothing durable
-        return _state([tuple(row) for row in steps], [tuple(row) for row in statuses], f"postgres {self.schema}.",
-                      plan)
+        steps, statuses = dumped
+        return _state(steps, statuses, f"postgres {self.schema}.", plan)
 
 
 def _state(steps: list[tuple[object, ...]], workflows: list[tuple[object, ...]], where: str,

@@ -47,7 +47,7 @@ from pathlib import Path
 from types import ModuleType
 
 from killpoint import protocol
-from killpoint.harness.judge.stores._database_dump import VALUE_CHARS, dumped_rows
+from killpoint.harness.judge.stores._database_dump import VALUE_CHARS, dumped_tables
 from killpoint.harness.judge.stores._sqlite_copy import SIDE_FILES, has_table, read_database, run_query
 from killpoint.harness.judge.stores._state import quote_columns
 from killpoint.harness.judge.stores._store_file import StoreUnreadable, store_files
@@ -134,16 +134,17 @@ class LangGraphPostgres:
 
     def read(self, folder: Path, plan: Plan) -> DurableState:
         try:
-            writes, checkpoints = dumped_rows(folder, "checkpoint_writes"), dumped_rows(folder, "checkpoints")
+            dumped = dumped_tables(folder, {"checkpoint_writes": 5, "checkpoints": 5})
         except StoreUnreadable as problem:
             return DurableState.unreadable(False, *problem.args)
-        if writes is None or checkpoints is None:
+        if dumped is None:
             return DurableState({}, False, None)  # the saver had not set up its tables yet: nothing durable
+        writes, checkpoints = dumped
         facts = [(row, thread, checkpoint_id, tuple(node for node in seen if isinstance(node, str))
                   if isinstance(seen, list) else (), ended is True)
                  for row, thread, checkpoint_id, seen, ended in checkpoints]
         where = f"postgres {self.schema}."
-        return _steps_state(self.steps, [tuple(row) for row in writes], facts,
+        return _steps_state(self.steps, writes, facts,
                             (f"{where}checkpoint_writes", f"{where}checkpoints"), plan, row_key="row")
 
 
