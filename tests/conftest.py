@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from killpoint import protocol
+from killpoint.harness.backends import Backend, make_backend
 from killpoint.harness.frontends import cli
 from tests.helpers import CliResult
 
@@ -161,3 +162,11 @@ def postgres_installed() -> None:
         if os.environ.get("CI"):
             pytest.fail(f"{missing} (.ci/run installs it)")
         pytest.skip(str(missing))
+
+
+@pytest.fixture(scope="module")
+def forkserver() -> Iterator[Backend]:
+    """A fork server backend for a module's runs carried out directly (``run_golden``, ``carry_out_schedule``)."""
+    backend = make_backend("forkserver")
+    yield backend
+    backend.close()

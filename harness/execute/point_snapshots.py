@@ -13,9 +13,13 @@ copied and the nemesis's writings are done to the copy. The copy is then what
 the child's kill at X would have left: the child takes it and runs only its
 recovery.
 
+The crash-free run is held the same way (k = 0, the schedule empty) when the
+session's first kills pause at their points: each run of one kill then runs
+only its recovery.
+
 A snapshot is kept only if it stands in for the kill exactly:
-- the state before incarnation k could (``Prefixes.save`` saved it, or it was
-  itself a snapshot taken whole);
+- the state before incarnation k could (``Prefixes.save`` saved it, it was
+  itself a snapshot taken whole, or k = 0: the fresh run directory);
 - the whole incarnation could be held (a cgroup to freeze), the copy is whole
   and names neither the run's folder nor its control folder, and the
   nemesis's writings raised no problem;
@@ -37,7 +41,7 @@ from pathlib import Path
 
 from killpoint.harness._safe_files import COPY_MAX_FILES, remove_tree
 from killpoint.harness.backends import Launched
-from killpoint.harness.execute.prefixes import STATE, Prefixes, copy_state
+from killpoint.harness.execute.prefixes import GOLDEN_RUN, STATE, Prefixes, copy_state
 from killpoint.harness.execute.rendezvous import Served
 from killpoint.harness.execute.runner import save_incarnations, stderr_tail, strike_sites
 from killpoint.harness.faults import nemesis
@@ -166,10 +170,18 @@ class RunSharing:
     drift: Drift | None
     run: int
 
+    @classmethod
+    def of_golden(cls, prefixes: Prefixes) -> RunSharing:
+        """The crash-free run's, in a session whose first kills pause at their points (the session decides)."""
+        return cls(prefixes, (), None, GOLDEN_RUN)
+
     @property
     def holds_points(self) -> bool:
         """Its children's last kills pause at their points, as its own did: a ``/now`` kill (``--no-pause``) is
-        the workload's own, a few instructions past the point, which no copy of a held point stands in for."""
+        the workload's own, a few instructions past the point, which no copy of a held point stands in for.
+        The crash-free run's children are held for only when their kills pause (``of_golden``)."""
+        if not self.schedule:
+            return True
         last = self.schedule[-1]
         return isinstance(last, AtPoint) and not last.now
 

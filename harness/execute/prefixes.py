@@ -31,6 +31,11 @@ the run directory copied as a kill there would leave it. Each child then
 starts from the copy of its own last kill's point, and runs only its recovery:
 at depth 2 two incarnations in three are shared.
 
+The crash-free run is the root of it all: in a sweep whose first kills pause at
+their points, it is held at each point it reaches as a recovery is, so each run
+of one kill starts from the copy of its point and runs only its recovery (one
+incarnation in two saved at depth 1).
+
 ``--no-share-prefixes`` runs every incarnation of every run again.
 """
 
@@ -51,6 +56,7 @@ from killpoint.harness.schedules.schedule import Schedule
 
 STATE = "state"  # in a prefix's folder: the copy of the run directory
 SOURCE = "source.json"  # in a prefix's folder: the run it was taken of
+GOLDEN_RUN = -1  # the run a prefix was taken of, when it is the crash-free run
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,10 @@ class Prefix:
         return list(incarnations)
 
     def note(self, incarnations: int) -> str:
+        if self.run == GOLDEN_RUN:
+            return ("incarnation 0 is the crash-free run's, shared: this run started from the copy of its run "
+                    "directory taken while it was held at this run's first kill's point "
+                    "(harness/execute/point_snapshots.py); --no-share-prefixes runs it again")
         held = (f", the last one's copied as run-{self.run:05d}'s incarnation {incarnations - 1} was held at its "
                 f"point (harness/execute/point_snapshots.py)") if self.held else " (harness/execute/prefixes.py)"
         return (f"incarnation{'s 0 to ' if incarnations > 1 else ' '}{incarnations - 1} "

@@ -238,14 +238,14 @@ def _run_incarnations(scenario: Scenario, schedule: Schedule, run_dir: Path, bac
                  on_lazy_fs=on_lazy_fs or has_power_loss(schedule)) as run:
         run.incarnations += resumed
         # Whether the state the incarnation after the last kill starts from stands in for the run's own: restored
-        # whole from a snapshot, or saved by ``sharing`` after the last kill.
-        stands_in = bool(schedule) and len(run.incarnations) == len(schedule)
+        # whole from a snapshot, saved by ``sharing`` after the last kill, or (no kill) the fresh run directory.
+        stands_in = len(run.incarnations) == len(schedule)
         for number in range(len(run.incarnations), bound):
             kill: Kill | None = schedule[number] if number < len(schedule) else None
-            watch = (work if work is not None and number == 0
-                     else _SnapshotWatch(sharing, run) if (sharing is not None and sharing.holds_points and stands_in
-                                                           and number == len(schedule))
-                     else ARMED_AT_KILL)
+            holds = sharing is not None and sharing.holds_points and stands_in and number == len(schedule)
+            snapshots = _SnapshotWatch(sharing, run) if sharing is not None and holds else None
+            watch = (work.holding(snapshots) if work is not None and number == 0
+                     else snapshots or ARMED_AT_KILL)
             incarnation = _one_incarnation(run, number, kill, watch)
             run.incarnations.append(incarnation)
             save_incarnations(run.paths.incarnations, run.incarnations)
@@ -362,23 +362,44 @@ ARMED_AT_KILL = _Watch()
 
 class _WorkWatch(_Watch):
     """The crash-free run's: it waits at every point, as a timed kill's incarnation does, and its working period
-    is measured (``work_period``), where timed kills are drawn."""
+    is measured (``work_period``), where timed kills are drawn. Held at each point besides (``holding``), the
+    time it is held is the harness's, taken off its working period as the CPU readings' is."""
 
     watches_work = True
 
     def __init__(self) -> None:
         self.cpu_waits: CpuWaits | None = None
         self.period: WorkPeriod | None = None
+        self.snapshots: _SnapshotWatch | None = None
+
+    def holding(self, snapshots: _SnapshotWatch | None) -> _WorkWatch:
+        """This watch, which also holds the incarnation at each point for ``snapshots`` (None: it holds nowhere)."""
+        self.snapshots = snapshots
+        return self
 
     def armed(self, kill: Kill | None) -> str | None:
         return None
 
     def launched(self, launched: Launched, started: float) -> OnPoint | None:
-        self.cpu_waits = CpuWaits(launched.pid)
-        return self.cpu_waits.on_point
+        cpu_waits = self.cpu_waits = CpuWaits(launched.pid)
+        held = self.snapshots.launched(launched, started) if self.snapshots is not None else None
+        if held is None:
+            return cpu_waits.on_point
+
+        def on_point(point: str, call: str | None, served: Served) -> None:
+            reading = time.monotonic()
+            cpu_waits.on_point(point, call, served)
+            held(point, call, served)
+            cpu_waits.reading_s[len(served.points) - 1] = time.monotonic() - reading
+
+        return on_point
 
     def served(self, served: Served, watcher: EventWatcher | None) -> None:
         self.period = work_period(served, watcher, self.cpu_waits)
+
+    def recorded(self, incarnation: Incarnation) -> None:
+        if self.snapshots is not None:
+            self.snapshots.recorded(incarnation)
 
 
 class _SnapshotWatch(_Watch):
@@ -569,7 +590,7 @@ class CpuWaits:
 
     pid: int
     at_points: dict[int, float] = field(default_factory=dict)
-    reading_s: dict[int, float] = field(default_factory=dict)  # how long the workload waited for the reading
+    reading_s: dict[int, float] = field(default_factory=dict)  # how long the workload waited for the harness there
 
     def on_point(self, point: str, call: str | None, served: Served) -> None:
         reading = time.monotonic()
@@ -615,12 +636,14 @@ def work_period(served: Served, watcher: EventWatcher | None, cpu_waits: CpuWait
     return WorkPeriod((0.0, round(last - began, 4)), tuple(round(at, 4) for at in own))
 
 
-def run_golden(scenario: Scenario, run_dir: Path, backend: Backend, *, on_lazy_fs: bool = False) -> GoldenRun:
+def run_golden(scenario: Scenario, run_dir: Path, backend: Backend, *, on_lazy_fs: bool = False,
+               sharing: Sharing | None = None) -> GoldenRun:
     """Run the plan once with no kill (with ``on_lazy_fs``, on the lazy file system a power-loss run has, never
-    dropped); a workload that cannot do that is a workload error."""
+    dropped); a workload that cannot do that is a workload error. With ``sharing``, it is held at each point
+    for the runs whose first kill is there (``point_snapshots``)."""
     work = _WorkWatch()
     incarnations = _run_incarnations(scenario, (), run_dir, backend, max_incarnations=1, work=work,
-                                     on_lazy_fs=on_lazy_fs)
+                                     on_lazy_fs=on_lazy_fs, sharing=sharing)
     window = work.period
     paths = RunPaths(run_dir)
     only = incarnations[0]

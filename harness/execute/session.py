@@ -258,6 +258,7 @@ def run_session(
     keep_all: bool,
     scratch_root: Path | None,
     golden_on_lazy_fs: bool,
+    hold_golden: bool,
     on_outcome: Callable[[RunOutcome], None],
 ) -> tuple[GoldenRun, list[RunOutcome]]:
     """The golden run, then every batch; ``jobs`` > 1 runs a batch in that many worker processes.
@@ -271,6 +272,8 @@ def run_session(
     loss are carried out in a scratch folder made there for the session (``harness/execute/scratch.py``),
     removed when it ends; a run it ends before its verdict has its evidence copied to disk all the same.
     With ``golden_on_lazy_fs`` (a session with power losses) the golden run is carried out on a lazy file system.
+    With ``hold_golden`` (a sweep whose first kills pause at their points and may share prefixes) the golden run,
+    carried out in scratch, is held at each point for the runs whose first kill is there (``point_snapshots``).
     """
     if (runs_dir / "golden").exists():
         raise ConfigError(f"--runs-dir {runs_dir} already holds a session's evidence, which is never overwritten; "
@@ -290,7 +293,7 @@ def run_session(
     try:
         scratch = open_scratch(scratch_root) if scratch_root is not None else None
         golden = _golden_run(scenario, runs_dir / "golden", backend, None if golden_on_lazy_fs else scratch,
-                             on_lazy_fs=golden_on_lazy_fs)
+                             on_lazy_fs=golden_on_lazy_fs, hold=hold_golden)
         if needs_rendezvous:
             require_rendezvous(scenario, golden)
         under_way = []
@@ -347,24 +350,26 @@ def run_session(
 
 
 def _golden_run(scenario: Scenario, golden_dir: Path, backend: Backend, scratch: Scratch | None, *,
-                on_lazy_fs: bool) -> GoldenRun:
+                on_lazy_fs: bool, hold: bool) -> GoldenRun:
     """The crash-free run, carried out where the session's runs are (in ``scratch`` if it has one; on a lazy
     file system with ``on_lazy_fs``), kept whole in ``golden_dir``: its point times bound the timed kills, so it
     must pay the storage the runs pay. A store mapping that cannot see what it did is bad input, before any
     verdict (``golden_store``)."""
-    golden = _carried_out_golden(scenario, golden_dir, backend, scratch, on_lazy_fs=on_lazy_fs)
+    golden = _carried_out_golden(scenario, golden_dir, backend, scratch, on_lazy_fs=on_lazy_fs, hold=hold)
     check_golden_store(scenario, golden_dir, RunPaths(golden_dir).ledger)
     return golden
 
 
 def _carried_out_golden(scenario: Scenario, golden_dir: Path, backend: Backend, scratch: Scratch | None, *,
-                        on_lazy_fs: bool) -> GoldenRun:
+                        on_lazy_fs: bool, hold: bool) -> GoldenRun:
     if scratch is None:
         return run_golden(scenario, golden_dir, backend, on_lazy_fs=on_lazy_fs)
     in_scratch = scratch.folder / "golden"
     moved = _MovedRun(str(in_scratch), str(golden_dir))
+    # Its points are not known yet, and no state of it is saved after a kill, which is what they are checked for.
+    sharing = RunSharing.of_golden(Prefixes(scratch.folder / PREFIXES_NAME, ())) if hold else None
     try:
-        golden = run_golden(scenario, in_scratch, backend)
+        golden = run_golden(scenario, in_scratch, backend, sharing=sharing)
     except WorkloadError as error:  # its evidence is named in the message: kept on disk, and named there
         raise WorkloadError(moved.text(str(error))) from None
     finally:

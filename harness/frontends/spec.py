@@ -66,6 +66,15 @@ class SessionSpec:
         return self.power_loss or (isinstance(self.mode, GivenMode) and has_power_loss(self.mode.schedule))
 
     @property
+    def holds_golden(self) -> bool:
+        """Whether the crash-free run is held at each point for the runs whose first kill is there
+        (``point_snapshots``): an exhaustive sweep that shares prefixes, whose kills pause at their points (not
+        ``--no-pause``, no power loss) and whose runs' first incarnations are the crash-free run's (no drift
+        changes a catalogue the run directory holds)."""
+        return (isinstance(self.mode, ExhaustiveMode) and self.mode.share_prefixes and not self.no_pause
+                and not self.power_loss and self.drift is None)
+
+    @property
     def every_kill(self) -> EveryKill:
         return EveryKill(no_pause=self.no_pause, power_loss=self.power_loss)
 
@@ -109,7 +118,7 @@ def run_spec(spec: SessionSpec, *, on_outcome: Callable[[RunOutcome], None] = la
                        backend_options=dict(spec.backend_options), jobs=spec.jobs,
                        needs_rendezvous=spec.needs_rendezvous, stop_at_first_failure=spec.stop_at_first_failure,
                        keep_all=spec.keep_all, scratch_root=spec.scratch, golden_on_lazy_fs=spec.power_losses,
-                       on_outcome=on_outcome)
+                       hold_golden=spec.holds_golden, on_outcome=on_outcome)
 
 
 TIMED = "timed"  # only a flag chooses it; the file's modes are scenario_fields' GIVEN, EXHAUSTIVE and RANDOM

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.harness.backends import make_backend
 from killpoint.harness.config.scenario import load_scenario, with_workload
 from killpoint.harness.execute.runner import run_golden
 from killpoint.harness.model import AfterDelay, GoldenRun
@@ -59,13 +58,6 @@ def test_a_broken_rule_outranks_the_gate(killpoint):
     result = killpoint("run", DEMO, "--workload", mutant_workload("retry_non_idempotent"),
                        "--kill-at", "c4:after_started", "--min-coverage", "100")
     assert result.exit_code == 1 and "not enough was tested" not in result.err
-
-
-@pytest.fixture(scope="module")
-def forkserver():
-    backend = make_backend("forkserver")
-    yield backend
-    backend.close()
 
 
 @pytest.mark.parametrize("workload", [None, SILENT_REFERENCE], ids=["crash-points", "journal-writes"])

@@ -15,7 +15,8 @@ import pytest
 from tests.helpers import DEMO, ROOT, mutant_workload
 
 pytestmark = pytest.mark.integration
-SHARED = "shared: this run started from the state its kills left"
+SHARED = "shared: this run started from"
+GOLDEN = "incarnation 0 is the crash-free run's, shared"
 
 
 def sweep(killpoint, tmp_path, name: str, *flags: str, scenario: Path = DEMO) -> tuple[int, dict[tuple[str, ...], dict]]:
@@ -47,6 +48,13 @@ def test_the_reference_runtime_passes_alike_with_and_without_shared_prefixes(kil
                                               else 2) for run in depth_two)
     assert not any(SHARED in note for run in alone.values() for note in run["notes"])
     assert not any(run["shared_incarnations"] for run in alone.values())
+    # A pausing first kill's run starts from the crash-free run held at its point, unless a drift changes what its
+    # recovery is handed; a torn or /now one runs its first incarnation itself.
+    depth_one = [run for schedule, run in shared.items() if len(schedule) == 1]
+    holds = "--drift" not in mode and "--no-pause" not in mode
+    assert all(run["shared_incarnations"] == (1 if holds and "/torn" not in run["schedule"][0] else 0)
+               and any(GOLDEN in note for note in run["notes"]) == (run["shared_incarnations"] == 1)
+               for run in depth_one)
 
 
 def test_a_second_crash_bug_is_caught_at_the_same_schedules_with_shared_prefixes(killpoint, tmp_path):
