@@ -62,7 +62,8 @@ SESSIONS = (
 
 
 def sweep(session: Session, jobs: int, *, findings: bool = False) -> tuple[float, int, str]:
-    """One exhaustive session: its wall seconds, how many incarnations it launched (golden run included) and
+    """One exhaustive session: its wall seconds, how many incarnations it launched (golden run included; one a
+    run shares, started by another, is counted once) and
     its verdict line; ``findings``: the session finds a bug on purpose (exit 1), else it must pass."""
     with tempfile.TemporaryDirectory(prefix="kp-runtimes-") as folder:
         report = Path(folder) / "report.json"
@@ -76,7 +77,8 @@ def sweep(session: Session, jobs: int, *, findings: bool = False) -> tuple[float
             sys.exit(f"{session.label}: killpoint exited {done.returncode}\n{done.stdout}{done.stderr}")
         runs = json.loads(report.read_text())["runs"]
     verdicts = next((line for line in done.stdout.splitlines() if " runs: " in line), "")
-    return seconds, 1 + sum(len(run["incarnations"]) for run in runs), verdicts.split(" in ")[0]
+    launched = 1 + sum(len(run["incarnations"]) - run["shared_incarnations"] for run in runs)
+    return seconds, launched, verdicts.split(" in ")[0]
 
 
 def user_scripts(folder: Path) -> tuple[Session, ...]:
