@@ -77,6 +77,7 @@ function protocolEnvironment(environ) {
     plan: environ.KILLPOINT_PLAN,
     catalogue: environ.KILLPOINT_CATALOGUE,
     control: environ.KILLPOINT_CONTROL || null,
+    armed: armedPoints(environ.KILLPOINT_ARMED),
     toolsUrl: environ.KILLPOINT_TOOLS_URL || null,
     incarnation,
   };
@@ -240,31 +241,78 @@ function ownProcessGroup() {
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
 }
 
-// The crash-point rendezvous: one connection; send a JSON line, wait for the reply line.
+// Where this incarnation may be killed ($KILLPOINT_ARMED, an extension of protocol v1): {at: [[point, call]],
+// now}, a null call meaning that point of any call; at: null means anywhere. A value it cannot read makes it
+// wait everywhere, as a v1 workload does: a mistake costs speed, never a kill.
+function armedPoints(text) {
+  const anywhere = { at: null, now: false };
+  if (!text) return anywhere;
+  let armed;
+  try {
+    armed = JSON.parse(text);
+  } catch {
+    return anywhere;
+  }
+  const listed = armed !== null && typeof armed === 'object' && Array.isArray(armed.at) ? armed.at : null;
+  const readable = listed !== null && listed.every((entry) => Array.isArray(entry) && entry.length === 2
+    && typeof entry[0] === 'string' && (entry[1] === null || typeof entry[1] === 'string'));
+  return readable ? { at: listed, now: armed.now === true } : anywhere;
+}
+
+// CLOCK_MONOTONIC in seconds (libuv's clock, the one the harness's time.monotonic() reads): when a point the
+// workload does not wait at was sent, which orders it among other processes' points.
+function monotonicSeconds() {
+  return Number(process.hrtime.bigint()) / 1e9;
+}
+
+// The workload dies here, whole (its tools' processes too), before any other line of it runs; a process the
+// signal spares (a container's PID 1) exits at once.
+function dieNow() {
+  process.kill(-ownProcessGroup(), 'SIGKILL');
+  process.exit(128 + 9);
+}
+
+// The crash-point rendezvous: one connection; send a JSON line, and at an armed point wait for the reply line.
 class Control {
-  constructor(socketPath, incarnation) {
+  constructor(socketPath, incarnation, armed) {
     this.socketPath = socketPath;
     this.incarnation = incarnation;
+    this.armed = armed;
     this.socket = null;
     this.buffered = '';
     this.waiting = null; // the resolver of the reply being waited for
     this.closed = false;
   }
 
+  waitsAt(point, call) {
+    return this.armed.at === null
+      || this.armed.at.some(([armedPoint, armedCall]) => armedPoint === point && (armedCall === null || armedCall === call));
+  }
+
   async point(point, call, op) {
     if (!this.socketPath) return; // no control socket: run freely
     if (this.socket === null) await this.connect();
+    const message = { point, call, op, incarnation: this.incarnation };
+    if (!this.waitsAt(point, call)) {
+      this.socket.write(JSON.stringify({ ...message, wait: false, sent: monotonicSeconds() }) + '\n');
+      return;
+    }
     const reply = new Promise((resolve) => { this.waiting = resolve; });
-    this.socket.write(JSON.stringify({ point, call, op, incarnation: this.incarnation }) + '\n');
+    this.socket.write(JSON.stringify(message) + '\n');
+    if (this.armed.now && this.armed.at !== null) { // a non-pausing kill's point: announced, then no line runs on
+      await this.flushed();
+      dieNow();
+    }
     this.deliver();
     const line = await reply;
     if (line === null) throw new Error(`the harness closed the control socket at ${point} ${call || ''}`);
-    if (line.trim() === 'kill') {
-      // The harness asks the workload to die here, whole (its tools' processes too), before any
-      // other line of it runs; a process the signal spares (a container's PID 1) exits at once.
-      process.kill(-ownProcessGroup(), 'SIGKILL');
-      process.exit(128 + 9);
-    }
+    if (line.trim() === 'kill') dieNow();
+  }
+
+  // Every line written is in the kernel's hands (a line the kernel would not take yet waits in Node's buffer).
+  flushed() {
+    if (this.socket.writableLength === 0) return Promise.resolve();
+    return new Promise((resolve) => { this.socket.once('drain', resolve); });
   }
 
   connect() {
@@ -294,8 +342,11 @@ class Control {
     resolve(line);
   }
 
+  // Closed once the points sent without a reply are all written: a point dropped here is one coverage misses.
   close() {
-    if (this.socket !== null) this.socket.destroy();
+    if (this.socket === null) return;
+    const socket = this.socket;
+    socket.end(() => socket.destroy());
   }
 }
 
@@ -366,7 +417,7 @@ async function main() {
   const catalogue = JSON.parse(fs.readFileSync(environment.catalogue, 'utf8'));
   const store = new TaskStore(path.join(environment.runDir, 'tasks'), plan.task_id, environment.incarnation,
     options.bug);
-  const control = new Control(environment.control, environment.incarnation);
+  const control = new Control(environment.control, environment.incarnation, environment.armed);
   try {
     await new Runtime({ plan, catalogue, store, control, tools, bug: options.bug }).run();
   } finally {

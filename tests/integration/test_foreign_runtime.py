@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ class ControlStandIn:
         self.path = self.folder / "control.sock"
         self.hold, self.reply = hold, reply
         self.points: list[tuple[str, str | None]] = []
+        self.messages: list[dict] = []  # every crash-point line, as sent
         self.held = threading.Event()
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(self.path))
@@ -73,6 +75,9 @@ class ControlStandIn:
                 message = json.loads(line)
                 reached = (message["point"], message["call"])
                 self.points.append(reached)
+                self.messages.append(message)
+                if message.get(protocol.NO_WAIT_FIELD) is False:
+                    continue  # the workload reads no reply to it, and the harness sends none
                 if reached == self.hold:
                     self.held.set()
                     if self.reply is None:
@@ -107,7 +112,7 @@ class ForeignRun:
         (root / "ledger.jsonl").touch()
         return cls(root, bug)
 
-    def environment(self, control: ControlStandIn | None) -> dict[str, str]:
+    def environment(self, control: ControlStandIn | None, armed: str | None = None) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.startswith("KILLPOINT_")}
         env.update({
             protocol.ENV_RUN_DIR: str(self.root / "workload"),
@@ -119,13 +124,15 @@ class ForeignRun:
         })
         if control is not None:
             env[protocol.ENV_CONTROL] = str(control.path)
+        if armed is not None:
+            env[protocol.ENV_ARMED] = armed
         return env
 
-    def launch(self, control: ControlStandIn | None = None) -> subprocess.Popen[bytes]:
+    def launch(self, control: ControlStandIn | None = None, armed: str | None = None) -> subprocess.Popen[bytes]:
         number = len(self.incarnations)
         argv = ["node", "agent.js", "--python", sys.executable, *(["--bug", self.bug] if self.bug else [])]
         with (self.root / f"incarnation-{number}.stderr").open("wb") as stderr:
-            return subprocess.Popen(argv, cwd=FOREIGN, env=self.environment(control), stdin=subprocess.DEVNULL,
+            return subprocess.Popen(argv, cwd=FOREIGN, env=self.environment(control, armed), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
 
     def finish(self) -> int:
@@ -319,3 +326,48 @@ def test_outside_killpoint_it_says_what_is_missing(tmp_path):
     done = subprocess.run(["node", "agent.js", "--python", sys.executable], cwd=FOREIGN, env=env,
                           capture_output=True, text=True, timeout=DEADLINE_S, check=False)
     assert done.returncode == 2 and "KILLPOINT_RUN_DIR" in done.stderr, done.stderr
+
+
+ARMED_C3 = json.dumps({"at": [["after_started", "c3"]]})
+
+
+def test_an_armed_incarnation_waits_only_at_its_armed_point(order_run):
+    """$KILLPOINT_ARMED: every other point is sent with "wait": false and its CLOCK_MONOTONIC time."""
+    control = ControlStandIn(("after_started", "c3"))
+    before = time.monotonic()
+    process = order_run.launch(control, ARMED_C3)
+    try:
+        assert control.held.wait(DEADLINE_S), f"c3:after_started never reached; points: {control.points}"
+        after = time.monotonic()
+        os.killpg(process.pid, signal.SIGKILL)
+        assert _waited(process) == -signal.SIGKILL
+    finally:
+        _kill_group(process)
+        control.close()
+    *passed, armed = control.messages
+    assert (armed["point"], armed["call"]) == ("after_started", "c3") and protocol.NO_WAIT_FIELD not in armed
+    assert passed and all(message[protocol.NO_WAIT_FIELD] is False
+                          and before <= message[protocol.SENT_FIELD] <= after for message in passed)
+
+
+def test_a_now_kill_announces_its_point_and_kills_itself_reading_no_reply(order_run):
+    control = ControlStandIn(("after_started", "c3"))  # never answers it
+    process = order_run.launch(control, json.dumps({"at": [["after_started", "c3"]], protocol.ARMED_NOW: True}))
+    try:
+        assert _waited(process) == -signal.SIGKILL
+    finally:
+        _kill_group(process)
+        control.close()
+    assert control.points[-1] == ("after_started", "c3") and order_run.operations()["c3"]["status"] == "RUNNING"
+
+
+@pytest.mark.parametrize("armed", ["{not json", json.dumps({"at": [["after_started"]]}), json.dumps({"at": "c3"})])
+def test_an_armed_value_it_cannot_read_makes_it_wait_everywhere(order_run, armed):
+    control = ControlStandIn(None)
+    process = order_run.launch(control, armed)
+    try:
+        assert _waited(process) == 0, order_run.stderr(0)
+    finally:
+        _kill_group(process)
+        control.close()
+    assert len(control.messages) > 20 and not any(protocol.NO_WAIT_FIELD in message for message in control.messages)
