@@ -111,7 +111,8 @@ def main() -> int:
     for checkout in checkouts:
         drop_bytecode(checkout)
     chosen = [workload for workload in WORKLOADS if args.only in workload.label]
-    seconds = {(checkout, workload.label): [] for checkout in checkouts for workload in chosen}
+    seconds: dict[tuple[Path, str], list[float]] = {(checkout, workload.label): [] for checkout in checkouts
+                                                    for workload in chosen}
     decided: dict[tuple[Path, str], set[str]] = {key: set() for key in seconds}
     with tempfile.TemporaryDirectory(prefix="kp-user-scripts-") as folder:
         scripts = {checkout: Path(folder) / str(number) for number, checkout in enumerate(checkouts)}
