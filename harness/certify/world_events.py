@@ -23,6 +23,7 @@ import os
 import struct
 from pathlib import Path
 
+from killpoint.harness.certify.janitor import close_later
 from killpoint.harness.certify.world_holds import Holds, available
 
 IN_MODIFY, IN_ATTRIB, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x40, 0x80
@@ -124,7 +125,12 @@ class WorldEvents:
             self.holds.release()
 
     def close(self) -> None:
-        """Stop watching; whatever is still held goes on (a killed server's is gone with it)."""
-        os.close(self.fd)
+        """Stop watching; whatever is still held goes on (a killed server's is gone with it).
+
+        The holds end now: a held opener must not wait. The inotify instance is
+        closed by the janitor, off the trial's path: its close waits out a
+        kernel grace period (``janitor``), and nothing reads it again.
+        """
         if self.holds is not None:
             self.holds.close()
+        close_later(self.fd)
