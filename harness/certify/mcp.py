@@ -38,6 +38,7 @@ unchanged. What is particular to MCP:
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -46,6 +47,7 @@ import shutil
 import socket
 import tempfile
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +56,7 @@ from killpoint.errors import ConfigError
 from killpoint.harness.certify.adapters import CallResult, ExternalSpec, TrialError, schema_problems, split_command
 from killpoint.harness.certify.certificate import AFTER, MAX_TOOL_NAME, shown_name
 from killpoint.harness.certify.identity import command_identity
+from killpoint.harness.certify.janitor import drain, remove_later
 from killpoint.harness.certify.mcp_client import McpCall, McpClient, McpServer, ServerError, ServerInfo
 from killpoint.harness.certify.mcp_http import PROTOCOLS, HttpMcp, HttpMcpServer, parse_url
 from killpoint.harness.certify.mcp_state import READ_KEY, creator_order, is_creator, is_read, names_in, shown_view
@@ -239,16 +242,98 @@ def stable_reads(command: ServerCommand, views: dict[str, str]) -> tuple[str, ..
     return tuple(name for name, view in views.items() if again.get(name) == view)
 
 
+SPARES_AHEAD = 2  # a kill trial takes one (and starts a restart): the trial after it still finds one up
+
+
+class Spares:
+    """Fresh worlds of one command, each with a server starting on it that no call has reached: the trials' next.
+
+    A server's start (node loading server-memory: 0.2 to 0.5 s) is most of a
+    trial, so ``SPARES_AHEAD`` start while the trials before them run, made on
+    a thread of the pool's own: the trial does not wait for a world to be
+    written or a server to be forked and join its cgroup (28 ms a start, on the
+    trial's path before). A spare serves any tool of its command: its world is
+    the preset's (or ``--world``'s) as made, its server the command's, asked
+    only to initialize, so which tool's trial takes it changes nothing the
+    trial sees. So the pool is the command's, not a tool's (``spares_of``):
+    each tool's first trial takes a server already started, and no tool's last
+    spares are killed unused. A user's server at ``--mcp-url`` acts on its one
+    folder, which a spare's world cannot be while a trial uses it: there none
+    is made ahead. ``close_spares`` ends them all when certify ends.
+    """
+
+    def __init__(self, command: ServerCommand) -> None:
+        self.command = command
+        self.ahead = SPARES_AHEAD if command.fixed_world is None else 0
+        self.ready: list[Future[tuple[Path, McpClient]]] = []  # started first, first
+        self.folder = Path(tempfile.mkdtemp(prefix=owner_prefix("killpoint-mcp-")))  # every world of the pool
+        self.starter = ThreadPoolExecutor(1, "killpoint-certify-spares") if self.ahead else None
+
+    def take(self) -> tuple[Path, McpClient]:
+        """The spare started first (or one started now, if none is), and ``ahead`` more starting again.
+
+        SpareFailed if its server would not start: the trial that takes it says why.
+        """
+        taken = self.ready.pop(0).result() if self.ready else self._spawned()
+        while self.starter is not None and len(self.ready) < self.ahead:
+            self.ready.append(self.starter.submit(self._spawned))
+        return taken
+
+    def _spawned(self) -> tuple[Path, McpClient]:
+        folder = Path(tempfile.mkdtemp(prefix="trial-", dir=self.folder))
+        world = self.command.fresh_world(folder)
+        try:
+            return world, self.command.spawn(world, folder)
+        except ServerError as error:
+            raise SpareFailed(world, error) from None
+
+    def close(self) -> None:
+        """End every spare (killed with its tree, reaped) and remove every world of the pool."""
+        while self.ready:
+            try:
+                self.ready.pop().result()[1].close()
+            except Exception:  # noqa: BLE001 - its start failed, and ``spawn`` closed what it had started
+                pass
+        if self.starter is not None:
+            self.starter.shutdown()
+        drain()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class SpareFailed(Exception):
+    """A spare's server would not start: the error, and the world it was for (its path is scrubbed from the error)."""
+
+    def __init__(self, world: Path, error: ServerError) -> None:
+        super().__init__(str(error))
+        self.world = world
+
+
+_SPARES: dict[ServerCommand, Spares] = {}
+
+
+def spares_of(command: ServerCommand) -> Spares:
+    """The command's pool of spares, made on first use and shared by every tool of it."""
+    if command not in _SPARES:
+        _SPARES[command] = Spares(command)
+    return _SPARES[command]
+
+
+@atexit.register  # also at exit: a caller that never calls it leaves no server running
+def close_spares() -> None:
+    """End every pool's spares and remove their worlds: when a certification is done."""
+    while _SPARES:
+        _SPARES.popitem()[1].close()
+
+
 @dataclass(frozen=True)
 class McpTarget:
     """One tool of a live MCP server.
 
-    Its worlds live in a folder of its own, each beside the scratch folder of
-    its servers (stderr, HOME). A server starts (0.3 to 1 s for a node server, npx resolved once: most of a trial)
-    for the next world while the current trial runs: ``spare`` holds that world
-    and its server, which nothing has called. ``live`` is the current world's
-    server, reused between a call and its replay; ``release`` ends it and drops
-    its world after each trial, ``close`` ends the spare too, after the last.
+    Its worlds come from its command's ``Spares``, each beside the scratch
+    folder of its servers (stderr, HOME): a world and a server started on it
+    ahead, which nothing has called. ``live`` is the current world's server,
+    reused between a call and its replay; ``release`` ends it and drops its
+    world after each trial, ``close`` after the last.
     """
 
     name: str
@@ -262,8 +347,6 @@ class McpTarget:
     creator_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)  # creator tool -> its inputSchema
     timed_kills = True  # no instrumented points inside a server: seeded delays too (trials.search)
     live: dict[Path, McpClient] = field(default_factory=dict, compare=False)
-    spare: list[tuple[Path, McpClient]] = field(default_factory=list, compare=False)
-    folders: list[Path] = field(default_factory=list, compare=False)  # [the folder of its worlds], once made
 
     @property
     def unseen(self) -> str:
@@ -315,21 +398,12 @@ class McpTarget:
     def fresh_world(self, folder: Path) -> Path:
         """A fresh world with a server starting on it (``folder``, the trial's, is not used: worlds live apart)."""
         self.release()
-        world, server = self.spare.pop() if self.spare else self._spawned_world()
-        self.live[world] = server
-        if self.command.fixed_world is None:  # the user's one folder cannot be a spare's while a trial uses it
-            self.spare.append(self._spawned_world())
-        return world
-
-    def _spawned_world(self) -> tuple[Path, McpClient]:
-        if not self.folders:
-            self.folders.append(Path(tempfile.mkdtemp(prefix=owner_prefix("killpoint-mcp-"))))
-        folder = Path(tempfile.mkdtemp(prefix="trial-", dir=self.folders[0]))
-        world = self.command.fresh_world(folder)
         try:
-            return world, self.command.spawn(world, folder)
-        except ServerError as error:
-            raise TrialError(f"{self.name}: {_scrubbed(str(error), world)}") from None
+            world, server = spares_of(self.command).take()
+        except SpareFailed as failed:
+            raise TrialError(f"{self.name}: {_scrubbed(str(failed), failed.world)}") from None
+        self.live[world] = server
+        return world
 
     def snapshot(self, world: Path) -> dict[str, str]:
         """The world, then what each read tool returns on the world's server (started if none runs: the restart)."""
@@ -338,7 +412,7 @@ class McpTarget:
             return state
         server = self._live(world)
         for read in self.reads:
-            outcome = self._call(server, world, read, {})
+            outcome = self._call(server, world, read, {}, watched=False)
             text = _scrubbed(outcome.text if outcome.ok else f"refused: {outcome.error}", world) or ""
             state[READ_KEY + read] = shown_view(text)
         return state
@@ -389,16 +463,13 @@ class McpTarget:
         while self.live:
             world, server = self.live.popitem()
             server.close()
-            if self.command.fixed_world is None:  # the user's folder stays; its trial folders go with ``close``
-                shutil.rmtree(world.parent, ignore_errors=True)
+            if self.command.fixed_world is None:  # the user's folder stays; its scratch goes with ``close_spares``
+                remove_later(world.parent)  # its server is dead and reaped: only files are left to remove
 
     def close(self) -> None:
-        """End every server of this target, the spare too, and remove its worlds."""
+        """End this tool's server and remove its worlds (once the janitor is done); the spares serve the next tool."""
         self.release()
-        while self.spare:
-            self.spare.pop()[1].close()
-        while self.folders:
-            shutil.rmtree(self.folders.pop(), ignore_errors=True)
+        drain()
 
     def _started(self, world: Path) -> McpClient:
         try:
@@ -407,20 +478,24 @@ class McpTarget:
             raise TrialError(f"{self.name}: {_scrubbed(str(error), world)}") from None
 
     def _call(self, server: McpClient, world: Path, tool: str, args: dict[str, Any], *, kill_at: int | None = None,
-              kill_after_s: float | None = None) -> McpCall:
+              kill_after_s: float | None = None, watched: bool = True) -> McpCall:
         """The call, watched; a kill at a point holds the server at each open and write (``world_events``).
 
         The watch starts once the server has initialized: a hold nobody reads
-        would stall a server that opens world files while it starts.
+        would stall a server that opens world files while it starts. A read a
+        snapshot asks is not ``watched``: only its answer is kept, never the
+        changes it made (``stable_reads`` kept only reads that make none), and a
+        watch costs its folders' marks, made and freed, on every snapshot.
         """
         try:
             server.initialize()
-            events = WorldEvents(world, session=server.session_pid if kill_at is not None else None)
+            events = WorldEvents(world, session=server.session_pid if kill_at is not None else None) if watched else None
             try:
                 outcome = server.call_tool(tool, filled(args, world), events=events, kill_at=kill_at,
                                            kill_after_s=kill_after_s)
             finally:
-                events.close()
+                if events is not None:
+                    events.close()
         except ServerError as error:
             server.close()
             raise TrialError(f"{tool}: {_scrubbed(str(error), world)}") from None

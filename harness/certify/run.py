@@ -20,7 +20,7 @@ from killpoint.harness.certify.adapters import ExternalSpec, Target, external_ta
 from killpoint.harness.certify.certificate import (INCONCLUSIVE, Certificate, certificate_name_problems,
                                                    certificate_path, hints_in, judge, make_certificate,
                                                    read_certificate, staleness, write_certificate)
-from killpoint.harness.certify.mcp import McpTarget, external_from_json, listed_tools, mcp_target
+from killpoint.harness.certify.mcp import McpTarget, close_spares, external_from_json, listed_tools, mcp_target
 from killpoint.harness.certify.trials import SearchResult, search
 from killpoint.harness.frontends._command import killpoint_command
 from killpoint.harness.frontends.catalogue_cli import catalogue_toml
@@ -146,6 +146,7 @@ def certify(claims: list[Claim], external: ExternalSpec, *, trials: int, seed: i
             on_done(certified)
             done.append(certified)
     finally:
+        close_spares()
         close_fork_server()
     return done
 

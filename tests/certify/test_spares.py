@@ -1,0 +1,106 @@
+"""Servers started ahead (``mcp.Spares``) and clean-up off the trial's path (``janitor``): faster, never another certificate.
+
+A spare is a fresh world with a server starting on it; the pool is the
+command's, so a tool's first trial may take a server started during another
+tool's trials. What must hold: every trial's server is one no call has reached
+and no other trial had, the certificates are those certify gives with every
+server started when its trial asks for it and every watch closed and world
+removed on the trial's path, and nothing is left running or on disk.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from killpoint.harness.certify import janitor, mcp
+from killpoint.harness.certify.mcp import McpTarget, Spares
+from killpoint.harness.certify.mcp_client import McpClient, McpServer
+from killpoint.harness.execute.leftovers import owner_prefix
+from tests.certify.test_mcp_state import certified
+
+# add_observations builds states with create_entities and has a witness; read_graph is a read: both deterministic.
+TOOLS = ("add_observations", "read_graph", "create_entities")
+
+
+def without_speedups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Certify as before the speed-ups: no spare ahead, every call watched, every clean-up done on the trial's path."""
+    monkeypatch.setattr(mcp, "SPARES_AHEAD", 0)
+    monkeypatch.setattr(janitor, "later", lambda job: job())
+    call = McpTarget._call
+
+    def watched(self: McpTarget, *args: Any, watched: bool = True, **kwargs: Any) -> Any:
+        return call(self, *args, watched=True, **kwargs)
+
+    monkeypatch.setattr(McpTarget, "_call", watched)
+
+
+def comparable(certificate: dict[str, Any]) -> dict[str, Any]:
+    """The certificate but when it was made and how long it took."""
+    return {key: value for key, value in certificate.items() if key not in ("created", "seconds")}
+
+
+@pytest.mark.integration
+def test_every_trial_takes_a_server_no_call_has_reached_and_no_other_trial_had(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    taken: list[McpClient] = []
+    called: set[int] = set()
+    take, call_tool = Spares.take, McpServer.call_tool
+
+    def recorded_take(self: Spares) -> tuple[Path, McpClient]:
+        world, server = take(self)
+        assert id(server) not in called and not server.used, "a spare a call had reached"
+        assert all(server is not other for other in taken), "a spare taken twice"
+        assert self.ahead == mcp.SPARES_AHEAD and len(self.ready) == self.ahead
+        taken.append(server)
+        return world, server
+
+    def recorded_call(self: McpServer, *args: Any, **kwargs: Any) -> Any:
+        called.add(id(self))
+        return call_tool(self, *args, **kwargs)
+
+    monkeypatch.setattr(Spares, "take", recorded_take)
+    monkeypatch.setattr(McpServer, "call_tool", recorded_call)
+    done = certified(tmp_path, tools=TOOLS)
+    assert {tool: data["verdict"] for tool, data in done.items()} == {
+        "add_observations": "CONFIRMED", "read_graph": "CONFIRMED", "create_entities": "CONFIRMED"}
+    assert len(taken) > 3 * len(TOOLS) and not mcp._SPARES, "the pools are closed when certify ends"
+    assert not any(server.alive for server in taken)
+
+
+@pytest.mark.integration
+def test_the_certificates_are_those_of_servers_started_on_demand_and_clean_up_on_the_trials_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = certified(tmp_path / "fast", tools=TOOLS)
+    with monkeypatch.context() as patched:
+        without_speedups(patched)
+        slow = certified(tmp_path / "slow", tools=TOOLS)
+    assert {tool: comparable(data) for tool, data in fast.items()} == {
+        tool: comparable(data) for tool, data in slow.items()}
+
+
+@pytest.mark.integration
+def test_no_server_or_folder_of_the_pool_is_left_when_certify_ends(tmp_path: Path) -> None:
+    certified(tmp_path, tools=("read_graph",))
+    assert not mcp._SPARES
+    assert not list(Path(tempfile.gettempdir()).glob(owner_prefix("killpoint-mcp-") + "*"))
+
+
+def test_the_janitor_runs_its_jobs_in_order_past_a_failing_one_and_drain_waits_for_them(tmp_path: Path) -> None:
+    ran: list[int] = []
+
+    def fails() -> None:
+        raise OSError("a clean-up that fails")
+
+    janitor.later(fails)
+    for number in range(20):
+        janitor.later(functools.partial(ran.append, number))
+    folder = tmp_path / "world"
+    (folder / "sub").mkdir(parents=True)
+    janitor.remove_later(folder)
+    janitor.drain()
+    assert ran == list(range(20)) and not folder.exists()
