@@ -14,6 +14,19 @@ Two parts, in one run, on the npm filesystem server (``PACKAGE``, pinned):
    agree), and the ratio.
 
     .venv/bin/python bench/bench_certify.py [--starts 5] [--trials 4] [--skip-certify]
+
+``--server-memory`` times instead the whole certification of the 9 tools of
+``@modelcontextprotocol/server-memory`` (pinned; its store a file of the
+world, so certify sees it), seed 0, ``--trials`` draws (25, the default, as
+``killpoint certify`` has), in each ``--checkout`` given (default: this one),
+alternating ``--rounds`` times so a drift in the machine's load falls on each
+alike: wall seconds, the load average, and each tool's verdict, evidenced class
+and trials, which must agree between checkouts::
+
+    .venv/bin/python bench/bench_certify.py --server-memory [--trials 25] [--rounds 1] [--checkout DIR]...
+
+A checkout runs with its own ``.venv`` if it has one, else with this
+interpreter from its folder (``python -m killpoint``, so its own code).
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ from killpoint.harness.certify.mcp_worlds import make_world, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
+MEMORY_PACKAGE = "@modelcontextprotocol/server-memory@2026.8.31"  # 9 tools; --server-memory
 NPX = f"npx -y {PACKAGE} {{world}}"
 INSTALLED = ROOT / "build/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 KILLPOINT = ROOT / ".venv/bin/killpoint"
@@ -109,6 +123,46 @@ def certify(tool: str, trials: int, resolve: bool, out: Path) -> tuple[float, li
     return seconds, verdict, notes
 
 
+def certify_memory(checkout: Path, trials: int, out: Path) -> tuple[float, int, dict[str, str]]:
+    """Wall seconds, exit code, and tool -> ``VERDICT SUPPORTED replay+kill`` of server-memory's 9 tools in ``checkout``."""
+    own = checkout / ".venv/bin/python"
+    began = time.monotonic()
+    done = subprocess.run([str(own if own.is_file() else sys.executable), "-m", "killpoint", "certify", "--mcp",
+                           f"npx -y {MEMORY_PACKAGE}", "--mcp-env", "MEMORY_FILE_PATH={world}/memory.jsonl", "--seed",
+                           "0", "--trials", str(trials), "--out", str(out)], cwd=checkout, capture_output=True,
+                          text=True, check=False)
+    seconds = time.monotonic() - began
+    verdicts = {}
+    for path in sorted(out.glob("*.json")):
+        data = json.loads(path.read_text())
+        verdicts[path.stem] = (f"{data['verdict']} {data['strongest_supported'] or '-'} "
+                               f"{data['trials']['replay']}+{data['trials']['kill']}")
+    if done.returncode not in (0, 1, 3):
+        print(done.stderr[-2000:], file=sys.stderr)
+    return seconds, done.returncode, verdicts
+
+
+def bench_memory(checkouts: list[Path], trials: int, rounds: int, folder: Path) -> None:
+    """``--server-memory``: each checkout's whole certification, alternating, then the verdicts side by side."""
+    print(f"killpoint certify --mcp 'npx -y {MEMORY_PACKAGE}' --mcp-env 'MEMORY_FILE_PATH={{world}}/memory.jsonl' "
+          f"--seed 0 --trials {trials}")
+    walls: dict[Path, list[float]] = {checkout: [] for checkout in checkouts}
+    last: dict[Path, dict[str, str]] = {}
+    for number in range(rounds):
+        for checkout in checkouts:
+            load = os.getloadavg()[0]
+            seconds, code, last[checkout] = certify_memory(checkout, trials, folder / f"{number}-{len(walls[checkout])}"
+                                                           f"-{checkout.name}")
+            walls[checkout].append(seconds)
+            print(f"  {checkout}: {seconds:6.1f}s wall, exit {code}, load average {load:.1f} before, "
+                  f"{os.getloadavg()[0]:.1f} after")
+    for checkout in checkouts:
+        print(f"  {checkout}: {spread(walls[checkout])}")
+    for tool in sorted(set().union(*last.values())):
+        row = [last[checkout].get(tool, "-") for checkout in checkouts]
+        print(f"  {tool:<22} {' | '.join(row)}{'' if len(set(row)) == 1 else '  DIFFER'}")
+
+
 def timed(label: str, run: Callable[[], tuple[list[float], list[float], list[float]]]) -> list[float]:
     made, started, called = run()
     print(f"  {label:<34} start+initialize {spread(started)}")
@@ -119,16 +173,23 @@ def timed(label: str, run: Callable[[], tuple[list[float], list[float], list[flo
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--starts", type=int, default=5)
-    parser.add_argument("--trials", type=int, default=4)
+    parser.add_argument("--trials", type=int, help="draws per tool (default 4; 25 with --server-memory)")
     parser.add_argument("--tools", default="read_text_file,write_file")
     parser.add_argument("--skip-certify", action="store_true")
+    parser.add_argument("--server-memory", action="store_true", help="time the 9-tool server-memory certification")
+    parser.add_argument("--checkout", type=Path, action="append", help="with --server-memory (repeat it)")
+    parser.add_argument("--rounds", type=int, default=1, help="with --server-memory")
     args = parser.parse_args()
     if shutil.which("npx") is None:
         print("bench_certify: npx not found", file=sys.stderr)
         return 2
-    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs; {PACKAGE}")
+    print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs; "
+          f"{MEMORY_PACKAGE if args.server_memory else PACKAGE}")
     folder = Path(tempfile.mkdtemp(prefix="killpoint-bench-certify-"))
     try:
+        if args.server_memory:
+            bench_memory([path.resolve() for path in args.checkout or [ROOT]], args.trials or 25, args.rounds, folder)
+            return 0
         print("1. one server start (fresh HOME per start, as in certify), one call, one snapshot:")
         argv = NPX.split()
         with switch(False):
@@ -146,11 +207,12 @@ def main() -> int:
         print(f"  start as written / resolved: {statistics.median(as_written) / statistics.median(resolved):.1f}x")
         if args.skip_certify:
             return 0
-        print(f"2. killpoint certify --mcp '{NPX}' --tool TOOL --seed 0 --trials {args.trials}:")
+        trials = args.trials or 4
+        print(f"2. killpoint certify --mcp '{NPX}' --tool TOOL --seed 0 --trials {trials}:")
         for tool in args.tools.split(","):
             runs = {}
             for resolve in (False, True):
-                seconds, verdict, notes = certify(tool, args.trials, resolve, folder / f"{tool}-{resolve}")
+                seconds, verdict, notes = certify(tool, trials, resolve, folder / f"{tool}-{resolve}")
                 runs[resolve] = (seconds, verdict)
                 label = "resolved once" if resolve else "as written"
                 print(f"  {tool:<16} {label:<14} {seconds:7.1f}s  {' '.join(verdict)}")
