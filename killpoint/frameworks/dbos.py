@@ -66,16 +66,31 @@ def run_workflow(workflow: Callable[..., R], *args: Any, workflow_id: str = "kil
     """
     database = Path(os.environ.get(protocol.ENV_RUN_DIR, ".")).resolve() / DATABASE_NAME
     url = os.environ.get(protocol.ENV_DATABASE_URL) or f"sqlite:///{database}"
-    DBOS(config={"name": app_name, "system_database_url": url, "log_level": "WARNING",
-                 "application_version": application_version,
-                 # DBOS polls its system database this often, for a recovered workflow's result and for its
-                 # notifications, and ``destroy`` waits out one poll (a second of every incarnation by default).
-                 "notification_listener_polling_interval_sec": POLL_INTERVAL_S})
+    dbos = DBOS(config={"name": app_name, "system_database_url": url, "log_level": "WARNING",
+                        "application_version": application_version,
+                        # DBOS polls its notifications this often, and ``destroy`` waits out one poll (a second
+                        # of every incarnation by default).
+                        "notification_listener_polling_interval_sec": POLL_INTERVAL_S})
+    _poll_recovery_queue_often(dbos)
     DBOS.launch()
     try:
         if DBOS.get_workflow_status(workflow_id) is None:
             with SetWorkflowID(workflow_id):
                 return workflow(*args)
-        return DBOS.retrieve_workflow(workflow_id).get_result()
+        # A recovered workflow runs on DBOS's queue thread; its result is polled for (every second by default).
+        return DBOS.retrieve_workflow(workflow_id).get_result(polling_interval_sec=POLL_INTERVAL_S)
     finally:
         DBOS.destroy()
+
+
+def _poll_recovery_queue_often(dbos: DBOS) -> None:
+    """Have DBOS's internal queue, which runs a recovered workflow, poll every ``POLL_INTERVAL_S``, not every second.
+
+    ``DBOS.launch`` recovers a pending workflow by enqueueing it there, and the
+    queue's worker waits one interval before its first dequeue: a second of
+    every recovering incarnation. The dequeue is the same (the queue's atomic
+    ENQUEUED to PENDING claim), only sooner. DBOS's configuration has no
+    setting for this queue (only for the Kafka ones), so the interval is set
+    on the queue object of the pinned DBOS, which its worker reads at every poll.
+    """
+    dbos._registry.get_internal_queue()._polling_interval_sec = POLL_INTERVAL_S
