@@ -125,13 +125,16 @@ def program(module: str | None, script: str | None) -> Program:
             raise ImportError(f"no module named {module!r} that can run as __main__")
         code = spec.loader.get_code(module)
         _forget_the_workloads_own(loaded_before)
+        _warm_first_use(code)
         return Program(code, spec.origin or module, spec)
     if script is None:
         raise ValueError("a fork request names neither a module nor a script")
     with open(script, "rb") as source:
         tree = ast.parse(source.read(), script)
     _warm_libraries(tree)
-    return Program(compile(tree, script, "exec"), script, None)
+    code = compile(tree, script, "exec")
+    _warm_first_use(code)
+    return Program(code, script, None)
 
 
 def _warm_libraries(tree: ast.Module) -> None:
@@ -152,14 +155,72 @@ def _warm_libraries(tree: ast.Module) -> None:
         else:
             continue
         for name in names:
-            if name in sys.modules or not _installed(name.partition(".")[0]):
-                continue
-            loaded_before = set(sys.modules)
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - it wants its environment at import: each child imports it, cold
-                pass
-            _forget_the_workloads_own(loaded_before)
+            if name not in sys.modules and _installed(name.partition(".")[0]):
+                _import_warm(name)
+
+
+# What an installed library imports only once it is used, by the library: the model provider a Pydantic AI
+# ``Agent("openai:...")`` names and its price table, the OpenAI client's resources and streams at its first
+# request, the HTTP stack under it, DBOS's SQLite system database. A child would import them in every
+# incarnation (0.8 s of one that builds a Pydantic AI OpenAI model, 1 s for Anthropic's; 0.2 s of an OpenAI
+# Agents SDK's), so the server imports them once their library is warm (``_warm_first_use``): the libraries
+# killpoint's extras pin (pyproject.toml). In order: a library's entry comes before those of the libraries
+# its own imports load (Pydantic AI's provider modules load openai, which loads httpx2).
+FIRST_USE_IMPORTS: dict[str, tuple[str, ...]] = {
+    "pydantic_ai": ("genai_prices.data",),
+    "openai": ("openai.resources.responses.responses", "openai.resources.chat.completions.completions",
+               "openai.lib.streaming.responses", "openai.lib.streaming.chat", "openai.pagination"),
+    "httpx2": ("httpcore2", "h11", "truststore", "anyio._backends._asyncio", "anyio.streams.tls"),
+    "dbos": ("dbos._sys_db_sqlite", "sqlalchemy.dialects.sqlite"),
+}
+# Pydantic AI's model providers, by the prefix of the model string that makes ``Agent`` import them. Each
+# costs the server its import (Anthropic's SDK 1 s, its thousands of modules), so only the providers the
+# workload's code names are imported.
+MODEL_PROVIDERS: dict[str, tuple[str, ...]] = {
+    "openai:": ("pydantic_ai.models.openai", "pydantic_ai.providers.openai"),
+    "anthropic:": ("pydantic_ai.models.anthropic", "pydantic_ai.providers.anthropic"),
+}
+
+
+def _warm_first_use(code: CodeType) -> None:
+    """Import here what the warm libraries will import at their first use: the model providers the workload's
+    ``__main__`` (``code``) names, then ``FIRST_USE_IMPORTS``; one that is not installed or fails to import is
+    left for each child, as before."""
+    if "pydantic_ai" in sys.modules:
+        strings = _strings(code)
+        for prefix, modules in MODEL_PROVIDERS.items():
+            if any(string.startswith(prefix) for string in strings):
+                _import_all_warm(modules)
+    for library, modules in FIRST_USE_IMPORTS.items():
+        if library in sys.modules:
+            _import_all_warm(modules)
+
+
+def _strings(code: CodeType) -> set[str]:
+    """The string constants of ``code`` and of every function and class body in it."""
+    strings = {constant for constant in code.co_consts if isinstance(constant, str)}
+    for constant in code.co_consts:
+        if isinstance(constant, CodeType):
+            strings |= _strings(constant)
+    return strings
+
+
+def _import_all_warm(modules: tuple[str, ...]) -> None:
+    """``_import_warm`` each of ``modules`` not imported yet."""
+    for name in modules:
+        if name not in sys.modules:
+            _import_warm(name)
+
+
+def _import_warm(name: str) -> None:
+    """Import installed library ``name`` so every fork inherits it, keeping of what it loads only what may stay
+    warm; one that fails to import (it wants its environment, or is not installed) is left for each child."""
+    loaded_before = set(sys.modules)
+    try:
+        importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - it wants its environment at import: each child imports it, cold
+        pass
+    _forget_the_workloads_own(loaded_before)
 
 
 def _forget_the_workloads_own(loaded_before: set[str]) -> None:

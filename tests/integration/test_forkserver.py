@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -216,3 +217,46 @@ def test_a_fork_server_that_dies_is_an_infrastructure_failure_not_bad_input(kill
     assert result.exit_code == 4, result.out + result.err
     assert "the harness failed, so there is no verdict" in result.err and "fork server" in result.err
     assert "Traceback" not in result.err
+
+
+# Scripts whose libraries import more once they are used: DBOS its SQLite system database's module and
+# SQLAlchemy's dialect when the workflow launches, Pydantic AI the provider its model string names when the
+# Agent is made. The server imports those too, once, so no incarnation pays them; only the provider named.
+FIRST_USE_SCRIPTS = {
+    "dbos": ("import dbos\n", {"dbos._sys_db_sqlite": True, "sqlalchemy.dialects.sqlite": True}),
+    "pydantic_ai": ("import pydantic_ai\ndef model():\n    return 'openai:gpt-4o'\n",
+                    {"pydantic_ai.models.openai": True, "pydantic_ai.models.anthropic": False}),
+}
+
+
+@pytest.mark.parametrize("library", FIRST_USE_SCRIPTS)
+def test_what_a_warm_library_imports_at_its_first_use_is_imported_in_the_server(killpoint, tmp_path, library):
+    pytest.importorskip(library)
+    imports, warm = FIRST_USE_SCRIPTS[library]
+    (tmp_path / "my_runtime.py").write_text(
+        f"import json, sys\nWARM_AT_START = {{name: name in sys.modules for name in {sorted(warm)!r}}}\n{imports}"
+        "from killpoint.scenarios.reference_runtime import main\n"
+        "if __name__ == '__main__':\n"
+        "    print(json.dumps(WARM_AT_START))\n"
+        "    sys.exit(main())\n")
+    result = killpoint("run", DEMO, "--backend", "forkserver", "--kill-at", "c2:after_started", "--keep-all",
+                       "--workload", f"{{python}} {tmp_path / 'my_runtime.py'}", "--runs-dir", tmp_path / "runs")
+    assert result.exit_code == 0, result.out + result.err
+    for number in (0, 1):
+        stdout = (tmp_path / "runs" / "run-00000" / f"incarnation-{number}.stdout").read_text()
+        assert json.loads(stdout) == warm
+
+
+def test_the_server_stays_threadless_with_every_first_use_import_warm():
+    """A fork copies only the forking thread: a library that started a thread when imported would leave its
+    children a lock held by no one. Every module of the tables, with its library, starts none."""
+    pytest.importorskip("pydantic_ai")
+    probe = ("import json, os, sys\n"
+             "from killpoint.harness.backends import _forkserver_main as server\n"
+             "tables = [*server.FIRST_USE_IMPORTS.items(), ('pydantic_ai', sum(server.MODEL_PROVIDERS.values(), ()))]\n"
+             "for library, modules in tables:\n"
+             "    server._import_all_warm((library, *modules))\n"
+             "print(json.dumps({'threads': len(os.listdir('/proc/self/task')),\n"
+             "                  'cold': [name for _, modules in tables for name in modules if name not in sys.modules]}))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(done.stdout.splitlines()[-1]) == {"threads": 1, "cold": []}
