@@ -15,7 +15,10 @@ A second table does the same for the frameworks as a user writes them: the shop'
 workflow (scenarios/frameworks/examples), each run as the shipped ``-m`` module and as a script of the
 user's own (the module copied out of the package, its one relative import made absolute, run as
 ``{python} my_shop.py``). Those sweeps find the shop's planted bug, so their verdict line is shown: it
-must be the same for both forms. With ``--write`` the tables replace what stands between their markers.
+must be the same for both forms. Beside them, the unmodified agents of scenarios/agents (the OpenAI Agents
+SDK's, LangGraph's prebuilt ReAct agent and Pydantic AI's, on killpoint's scripted model), whose sweeps find
+the tools their SDKs run again (how many varies from session to session: docs/agents.md). With ``--write``
+the tables replace what stands between their markers.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ STANDALONE = f"{{python}} {ROOT / 'scenarios' / 'standalone' / 'runtime.py'}"
 MARKERS = {"runtimes": ("<!-- runtimes-table:start -->", "<!-- runtimes-table:end -->"),
            "frameworks": ("<!-- framework-scripts-table:start -->", "<!-- framework-scripts-table:end -->")}
 EXAMPLES = ROOT / "scenarios" / "frameworks" / "examples"
+AGENTS = ROOT / "scenarios" / "agents"
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,13 @@ def user_scripts(folder: Path) -> tuple[Session, ...]:
     return tuple(sessions)
 
 
+AGENT_SESSIONS = tuple(Session(label, str(AGENTS / f"{name}.toml"), None, ()) for label, name in (
+    ("OpenAI Agents SDK agent", "openai_agents_sdk"),
+    ("LangGraph prebuilt ReAct agent", "langgraph_prebuilt"),
+    ("Pydantic AI agent", "pydantic_ai_agent"),
+))
+
+
 def start_seconds(command: tuple[str, ...], times: int = 10) -> float:
     """The median wall time of one start of ``command`` (an interpreter loading what the runtime imports)."""
     if not command:
@@ -139,9 +150,10 @@ def runtimes_table(rounds: int, jobs: int) -> str:
 
 def frameworks_table(rounds: int, jobs: int) -> str:
     with tempfile.TemporaryDirectory(prefix="kp-user-scripts-") as folder:
-        sessions = user_scripts(Path(folder))
+        sessions = user_scripts(Path(folder)) + AGENT_SESSIONS
         seconds, _, verdicts = timed(sessions, rounds, jobs, findings=True)
-    lines = [f"The shop's framework examples, `--exhaustive`, -j {jobs}, median of {rounds} interleaved rounds:", "",
+    lines = [f"The shop's framework examples and the agents of scenarios/agents, `--exhaustive`, -j {jobs}, "
+             f"median of {rounds} interleaved rounds:", "",
              "| workload | wall s | verdicts |", "|---|---:|---|"]
     lines += [f"| {session.label} | {statistics.median(seconds[session.label]):.2f} | {verdicts[session.label]} |"
               for session in sessions]
