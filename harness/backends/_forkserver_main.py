@@ -159,18 +159,21 @@ def _warm_libraries(tree: ast.Module) -> None:
                 _import_warm(name)
 
 
+# The HTTP stack under httpx2, which a model SDK's client loads at its first request. LangGraph loads httpx2
+# too, but sends nothing: the stack is warmed for the model SDKs only.
+HTTP_STACK = ("httpcore2", "h11", "truststore", "anyio._backends._asyncio", "anyio.streams.tls")
 # What an installed library imports only once it is used, by the library: the model provider a Pydantic AI
 # ``Agent("openai:...")`` names and its price table, the OpenAI client's resources and streams at its first
-# request, the HTTP stack under it, DBOS's SQLite system database. A child would import them in every
+# request, the HTTP stack under a model SDK, DBOS's SQLite system database. A child would import them in every
 # incarnation (0.8 s of one that builds a Pydantic AI OpenAI model, 1 s for Anthropic's; 0.2 s of an OpenAI
 # Agents SDK's), so the server imports them once their library is warm (``_warm_first_use``): the libraries
 # killpoint's extras pin (pyproject.toml). In order: a library's entry comes before those of the libraries
-# its own imports load (Pydantic AI's provider modules load openai, which loads httpx2).
+# its own imports load (Pydantic AI's provider modules load openai or anthropic).
 FIRST_USE_IMPORTS: dict[str, tuple[str, ...]] = {
     "pydantic_ai": ("genai_prices.data",),
     "openai": ("openai.resources.responses.responses", "openai.resources.chat.completions.completions",
-               "openai.lib.streaming.responses", "openai.lib.streaming.chat", "openai.pagination"),
-    "httpx2": ("httpcore2", "h11", "truststore", "anyio._backends._asyncio", "anyio.streams.tls"),
+               "openai.lib.streaming.responses", "openai.lib.streaming.chat", "openai.pagination", *HTTP_STACK),
+    "anthropic": HTTP_STACK,
     "dbos": ("dbos._sys_db_sqlite", "sqlalchemy.dialects.sqlite"),
 }
 # Pydantic AI's model providers, by the prefix of the model string that makes ``Agent`` import them. Each
