@@ -26,6 +26,9 @@ from tests.helpers import CliResult
 
 ATOMIC = Path(__file__).parent / "servers" / "atomic.py"
 DEADLINE_S = 1.0
+# How far past the deadline a call may end on a loaded machine: a server that streams forever would never let it end,
+# so any bound tells a deadline kept from a hang (2 s failed beside a CPU hog with the suite's other workers).
+LATE_S = 9.0
 Killpoint = Callable[..., CliResult]
 TOOL_ANSWER = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "ok"}], "isError": False}}
 
@@ -125,7 +128,7 @@ def test_a_server_that_does_not_answer_answers_garbage_or_streams_forever_is_an_
     with pytest.raises(ServerError) as raised:
         client.initialize()
     assert message in str(raised.value)
-    assert time.monotonic() - started < DEADLINE_S + 1.0, "the deadline bounds it, whatever the server does"
+    assert time.monotonic() - started < DEADLINE_S + LATE_S, "the deadline bounds it, whatever the server does"
 
 
 def test_a_tool_call_whose_sse_answer_never_comes_times_out_at_the_call_timeout(serve: Callable[..., HttpMcp]) -> None:
@@ -134,7 +137,7 @@ def test_a_tool_call_whose_sse_answer_never_comes_times_out_at_the_call_timeout(
     started = time.monotonic()
     call = client.call_tool("save_file", {"path": "a.txt"})
     assert call.timed_out and not call.ok and call.error == f"no answer within {DEADLINE_S:g}s"
-    assert time.monotonic() - started < DEADLINE_S + 1.0
+    assert time.monotonic() - started < DEADLINE_S + LATE_S
 
 
 def test_an_sse_answer_after_notifications_and_a_chunked_json_answer_are_read(serve: Callable[..., HttpMcp]) -> None:
