@@ -128,6 +128,10 @@ class ToolServices:
         seams = SeamClient(str(control)) if control is not None else None
         return cls(ToolService(plan, world, ledger, seams=seams, by_arguments=False, classes=classes).start(), seams)
 
+    def paused(self) -> contextlib.AbstractContextManager[bool]:
+        """No tool call acts while the run is copied as a kill would leave it (``ToolService.paused``)."""
+        return self.tools.paused()
+
     def environment(self) -> dict[str, str]:
         """The tools' URL (and the same tools' MCP endpoint), and loopback kept off any proxy the workload's
         environment names."""

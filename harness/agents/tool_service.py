@@ -181,6 +181,7 @@ class ToolService(LoopbackServer):
         self._ledger: Ledger | None = None
         self._refused: str | None = None  # why the ledger or the world was not opened (begin)
         self._frozen = False
+        self._paused = False  # ``paused``: a call waits to act until the harness's copy of the run is taken
         self._struck = threading.Event()  # set by ``freeze``: cuts a tool's latency short (``_pause``)
         self._acting = 0
         self._state = threading.Condition()
@@ -242,10 +243,30 @@ class ToolService(LoopbackServer):
                 raise TimeoutError(f"a tool call still acted {FREEZE_DEADLINE_S:g}s after the service froze")
 
     @contextmanager
-    def _acting_for(self, incarnation: int) -> Iterator[tuple[World, Ledger]]:
-        """The world and ledger to act with, while incarnation ``incarnation`` still runs; AgentKilled once it
-        does not."""
+    def paused(self) -> Iterator[bool]:
+        """True, with no call acting for the body: the run may be copied as a kill now would leave it (a held
+        point, ``point_snapshots``). A call arriving meanwhile waits, and acts once the body is done, as it would
+        have. False, pausing nothing, when a call is acting now: a kill would let it finish (or, in its latency,
+        cut it short), which no copy taken now stands in for."""
         with self._state:
+            if self._acting:
+                quiet = False
+            else:
+                quiet = self._paused = True
+        try:
+            yield quiet
+        finally:
+            if quiet:
+                with self._state:
+                    self._paused = False
+                    self._state.notify_all()
+
+    @contextmanager
+    def _acting_for(self, incarnation: int) -> Iterator[tuple[World, Ledger]]:
+        """The world and ledger to act with, while incarnation ``incarnation`` still runs (once no copy of the run
+        is being taken, ``paused``); AgentKilled once it does not."""
+        with self._state:
+            self._state.wait_for(lambda: not self._paused)
             if self._refused is not None:
                 raise RunFolderRefused(self._refused)
             if self._frozen or self._incarnation != incarnation or self._ledger is None or self._world is None:

@@ -20,9 +20,11 @@ only its recovery.
 A snapshot is kept only if it stands in for the kill exactly:
 - the state before incarnation k could (``Prefixes.save`` saved it, it was
   itself a snapshot taken whole, or k = 0: the fresh run directory);
-- the whole incarnation could be held (a cgroup to freeze), the copy is whole
-  and names neither the run's folder nor its control folder, and the
-  nemesis's writings raised no problem;
+- the whole incarnation could be held (a cgroup to freeze), no call of the
+  harness's tool service was acting (a kill would let it finish first, or cut
+  its latency short; one arriving waits for the copy), the copy is whole and
+  names neither the run's folder nor its control folder, and the nemesis's
+  writings raised no problem;
 - incarnation k ended with no process left behind, no protocol problem, no
   timeout, and every point it reached was one it waited at (so none was
   reached while the copy was made, and the points are in the order reached);
@@ -36,6 +38,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,9 +71,9 @@ class PointSnapshots:
     launched: Launched
     started: float  # monotonic, before the launch: what the incarnation's seconds count from
     store: tuple[str, ...] | None  # the runtime's own store's files (a ``[journal]`` scenario), copied at a kill
+    paused: Callable[[], AbstractContextManager[bool]]  # the tool service's calls held off (``ToolServices.paused``)
     reached: list[tuple[str, str | None]] = field(default_factory=list)  # every point waited at: (point, call)
     taken: dict[str, tuple[int, Path]] = field(default_factory=dict)  # point reached -> (its index, its building)
-    allowed: int | None = None  # states the budget holds, from the run directory's size when first asked
     stopped: bool = False  # one could not be taken whole: none after it is
 
     @property
@@ -86,7 +90,9 @@ class PointSnapshots:
         if not kill.matches(point, call) or not self._room():
             return
         building = self.prefixes.building(self.schedule + (kill,), self.drift)
-        with self.launched.held() as held:
+        with self.launched.held() as held, self.paused() as quiet:
+            if held and not quiet:  # a tool call acting: this point's children run for real
+                return
             whole = held and self._copy(building, kill, served)
         if not whole:
             remove_tree(building)
@@ -116,13 +122,13 @@ class PointSnapshots:
         return kept
 
     def _room(self) -> bool:
-        """The budget holds one more state (the states of every run of the session count)."""
-        if self.allowed is None:
-            try:
-                self.allowed = SNAPSHOT_BUDGET_BYTES // max(1, _size(self.run_dir))
-            except OSError:  # a folder gone or unreadable as it is listed: no copy of it would be whole
-                self.allowed = 0
-        return self.prefixes.saved() < self.allowed
+        """The budget holds one more state (the states of every run of the session count, each as large as the run
+        directory is now: it is measured at every point, as the workload may grow it between two)."""
+        try:
+            allowed = SNAPSHOT_BUDGET_BYTES // max(1, _size(self.run_dir))
+        except OSError:  # a folder gone or unreadable as it is listed: no copy of it would be whole
+            return False
+        return self.prefixes.saved() < allowed
 
     def _copy(self, building: Path, kill: AtPoint, served: Served) -> bool:
         """Copy the run directory held at ``kill``'s point into ``building`` as the kill would have left it."""
@@ -137,7 +143,8 @@ class PointSnapshots:
                 return False
             killed = Incarnation(
                 number=self.number, pid=self.launched.pid, exit_code=None, killed_at=strike.point, timed_out=False,
-                points=tuple(served.points), seconds=round(time.monotonic() - self.started, 4),
+                # Its own time: a kill here would have ended it with none of the earlier holds in it.
+                points=tuple(served.points), seconds=round(time.monotonic() - self.started - served.held_s, 4),
                 stderr_tail=stderr_tail(state / f"incarnation-{self.number}.stderr"),
                 catalogue_drift=str(self.drift) if self.drift is not None and self.number > 0 else None)
             save_incarnations(RunPaths(state).incarnations, [*self.struck, killed])
@@ -189,6 +196,7 @@ class RunSharing:
         return self.prefixes.save(self.schedule, self.drift, self.run, run_dir, incarnations, control_dir)
 
     def snapshots(self, run_dir: Path, incarnations: list[Incarnation], control_dir: Path, launched: Launched,
-                  started: float, store: tuple[str, ...] | None) -> PointSnapshots:
+                  started: float, store: tuple[str, ...] | None,
+                  paused: Callable[[], AbstractContextManager[bool]]) -> PointSnapshots:
         return PointSnapshots(self.prefixes, self.schedule, self.drift, self.run, run_dir, control_dir,
-                              list(incarnations), launched, started, store)
+                              list(incarnations), launched, started, store, paused)

@@ -208,8 +208,10 @@ class Sharing(Protocol):
         """Save the state the last kill left; whether it could stand in for a run's own."""
 
     def snapshots(self, run_dir: Path, incarnations: list[Incarnation], control_dir: Path, launched: Launched,
-                  started: float, store: tuple[str, ...] | None) -> PointWatch:
-        """The watch of the incarnation just launched after the last kill, from a state that stands in."""
+                  started: float, store: tuple[str, ...] | None,
+                  paused: Callable[[], contextlib.AbstractContextManager[bool]]) -> PointWatch:
+        """The watch of the incarnation just launched after the last kill, from a state that stands in; ``paused``
+        holds off the tool service's calls while a state is copied."""
 
 
 def carry_out_schedule(scenario: Scenario, schedule: Schedule, run_dir: Path, backend: Backend, *,
@@ -371,6 +373,7 @@ class _WorkWatch(_Watch):
         self.cpu_waits: CpuWaits | None = None
         self.period: WorkPeriod | None = None
         self.snapshots: _SnapshotWatch | None = None
+        self.held_s: list[tuple[int, float]] = []  # (point's index, seconds held there)
 
     def holding(self, snapshots: _SnapshotWatch | None) -> _WorkWatch:
         """This watch, which also holds the incarnation at each point for ``snapshots`` (None: it holds nowhere)."""
@@ -390,12 +393,18 @@ class _WorkWatch(_Watch):
             reading = time.monotonic()
             cpu_waits.on_point(point, call, served)
             held(point, call, served)
-            cpu_waits.reading_s[len(served.points) - 1] = time.monotonic() - reading
+            index = len(served.points) - 1
+            cpu_waits.reading_s[index] = time.monotonic() - reading
+            self.held_s.append((index, cpu_waits.reading_s[index]))
 
         return on_point
 
     def served(self, served: Served, watcher: EventWatcher | None) -> None:
-        self.period = work_period(served, watcher, self.cpu_waits)
+        period = work_period(served, watcher, self.cpu_waits)
+        last = len(served.point_times) - 1  # held there after its last sign of work: not in the window
+        held = sum(seconds for index, seconds in self.held_s if index < last)
+        self.period = period if period is None or not held else replace(
+            period, window_s=(0.0, round(max(0.0, period.window_s[1] - held), 4)))
 
     def recorded(self, incarnation: Incarnation) -> None:
         if self.snapshots is not None:
@@ -416,7 +425,7 @@ class _SnapshotWatch(_Watch):
     def launched(self, launched: Launched, started: float) -> OnPoint | None:
         run = self.run
         self.watch = self.sharing.snapshots(run.run_dir, run.incarnations, run.control_dir, launched, started,
-                                            run.files)
+                                            run.files, run.services.paused)
         return self.watch.on_point
 
     def recorded(self, incarnation: Incarnation) -> None:

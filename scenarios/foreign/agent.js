@@ -297,22 +297,17 @@ class Control {
       this.socket.write(JSON.stringify({ ...message, wait: false, sent: monotonicSeconds() }) + '\n');
       return;
     }
-    const reply = new Promise((resolve) => { this.waiting = resolve; });
-    this.socket.write(JSON.stringify(message) + '\n');
     if (this.armed.now && this.armed.at !== null) { // a non-pausing kill's point: announced, then no line runs on
-      await this.flushed();
+      // The write's callback comes once the line is in the kernel's hands (Node's 'drain' would not come for it).
+      await new Promise((resolve) => { this.socket.write(JSON.stringify(message) + '\n', resolve); });
       dieNow();
     }
+    const reply = new Promise((resolve) => { this.waiting = resolve; });
+    this.socket.write(JSON.stringify(message) + '\n');
     this.deliver();
     const line = await reply;
     if (line === null) throw new Error(`the harness closed the control socket at ${point} ${call || ''}`);
     if (line.trim() === 'kill') dieNow();
-  }
-
-  // Every line written is in the kernel's hands (a line the kernel would not take yet waits in Node's buffer).
-  flushed() {
-    if (this.socket.writableLength === 0) return Promise.resolve();
-    return new Promise((resolve) => { this.socket.once('drain', resolve); });
   }
 
   connect() {

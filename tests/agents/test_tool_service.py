@@ -256,3 +256,31 @@ def test_a_call_waiting_out_its_latency_when_the_harness_strikes_acts_on_nothing
     assert outcome and isinstance(outcome[0], Exception), outcome
     assert [line.get("invoked") for line in ledger_lines(tmp_path / "ledger.jsonl")] == ["append"]
     assert not (world / "files" / "log.txt").exists()
+
+
+def test_a_paused_service_lets_a_call_act_only_once_the_copy_is_taken_and_a_call_acting_refuses_the_pause(
+        world, tmp_path):
+    """A held point's copy must see no half-made effect: a call arriving while paused waits (and then acts, as it
+    would have), and while a call acts (here in its latency) there is no pause to take."""
+    (world / "state" / "latency.json").write_text(json.dumps({"append": 5}))
+    with ToolService(NAMED_PLAN, world, tmp_path / "ledger.jsonl", by_arguments=False) as tools:
+        tools.begin(0)
+        answers: list[Any] = []
+
+        def call() -> None:
+            answers.append(post(f"{tools.url}/calls/append", {"call": "c1", "args": NAMED_PLAN["calls"][0]["args"]}))
+
+        with tools.paused() as quiet:
+            assert quiet
+            caller = threading.Thread(target=call)
+            caller.start()
+            time.sleep(0.3)  # the request reached the service, which holds it off
+            assert ledger_lines(tmp_path / "ledger.jsonl") == [] and not answers
+        deadline = time.monotonic() + 30
+        while not ledger_lines(tmp_path / "ledger.jsonl") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with tools.paused() as quiet:  # the call is in its 5 s latency now
+            assert not quiet
+        caller.join(30)
+    assert answers and answers[0][0] == 200 and answers[0][1]["ok"] is True
+    assert (world / "files" / "log.txt").read_text() == "one\n"

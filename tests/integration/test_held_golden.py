@@ -8,6 +8,7 @@ count as its work.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -59,5 +60,23 @@ def test_the_time_the_crash_free_run_is_held_is_not_its_work(tmp_path, forkserve
                         sharing=RunSharing.of_golden(Prefixes(tmp_path / "prefixes", ())))
     held_s = HOLD_S * len(set(golden.points))
     assert golden.seconds > held_s  # it was held
-    # Its work, on its own clock, is what it did between the points, not the holds.
+    # Its work, on its own clock, is what it did between the points, not the holds; so is its working period.
     assert golden.point_times_s[-1] < held_s / 2
+    assert golden.work_window_s is not None and golden.work_window_s[1] < held_s / 2
+
+
+def test_a_run_directory_that_grows_shrinks_how_many_states_the_budget_holds(tmp_path, monkeypatch):
+    """The budget counts states as large as the run directory is at each point, not as it was at the first."""
+    monkeypatch.setattr(point_snapshots, "SNAPSHOT_BUDGET_BYTES", 4 * 1024 * 1024)
+    prefixes = Prefixes(tmp_path / "prefixes", ())
+    for saved in range(2):
+        (prefixes.folder / str(saved)).mkdir(parents=True)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    grown = run_dir / "state.bin"
+    grown.write_bytes(b"x" * 1024 * 1024)
+    snapshots = point_snapshots.PointSnapshots(prefixes, (), None, GOLDEN_RUN, run_dir, tmp_path, [], None,  # type: ignore[arg-type]
+                                               0.0, None, contextlib.nullcontext)
+    assert snapshots._room()  # 2 saved, 4 of 1 MiB allowed
+    grown.write_bytes(b"x" * 3 * 1024 * 1024)
+    assert not snapshots._room()  # 2 saved, 1 of 3 MiB allowed
