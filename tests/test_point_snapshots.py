@@ -38,14 +38,22 @@ class HeldIncarnation:
         yield self.can_hold
 
 
-def watch(tmp_path: Path, launched: HeldIncarnation | None = None) -> tuple[PointSnapshots, Prefixes, Path]:
+@contextlib.contextmanager
+def tool_service(quiet: bool = True) -> Iterator[bool]:
+    """The tool service's ``paused``: no call acting (``quiet``), or one acting, which no copy may be taken beside."""
+    yield quiet
+
+
+def watch(tmp_path: Path, launched: HeldIncarnation | None = None,
+          quiet: bool = True) -> tuple[PointSnapshots, Prefixes, Path]:
     """The watch of run 7's incarnation 1, after its one kill at c1:after_started, whose state was saved."""
     run_dir, struck = killed_run(tmp_path)
     (run_dir / "incarnation-1.stderr").write_text("recovering\n")
     prefixes = Prefixes(tmp_path / "prefixes", GOLDEN)
     sharing = RunSharing(prefixes, (FIRST,), None, 7)
     assert sharing.after_last_kill(run_dir, struck, tmp_path / "control")
-    snapshots = sharing.snapshots(run_dir, struck, tmp_path / "control", launched or HeldIncarnation(), 0.0, None)
+    snapshots = sharing.snapshots(run_dir, struck, tmp_path / "control", launched or HeldIncarnation(), 0.0, None,
+                                  lambda: tool_service(quiet))
     return snapshots, prefixes, run_dir
 
 
@@ -147,4 +155,15 @@ def test_the_snapshots_stay_within_their_budget(tmp_path, monkeypatch):
     monkeypatch.setattr(point_snapshots, "SNAPSHOT_BUDGET_BYTES", 3 * point_snapshots._size(run_dir))
     served = Served()
     reach(snapshots, served, run_dir)
-    assert snapshots.allowed == 3 and len(snapshots.taken) == 2 and prefixes.saved() == 3
+    assert len(snapshots.taken) == 2 and prefixes.saved() == 3
+
+
+def test_no_point_is_copied_while_a_call_of_the_tool_service_acts(tmp_path):
+    """A kill would let the call finish (or cut its latency short) first: a copy taken beside it stands in for
+    neither, so those children run for real."""
+    launched = HeldIncarnation()
+    snapshots, prefixes, run_dir = watch(tmp_path, launched, quiet=False)
+    served = Served()
+    reach(snapshots, served, run_dir)
+    assert snapshots.finish(ended(served)) == 0 and launched.holds == 4
+    assert prefixes.find((FIRST, AtPoint("after_effect", "c1")), None).held is False  # the kill's own state only

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from killpoint.errors import ConfigError
+from killpoint.errors import ConfigError, InternalError
 from killpoint.harness.certify.adapters import CallResult, ExternalSpec, TrialError, schema_problems, split_command
 from killpoint.harness.certify.certificate import AFTER, MAX_TOOL_NAME, shown_name
 from killpoint.harness.certify.identity import command_identity
@@ -285,7 +285,7 @@ class Spares:
         try:
             return world, self.command.spawn(world, folder)
         except ServerError as error:
-            raise SpareFailed(world, error) from None
+            raise SpareFailed(str(error), world) from None
 
     def close(self) -> None:
         """End every spare (killed with its tree, reaped) and remove every world of the pool."""
@@ -300,12 +300,13 @@ class Spares:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-class SpareFailed(Exception):
-    """A spare's server would not start: the error, and the world it was for (its path is scrubbed from the error)."""
+class SpareFailed(InternalError):
+    """A spare's server would not start: the error, and the world it was for (its path is scrubbed from the error by
+    the trial that takes it)."""
 
-    def __init__(self, world: Path, error: ServerError) -> None:
-        super().__init__(str(error))
-        self.world = world
+    def __init__(self, message: str, world: Path) -> None:
+        super().__init__(message, world)
+        self.message, self.world = message, world
 
 
 _SPARES: dict[ServerCommand, Spares] = {}
@@ -401,7 +402,7 @@ class McpTarget:
         try:
             world, server = spares_of(self.command).take()
         except SpareFailed as failed:
-            raise TrialError(f"{self.name}: {_scrubbed(str(failed), failed.world)}") from None
+            raise TrialError(f"{self.name}: {_scrubbed(failed.message, failed.world)}") from None
         self.live[world] = server
         return world
 
