@@ -373,7 +373,6 @@ class _WorkWatch(_Watch):
         self.cpu_waits: CpuWaits | None = None
         self.period: WorkPeriod | None = None
         self.snapshots: _SnapshotWatch | None = None
-        self.held_s: list[tuple[int, float]] = []  # (point's index, seconds held there)
 
     def holding(self, snapshots: _SnapshotWatch | None) -> _WorkWatch:
         """This watch, which also holds the incarnation at each point for ``snapshots`` (None: it holds nowhere)."""
@@ -393,18 +392,18 @@ class _WorkWatch(_Watch):
             reading = time.monotonic()
             cpu_waits.on_point(point, call, served)
             held(point, call, served)
-            index = len(served.points) - 1
-            cpu_waits.reading_s[index] = time.monotonic() - reading
-            self.held_s.append((index, cpu_waits.reading_s[index]))
+            cpu_waits.reading_s[len(served.points) - 1] = time.monotonic() - reading
 
         return on_point
 
     def served(self, served: Served, watcher: EventWatcher | None) -> None:
         period = work_period(served, watcher, self.cpu_waits)
+        if period is None or self.snapshots is None or self.cpu_waits is None:
+            self.period = period
+            return
         last = len(served.point_times) - 1  # held there after its last sign of work: not in the window
-        held = sum(seconds for index, seconds in self.held_s if index < last)
-        self.period = period if period is None or not held else replace(
-            period, window_s=(0.0, round(max(0.0, period.window_s[1] - held), 4)))
+        held = sum(seconds for index, seconds in self.cpu_waits.reading_s.items() if index < last)
+        self.period = replace(period, window_s=(0.0, round(max(0.0, period.window_s[1] - held), 4)))
 
     def recorded(self, incarnation: Incarnation) -> None:
         if self.snapshots is not None:
