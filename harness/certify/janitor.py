@@ -26,7 +26,12 @@ from pathlib import Path
 
 _jobs: queue.Queue[Callable[[], object]] = queue.Queue()
 _started: list[threading.Thread] = []
+_failed: list[Exception] = []  # what a job raised that was no OSError: ``drain`` raises it
 _lock = threading.Lock()
+# Jobs waiting past which a watch is closed on the caller's path: an inotify instance waiting here still counts
+# against the user's limit (fs.inotify.max_user_instances, 128 by default, every certifying process's together),
+# and one the janitor fell behind on must not make the next watch fail to open.
+MAX_WAITING = 32
 
 
 def later(job: Callable[[], object]) -> None:
@@ -40,8 +45,12 @@ def later(job: Callable[[], object]) -> None:
 
 
 def close_later(fd: int) -> None:
-    """Close ``fd`` off the caller's path; nobody may use it again (a closed or reused number is not ours)."""
-    later(lambda: os.close(fd))
+    """Close ``fd`` off the caller's path (at once if ``MAX_WAITING`` jobs wait); nobody may use it again (a closed
+    or reused number is not ours)."""
+    if _jobs.qsize() >= MAX_WAITING:
+        os.close(fd)
+    else:
+        later(lambda: os.close(fd))
 
 
 def remove_later(folder: Path) -> None:
@@ -55,9 +64,6 @@ def drain() -> None:
         _jobs.join()
     if _failed:
         raise _failed.pop()
-
-
-_failed: list[Exception] = []
 
 
 def _work() -> None:

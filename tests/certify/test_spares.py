@@ -11,7 +11,9 @@ removed on the trial's path, and nothing is left running or on disk.
 from __future__ import annotations
 
 import functools
+import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -104,3 +106,20 @@ def test_the_janitor_runs_its_jobs_in_order_past_a_failing_one_and_drain_waits_f
     janitor.remove_later(folder)
     janitor.drain()
     assert ran == list(range(20)) and not folder.exists()
+
+
+def test_a_watch_is_closed_at_once_when_the_janitor_is_behind(tmp_path: Path) -> None:
+    """Its inotify instance counts against the user's limit while it waits: a backlog must not grow without bound."""
+    release = threading.Event()
+    janitor.later(release.wait)  # the janitor is busy: every job after this one waits
+    for _ in range(janitor.MAX_WAITING):
+        janitor.later(functools.partial(int, 0))
+    read, write = os.pipe()
+    try:
+        janitor.close_later(read)
+        with pytest.raises(OSError):
+            os.fstat(read)  # closed already, on this thread
+    finally:
+        os.close(write)
+        release.set()
+        janitor.drain()
