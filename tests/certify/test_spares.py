@@ -42,8 +42,20 @@ def without_speedups(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def comparable(certificate: dict[str, Any]) -> dict[str, Any]:
-    """The certificate but when it was made and how long it took."""
-    return {key: value for key, value in certificate.items() if key not in ("created", "seconds")}
+    """The certificate but when it was made, how long it took, and what a kill raced by the server left.
+
+    ``create_entities``'s kill "just after modify entities.json.<hex>.tmp" is not
+    held in the kernel: the server's next step is its rename, which fanotify has
+    no permission event for, so the SIGKILL lands before or after the rename as
+    the scheduler says ("torn" or "once"; docs/certify.md, "Kills at a change are
+    held, not raced"). The same code gives either under load; the kill's point,
+    the trials, the verdict and the evidenced class do not vary.
+    """
+    raced = ("kill_left", "debris")  # what the kills left, counted and listed
+    kept = {key: value for key, value in certificate.items() if key not in ("created", "seconds", *raced)}
+    kept["observations"] = [{key: value for key, value in observation.items() if key not in ("left", "debris")}
+                            for observation in certificate["observations"]]
+    return kept
 
 
 @pytest.mark.integration
