@@ -12,7 +12,7 @@ import pytest
 
 from killpoint.harness.execute import point_snapshots
 from killpoint.harness.execute.point_snapshots import PointSnapshots, RunSharing
-from killpoint.harness.execute.prefixes import Prefixes
+from killpoint.harness.execute.prefixes import GOLDEN_RUN, Prefixes
 from killpoint.harness.execute.rendezvous import Served
 from killpoint.harness.judge.evidence import read_incarnations
 from killpoint.harness.layout import RunPaths
@@ -44,13 +44,14 @@ def tool_service(quiet: bool = True) -> Iterator[bool]:
     yield quiet
 
 
-def watch(tmp_path: Path, launched: HeldIncarnation | None = None,
-          quiet: bool = True) -> tuple[PointSnapshots, Prefixes, Path]:
-    """The watch of run 7's incarnation 1, after its one kill at c1:after_started, whose state was saved."""
+def watch(tmp_path: Path, launched: HeldIncarnation | None = None, quiet: bool = True,
+          shared: tuple[int, ...] = ()) -> tuple[PointSnapshots, Prefixes, Path]:
+    """The watch of run 7's incarnation 1, after its one kill at c1:after_started, whose state was saved
+    (``shared``: whose incarnation 0 was, when run 7 started from a copy)."""
     run_dir, struck = killed_run(tmp_path)
     (run_dir / "incarnation-1.stderr").write_text("recovering\n")
     prefixes = Prefixes(tmp_path / "prefixes", GOLDEN)
-    sharing = RunSharing(prefixes, (FIRST,), None, 7)
+    sharing = RunSharing(prefixes, (FIRST,), None, 7, shared)
     assert sharing.after_last_kill(run_dir, struck, tmp_path / "control")
     snapshots = sharing.snapshots(run_dir, struck, tmp_path / "control", launched or HeldIncarnation(), 0.0, None,
                                   lambda: tool_service(quiet))
@@ -92,6 +93,22 @@ def test_each_point_is_copied_as_the_kill_there_would_leave_it(tmp_path):
     assert marker == {"killed": 1, "point": "c1:after_effect"}
     assert "held at its point" in prefix.note(2) and "run-00007's" in prefix.note(2)
     assert read_incarnations(RunPaths(state).incarnations)[0] == tuple(incarnations)
+
+
+def test_a_state_taken_by_a_run_that_started_from_the_crash_free_runs_copy_names_both_owners(tmp_path):
+    """Run 7 took incarnation 0 from the crash-free run's copy: its children's notes must not call it run 7's."""
+    snapshots, prefixes, run_dir = watch(tmp_path, shared=(GOLDEN_RUN,))
+    served = Served()
+    reach(snapshots, served, run_dir)
+    assert snapshots.finish(ended(served)) == 4
+    held = prefixes.find((FIRST, AtPoint("after_effect", "c1")), None)
+    assert held is not None and held.whose(2) == (GOLDEN_RUN, 7)
+    assert held.note(2).startswith("incarnation 0 is the crash-free run's and incarnation 1 is run-00007's, shared: "
+                                   "this run started from the state their kills left, the last one's copied as "
+                                   "run-00007's incarnation 1 was held at its point"), held.note(2)
+    saved = prefixes.find((FIRST,), None)  # the state its one kill left, saved by run 7 after it
+    assert saved is not None and not saved.held and saved.whose(1) == (GOLDEN_RUN,)
+    assert saved.note(1).startswith("incarnation 0 is the crash-free run's, shared: this run started from the copy")
 
 
 def test_a_kill_at_a_point_of_no_call_first_matches_it_in_an_earlier_call(tmp_path):

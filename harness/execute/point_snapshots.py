@@ -65,6 +65,7 @@ class PointSnapshots:
     schedule: Schedule  # the run's, every kill struck
     drift: Drift | None
     run: int  # the run's index: the children's notes name it
+    shared: tuple[int, ...]  # whose the incarnations it started from were (``Prefix.owners``)
     run_dir: Path
     control_dir: Path
     struck: list[Incarnation]  # incarnations 0 to number - 1
@@ -112,7 +113,8 @@ class PointSnapshots:
             first = next(number for number, reached in enumerate(self.reached) if kill.matches(*reached))
             if ended_clean and first == index:
                 try:
-                    self.prefixes.commit(building, self.schedule + (kill,), self.drift, self.run, held=True)
+                    self.prefixes.commit(building, self.schedule + (kill,), self.drift, self.run, held=True,
+                                         shared=self.shared)
                     kept += 1
                     continue
                 except OSError:  # saved already (never, in one session): the child runs for real
@@ -176,6 +178,7 @@ class RunSharing:
     schedule: Schedule
     drift: Drift | None
     run: int
+    shared: tuple[int, ...] = ()  # whose the incarnations it started from were (``Prefix.owners``)
 
     @classmethod
     def of_golden(cls, prefixes: Prefixes) -> RunSharing:
@@ -193,10 +196,11 @@ class RunSharing:
         return isinstance(last, AtPoint) and not last.now
 
     def after_last_kill(self, run_dir: Path, incarnations: list[Incarnation], control_dir: Path) -> bool:
-        return self.prefixes.save(self.schedule, self.drift, self.run, run_dir, incarnations, control_dir)
+        return self.prefixes.save(self.schedule, self.drift, self.run, run_dir, incarnations, control_dir,
+                                  shared=self.shared)
 
     def snapshots(self, run_dir: Path, incarnations: list[Incarnation], control_dir: Path, launched: Launched,
                   started: float, store: tuple[str, ...] | None,
                   paused: Callable[[], AbstractContextManager[bool]]) -> PointSnapshots:
-        return PointSnapshots(self.prefixes, self.schedule, self.drift, self.run, run_dir, control_dir,
+        return PointSnapshots(self.prefixes, self.schedule, self.drift, self.run, self.shared, run_dir, control_dir,
                               list(incarnations), launched, started, store, paused)

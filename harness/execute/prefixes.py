@@ -67,6 +67,7 @@ class Prefix:
     run: int
     kills: int  # the kills in the state it holds
     held: bool = False  # the last of them is a point run ``run`` was held at (``point_snapshots``), not killed at
+    owners: tuple[int, ...] = ()  # whose each of its incarnations is: ``run``'s, or a run ``run`` itself started from
 
     def restore(self, run_dir: Path, *, take: bool = False) -> list[Incarnation] | None:
         """Lay ``run_dir`` out as the saved run's was, and return its incarnations (none of which named a file:
@@ -91,16 +92,41 @@ class Prefix:
             return None
         return list(incarnations)
 
+    def whose(self, incarnations: int) -> tuple[int, ...]:
+        """Whose each of the state's first ``incarnations`` is: a run's index, or ``GOLDEN_RUN``."""
+        return (self.owners or (self.run,) * self.kills)[:incarnations]
+
     def note(self, incarnations: int) -> str:
-        if self.run == GOLDEN_RUN:
-            return ("incarnation 0 is the crash-free run's, shared: this run started from the copy of its run "
-                    "directory taken while it was held at this run's first kill's point "
-                    "(harness/execute/point_snapshots.py); --no-share-prefixes runs it again")
+        """Whose the ``incarnations`` this run started from are, in its verdict's words: a state taken by a run
+        that itself started from another's names both (the crash-free run's incarnation 0, run K's recovery)."""
+        owners = self.whose(incarnations)
+        whose = " and ".join(_whose(first, last, owner) for first, last, owner in _spans(owners))
+        if owners[-1] == GOLDEN_RUN:
+            return (f"{whose}, shared: this run started from the copy of its run directory taken while it was held at "
+                    f"this run's first kill's point (harness/execute/point_snapshots.py); --no-share-prefixes runs it "
+                    f"again")
         held = (f", the last one's copied as run-{self.run:05d}'s incarnation {incarnations - 1} was held at its "
                 f"point (harness/execute/point_snapshots.py)") if self.held else " (harness/execute/prefixes.py)"
-        return (f"incarnation{'s 0 to ' if incarnations > 1 else ' '}{incarnations - 1} "
-                f"{'are' if incarnations > 1 else 'is'} run-{self.run:05d}'s, shared: this run started from the state "
-                f"its kills left{held}; --no-share-prefixes runs them again")
+        return (f"{whose}, shared: this run started from the state {'their' if len(owners) > 1 else 'its'} kills "
+                f"left{held}; --no-share-prefixes runs them again")
+
+
+def _spans(owners: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Consecutive incarnations of one owner: (first, last, owner)."""
+    spans: list[tuple[int, int, int]] = []
+    for number, owner in enumerate(owners):
+        if spans and spans[-1][2] == owner:
+            spans[-1] = (spans[-1][0], number, owner)
+        else:
+            spans.append((number, number, owner))
+    return spans
+
+
+def _whose(first: int, last: int, owner: int) -> str:
+    name = "the crash-free run's" if owner == GOLDEN_RUN else f"run-{owner:05d}'s"
+    if first == last:
+        return f"incarnation {first} is {name}"
+    return f"incarnations {first} to {last} are {name}"
 
 
 @dataclass(frozen=True)
@@ -121,19 +147,22 @@ class Prefixes:
                 source = json.loads(read_bounded(folder / SOURCE))
             except (OSError, ValueError):
                 continue
-            return Prefix(folder, int(source["run"]), len(kills), source.get("held") is True)
+            owners = source.get("owners")
+            return Prefix(folder, int(source["run"]), len(kills), source.get("held") is True,
+                          tuple(owners) if isinstance(owners, list) and len(owners) == len(kills) else ())
         return None
 
     def save(self, schedule: Schedule, drift: Drift | None, run: int, run_dir: Path,
-             incarnations: Sequence[Incarnation], control_dir: Path) -> bool:
-        """Save ``run_dir`` as its kills left it, if it can stand in for the real thing (the module's list)."""
+             incarnations: Sequence[Incarnation], control_dir: Path, *, shared: tuple[int, ...] = ()) -> bool:
+        """Save ``run_dir`` as its kills left it, if it can stand in for the real thing (the module's list);
+        ``shared``: whose the incarnations it started from were (``Prefix.owners``)."""
         if not self._can_stand_in(schedule, incarnations):
             return False
         building = self.building(schedule, drift)
         try:
             building.mkdir(parents=True)
             if copy_state(run_dir, building, control_dir):
-                self.commit(building, schedule, drift, run)
+                self.commit(building, schedule, drift, run, shared=shared)
                 return True
         except OSError:  # no room, or saved already: the children run from the start
             pass
@@ -145,10 +174,13 @@ class Prefixes:
         final = self._folder(schedule, drift)
         return final.with_name(f"{final.name}.{os.getpid()}.partial")
 
-    def commit(self, building: Path, schedule: Schedule, drift: Drift | None, run: int, *, held: bool = False) -> None:
-        """Make the state built in ``building`` (by run ``run``; ``held``: at a point it was held at, not killed at)
-        the one ``find`` finds for ``schedule``."""
-        (building / SOURCE).write_text(json.dumps({"run": run, "held": held}))
+    def commit(self, building: Path, schedule: Schedule, drift: Drift | None, run: int, *, held: bool = False,
+               shared: tuple[int, ...] = ()) -> None:
+        """Make the state built in ``building`` (by run ``run``; ``held``: at a point it was held at, not killed at;
+        ``shared``: whose the first incarnations were, the ones ``run`` started from) the one ``find`` finds for
+        ``schedule``."""
+        owners = [*shared, *(run,) * (len(schedule) - len(shared))]
+        (building / SOURCE).write_text(json.dumps({"run": run, "held": held, "owners": owners}))
         os.rename(building, self._folder(schedule, drift))
 
     def saved(self) -> int:

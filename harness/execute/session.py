@@ -132,7 +132,8 @@ def _run_in_scratch(scenario: Scenario, golden: GoldenRun, job: Job, run_dir: Pa
     # A snapshot of every kill of the schedule is this run's alone, unless the runs that kill once more fall back on it.
     take = prefix is not None and prefix.kills == len(job.schedule) and not job.saves_prefix
     resumed = (prefix.restore(scratch_run, take=take) if prefix is not None else None) or []
-    sharing = RunSharing(prefixes, job.schedule, job.drift, job.index) if job.saves_prefix else None
+    shared = prefix.whose(len(resumed)) if prefix is not None else ()
+    sharing = RunSharing(prefixes, job.schedule, job.drift, job.index, shared) if job.saves_prefix else None
     incarnations = tuple(carry_out_schedule(scenario, job.schedule, scratch_run, backend, drift=job.drift, resumed=resumed,
                                      sharing=sharing))
     verdict = check(scenario, run_evidence(scenario, scratch_run, golden), golden)

@@ -55,6 +55,13 @@ def test_the_reference_runtime_passes_alike_with_and_without_shared_prefixes(kil
     assert all(run["shared_incarnations"] == (1 if holds and "/torn" not in run["schedule"][0] else 0)
                and any(GOLDEN in note for note in run["notes"]) == (run["shared_incarnations"] == 1)
                for run in depth_one)
+    # A state taken by a parent that started from the crash-free run's copy says whose each incarnation is.
+    from_golden = [(run, shared[tuple(run["schedule"][:1])]) for run in depth_two if run["shared_incarnations"] == 2
+                   and shared[tuple(run["schedule"][:1])]["shared_incarnations"] == 1]
+    assert bool(from_golden) == holds
+    assert all(any(note.startswith(f"incarnation 0 is the crash-free run's and incarnation 1 is "
+                                   f"run-{parent['index']:05d}'s, shared") for note in run["notes"])
+               for run, parent in from_golden)
 
 
 def test_a_second_crash_bug_is_caught_at_the_same_schedules_with_shared_prefixes(killpoint, tmp_path):
