@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from killpoint.harness.execute import point_snapshots
-from killpoint.harness.execute.point_snapshots import PointSnapshots, RunSharing
+from killpoint.harness.execute.point_snapshots import PointSnapshots, RunSharing, every_kill
 from killpoint.harness.execute.prefixes import GOLDEN_RUN, Prefixes
 from killpoint.harness.execute.rendezvous import Served
 from killpoint.harness.judge.evidence import read_incarnations
@@ -45,13 +45,14 @@ def tool_service(quiet: bool = True) -> Iterator[bool]:
 
 
 def watch(tmp_path: Path, launched: HeldIncarnation | None = None, quiet: bool = True,
-          shared: tuple[int, ...] = ()) -> tuple[PointSnapshots, Prefixes, Path]:
+          shared: tuple[int, ...] = (), wanted: Callable[[str], bool] = every_kill,
+          ) -> tuple[PointSnapshots, Prefixes, Path]:
     """The watch of run 7's incarnation 1, after its one kill at c1:after_started, whose state was saved
-    (``shared``: whose incarnation 0 was, when run 7 started from a copy)."""
+    (``shared``: whose incarnation 0 was, when run 7 started from a copy; ``wanted``: the children run)."""
     run_dir, struck = killed_run(tmp_path)
     (run_dir / "incarnation-1.stderr").write_text("recovering\n")
     prefixes = Prefixes(tmp_path / "prefixes", GOLDEN)
-    sharing = RunSharing(prefixes, (FIRST,), None, 7, shared)
+    sharing = RunSharing(prefixes, (FIRST,), None, 7, shared, wanted)
     assert sharing.after_last_kill(run_dir, struck, tmp_path / "control")
     snapshots = sharing.snapshots(run_dir, struck, tmp_path / "control", launched or HeldIncarnation(), 0.0, None,
                                   lambda: tool_service(quiet))
@@ -135,6 +136,17 @@ def test_an_incarnation_that_did_not_end_clean_keeps_no_snapshot(tmp_path, why):
     assert snapshots.finish(ended(served, **changes)) == 0
     assert prefixes.saved() == 1  # the state after the kill alone: no snapshot kept, none left half-built
     assert not prefixes.find((FIRST, AtPoint("after_effect", "c1")), None).held
+
+
+def test_only_the_points_of_the_children_the_session_runs_are_copied(tmp_path):
+    """A shard runs about 1/N of the children: a copy for another shard's would only take time and the budget."""
+    launched = HeldIncarnation()
+    snapshots, prefixes, run_dir = watch(tmp_path, launched, wanted=lambda kill: kill == "c1:after_effect")
+    served = Served()
+    reach(snapshots, served, run_dir)
+    assert launched.holds == 1 and snapshots.finish(ended(served)) == 1
+    assert prefixes.find((FIRST, AtPoint("after_effect", "c1")), None).held
+    assert not prefixes.find((FIRST, AtPoint("before_started", "c1")), None).held  # the state after the kill
 
 
 def test_an_incarnation_that_cannot_be_held_is_never_copied(tmp_path):

@@ -16,7 +16,7 @@ from killpoint.harness.config.scenario import load_scenario
 from killpoint.harness.execute.scratch import default_root
 from killpoint.harness.frontends import cli, pytest_plugin
 from killpoint.harness.frontends.spec import CHOICES, SessionSpec, build_spec, spec_from_args
-from killpoint.harness.model import AtPoint
+from killpoint.harness.model import AtPoint, GoldenRun
 from killpoint.harness.schedules.explore import ExhaustiveMode, GivenMode, RandomMode, TimedMode
 from killpoint.harness.schedules.hunt import call_pool, draw_examples
 from killpoint.harness.schedules.schedule import RandomFaults, derived_seed, random_schedule
@@ -162,3 +162,18 @@ def test_the_plugin_shares_the_cores_out_among_xdist_workers_unless_jobs_are_giv
     assert pytest_plugin.settings_from(Options(), drawn_seed=1, workers=2).jobs == max(1, defaults.JOBS // 2)
     assert pytest_plugin.settings_from(Options(), drawn_seed=1, workers=64).jobs == 1
     assert pytest_plugin.settings_from(Options(jobs="3"), drawn_seed=1, workers=2).jobs == 3
+
+
+def test_a_shards_crash_free_run_is_held_only_for_the_first_kills_of_its_own_runs():
+    """Another shard's run never takes a copy this session made: each would cost a hold and the budget's room."""
+    points = [f"c{call}:{point}" for call in range(1, 5) for point in ("before_started", "after_started",
+                                                                         "after_effect")]
+    for shard in (1, 2, 3):
+        spec = cli_spec("--exhaustive", "--shard", f"{shard}/3")
+        wanted = spec.golden_holds_for()
+        assert wanted is not None
+        golden = GoldenRun(RUNS_DIR, {}, {}, tuple(points), 0.5)
+        ran = {str(job.schedule[0]) for job in next(spec.batches()(golden))}
+        assert ran and {point for point in points if wanted(point)} == ran
+    assert all(cli_spec("--exhaustive").golden_holds_for()(point) for point in points)
+    assert cli_spec("--exhaustive", "--no-pause").golden_holds_for() is None

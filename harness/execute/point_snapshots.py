@@ -57,6 +57,11 @@ from killpoint.harness.schedules.schedule import Schedule, parse_point_reached, 
 SNAPSHOT_BUDGET_BYTES = 256 * 1024 * 1024
 
 
+def every_kill(kill: str) -> bool:
+    """A child of every point: a session that runs them all (``RunSharing.wanted``)."""
+    return True
+
+
 @dataclass
 class PointSnapshots:
     """The snapshots one run takes of its recovery incarnation (``number``, after its last kill), one per point."""
@@ -65,7 +70,6 @@ class PointSnapshots:
     schedule: Schedule  # the run's, every kill struck
     drift: Drift | None
     run: int  # the run's index: the children's notes name it
-    shared: tuple[int, ...]  # whose the incarnations it started from were (``Prefix.owners``)
     run_dir: Path
     control_dir: Path
     struck: list[Incarnation]  # incarnations 0 to number - 1
@@ -73,6 +77,8 @@ class PointSnapshots:
     started: float  # monotonic, before the launch: what the incarnation's seconds count from
     store: tuple[str, ...] | None  # the runtime's own store's files (a ``[journal]`` scenario), copied at a kill
     paused: Callable[[], AbstractContextManager[bool]]  # the tool service's calls held off (``ToolServices.paused``)
+    shared: tuple[int, ...] = ()  # whose the incarnations it started from were (``Prefix.owners``)
+    wanted: Callable[[str], bool] = every_kill  # the children's last kills (as text) this session runs
     reached: list[tuple[str, str | None]] = field(default_factory=list)  # every point waited at: (point, call)
     taken: dict[str, tuple[int, Path]] = field(default_factory=dict)  # point reached -> (its index, its building)
     stopped: bool = False  # one could not be taken whole: none after it is
@@ -88,7 +94,7 @@ class PointSnapshots:
         if self.stopped or served.protocol_problems or recorded in self.taken:
             return
         kill = parse_point_reached(recorded)
-        if not kill.matches(point, call) or not self._room():
+        if not kill.matches(point, call) or not self.wanted(str(kill)) or not self._room():
             return
         building = self.prefixes.building(self.schedule + (kill,), self.drift)
         with self.launched.held() as held, self.paused() as quiet:
@@ -179,11 +185,13 @@ class RunSharing:
     drift: Drift | None
     run: int
     shared: tuple[int, ...] = ()  # whose the incarnations it started from were (``Prefix.owners``)
+    wanted: Callable[[str], bool] = every_kill  # the children's last kills (as text) this session runs
 
     @classmethod
-    def of_golden(cls, prefixes: Prefixes) -> RunSharing:
-        """The crash-free run's, in a session whose first kills pause at their points (the session decides)."""
-        return cls(prefixes, (), None, GOLDEN_RUN)
+    def of_golden(cls, prefixes: Prefixes, wanted: Callable[[str], bool]) -> RunSharing:
+        """The crash-free run's, in a session whose first kills pause at their points (the session decides), held
+        only where a first kill is ``wanted`` (a shard's: another shard's runs would never take its copy)."""
+        return cls(prefixes, (), None, GOLDEN_RUN, wanted=wanted)
 
     @property
     def holds_points(self) -> bool:
@@ -202,5 +210,6 @@ class RunSharing:
     def snapshots(self, run_dir: Path, incarnations: list[Incarnation], control_dir: Path, launched: Launched,
                   started: float, store: tuple[str, ...] | None,
                   paused: Callable[[], AbstractContextManager[bool]]) -> PointSnapshots:
-        return PointSnapshots(self.prefixes, self.schedule, self.drift, self.run, self.shared, run_dir, control_dir,
-                              list(incarnations), launched, started, store, paused)
+        return PointSnapshots(self.prefixes, self.schedule, self.drift, self.run, run_dir, control_dir,
+                              list(incarnations), launched, started, store, paused, shared=self.shared,
+                              wanted=self.wanted)

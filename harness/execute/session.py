@@ -259,7 +259,7 @@ def run_session(
     keep_all: bool,
     scratch_root: Path | None,
     golden_on_lazy_fs: bool,
-    hold_golden: bool,
+    hold_golden: Callable[[str], bool] | None,
     on_outcome: Callable[[RunOutcome], None],
 ) -> tuple[GoldenRun, list[RunOutcome]]:
     """The golden run, then every batch; ``jobs`` > 1 runs a batch in that many worker processes.
@@ -274,7 +274,8 @@ def run_session(
     removed when it ends; a run it ends before its verdict has its evidence copied to disk all the same.
     With ``golden_on_lazy_fs`` (a session with power losses) the golden run is carried out on a lazy file system.
     With ``hold_golden`` (a sweep whose first kills pause at their points and may share prefixes) the golden run,
-    carried out in scratch, is held at each point for the runs whose first kill is there (``point_snapshots``).
+    carried out in scratch, is held at each point for the runs whose first kill is there (``point_snapshots``)
+    and which the session runs: ``hold_golden`` tells them by that kill's text.
     """
     if (runs_dir / "golden").exists():
         raise ConfigError(f"--runs-dir {runs_dir} already holds a session's evidence, which is never overwritten; "
@@ -351,7 +352,7 @@ def run_session(
 
 
 def _golden_run(scenario: Scenario, golden_dir: Path, backend: Backend, scratch: Scratch | None, *,
-                on_lazy_fs: bool, hold: bool) -> GoldenRun:
+                on_lazy_fs: bool, hold: Callable[[str], bool] | None) -> GoldenRun:
     """The crash-free run, carried out where the session's runs are (in ``scratch`` if it has one; on a lazy
     file system with ``on_lazy_fs``), kept whole in ``golden_dir``: its point times bound the timed kills, so it
     must pay the storage the runs pay. A store mapping that cannot see what it did is bad input, before any
@@ -362,13 +363,13 @@ def _golden_run(scenario: Scenario, golden_dir: Path, backend: Backend, scratch:
 
 
 def _carried_out_golden(scenario: Scenario, golden_dir: Path, backend: Backend, scratch: Scratch | None, *,
-                        on_lazy_fs: bool, hold: bool) -> GoldenRun:
+                        on_lazy_fs: bool, hold: Callable[[str], bool] | None) -> GoldenRun:
     if scratch is None:
         return run_golden(scenario, golden_dir, backend, on_lazy_fs=on_lazy_fs)
     in_scratch = scratch.folder / "golden"
     moved = _MovedRun(str(in_scratch), str(golden_dir))
     # Its points are not known yet, and no state of it is saved after a kill, which is what they are checked for.
-    sharing = RunSharing.of_golden(Prefixes(scratch.folder / PREFIXES_NAME, ())) if hold else None
+    sharing = RunSharing.of_golden(Prefixes(scratch.folder / PREFIXES_NAME, ()), hold) if hold is not None else None
     try:
         golden = run_golden(scenario, in_scratch, backend, sharing=sharing)
     except WorkloadError as error:  # its evidence is named in the message: kept on disk, and named there

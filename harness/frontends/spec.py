@@ -25,6 +25,7 @@ from killpoint.harness.backends import default_backend
 from killpoint.harness.config import defaults
 from killpoint.harness.config.limits import LIMITS, check_numbers
 from killpoint.harness.config.scenario_fields import EXHAUSTIVE, GIVEN, RANDOM, file_schedule_mode
+from killpoint.harness.execute.point_snapshots import every_kill
 from killpoint.harness.execute.scratch import chosen_root, default_root
 from killpoint.harness.execute.session import default_runs_dir, run_session
 from killpoint.harness.faults import lazyfs
@@ -32,7 +33,7 @@ from killpoint.harness.frontends._ci import CI_SEED, ci_profile
 from killpoint.harness.model import Drift, GoldenRun, JobBatches, RunOutcome, Scenario, TornTail
 from killpoint.harness.repro.token import ReproToken
 from killpoint.harness.schedules.explore import (ExhaustiveMode, GivenMode, RandomMode, ScheduleMode, TimedMode,
-                                                 parse_shard, sharded, with_schedules)
+                                                 parse_shard, shard_of_first_kill, sharded, with_schedules)
 from killpoint.harness.schedules.schedule import EveryKill, RandomFaults, has_power_loss, parse_kill_point
 
 
@@ -73,6 +74,16 @@ class SessionSpec:
         changes a catalogue the run directory holds)."""
         return (isinstance(self.mode, ExhaustiveMode) and self.mode.share_prefixes and not self.no_pause
                 and not self.power_loss and self.drift is None)
+
+    def golden_holds_for(self) -> Callable[[str], bool] | None:
+        """The first kills (as text) the crash-free run is held at the point of, if ``holds_golden``: with
+        ``--shard K/N``, only this shard's, since no other shard's run takes a copy this session made."""
+        if not self.holds_golden:
+            return None
+        if self.shard is None:
+            return every_kill
+        shard, shards = self.shard
+        return lambda kill: shard_of_first_kill(kill, shards) == shard
 
     @property
     def every_kill(self) -> EveryKill:
@@ -118,7 +129,7 @@ def run_spec(spec: SessionSpec, *, on_outcome: Callable[[RunOutcome], None] = la
                        backend_options=dict(spec.backend_options), jobs=spec.jobs,
                        needs_rendezvous=spec.needs_rendezvous, stop_at_first_failure=spec.stop_at_first_failure,
                        keep_all=spec.keep_all, scratch_root=spec.scratch, golden_on_lazy_fs=spec.power_losses,
-                       hold_golden=spec.holds_golden, on_outcome=on_outcome)
+                       hold_golden=spec.golden_holds_for(), on_outcome=on_outcome)
 
 
 TIMED = "timed"  # only a flag chooses it; the file's modes are scenario_fields' GIVEN, EXHAUSTIVE and RANDOM

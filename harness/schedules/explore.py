@@ -267,8 +267,12 @@ def shard_of(job: Job, shards: int) -> int:
     Deeper schedules grow from their first kill, so a whole subtree lands in one
     shard: the shards partition the full set, whatever the depth.
     """
-    root = str(job.schedule[0]) if job.schedule else ""
-    return int.from_bytes(hashlib.sha256(root.encode()).digest()[:8], "big") % shards + 1
+    return shard_of_first_kill(str(job.schedule[0]) if job.schedule else "", shards)
+
+
+def shard_of_first_kill(kill: str, shards: int) -> int:
+    """The shard (1..N) of every schedule whose first kill is ``kill`` (as text)."""
+    return int.from_bytes(hashlib.sha256(kill.encode()).digest()[:8], "big") % shards + 1
 
 
 def with_schedules(batches: JobBatches, change: Callable[[Schedule], Schedule]) -> JobBatches:
