@@ -92,5 +92,11 @@ def _poll_recovery_queue_often(dbos: DBOS) -> None:
     ENQUEUED to PENDING claim), only sooner. DBOS's configuration has no
     setting for this queue (only for the Kafka ones), so the interval is set
     on the queue object of the pinned DBOS, which its worker reads at every poll.
+    A DBOS without that object (another version) keeps its own interval: the
+    same recovery, a second later.
     """
-    dbos._registry.get_internal_queue()._polling_interval_sec = POLL_INTERVAL_S
+    try:
+        queue = dbos._registry.get_internal_queue()
+    except AttributeError:
+        return
+    queue._polling_interval_sec = POLL_INTERVAL_S

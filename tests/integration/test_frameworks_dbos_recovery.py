@@ -75,3 +75,16 @@ def test_a_killed_workflow_is_recovered_by_dbos_internal_queue_polled_at_the_sho
     with sqlite3.connect(f"file:{tmp_path / 'dbos.sqlite'}?mode=ro", uri=True) as database:
         status = database.execute("SELECT status, queue_name, recovery_attempts FROM workflow_status").fetchall()
     assert status == [("SUCCESS", "_dbos_internal_queue", 2)]  # recovered through DBOS's own queue
+
+
+def test_a_dbos_without_the_pinned_queue_object_keeps_its_own_interval():
+    """Another DBOS version than the pinned one: its recovery a second later, never a workload that cannot start."""
+    from types import SimpleNamespace
+
+    from killpoint.frameworks.dbos import POLL_INTERVAL_S, _poll_recovery_queue_often
+
+    _poll_recovery_queue_often(SimpleNamespace(_registry=SimpleNamespace()))  # type: ignore[arg-type]
+    queue = SimpleNamespace(_polling_interval_sec=1.0)
+    pinned = SimpleNamespace(_registry=SimpleNamespace(get_internal_queue=lambda: queue))
+    _poll_recovery_queue_often(pinned)  # type: ignore[arg-type]
+    assert queue._polling_interval_sec == POLL_INTERVAL_S
