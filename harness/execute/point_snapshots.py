@@ -188,7 +188,7 @@ class RunSharing:
     wanted: Callable[[str], bool] = every_kill  # the children's last kills (as text) this session runs
 
     @classmethod
-    def of_golden(cls, prefixes: Prefixes, wanted: Callable[[str], bool]) -> RunSharing:
+    def of_golden(cls, prefixes: Prefixes, wanted: Callable[[str], bool] = every_kill) -> RunSharing:
         """The crash-free run's, in a session whose first kills pause at their points (the session decides), held
         only where a first kill is ``wanted`` (a shard's: another shard's runs would never take its copy)."""
         return cls(prefixes, (), None, GOLDEN_RUN, wanted=wanted)
