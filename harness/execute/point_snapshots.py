@@ -57,7 +57,7 @@ from killpoint.harness.schedules.schedule import Schedule, parse_point_reached, 
 SNAPSHOT_BUDGET_BYTES = 256 * 1024 * 1024
 
 
-def every_kill(kill: str) -> bool:
+def copy_for_every_kill(kill: str) -> bool:
     """A child of every point: a session that runs them all (``RunSharing.wanted``)."""
     return True
 
@@ -78,7 +78,7 @@ class PointSnapshots:
     store: tuple[str, ...] | None  # the runtime's own store's files (a ``[journal]`` scenario), copied at a kill
     paused: Callable[[], AbstractContextManager[bool]]  # the tool service's calls held off (``ToolServices.paused``)
     shared: tuple[int, ...] = ()  # whose the incarnations it started from were (``Prefix.owners``)
-    wanted: Callable[[str], bool] = every_kill  # the children's last kills (as text) this session runs
+    wanted: Callable[[str], bool] = copy_for_every_kill  # the children's last kills (as text) this session runs
     reached: list[tuple[str, str | None]] = field(default_factory=list)  # every point waited at: (point, call)
     taken: dict[str, tuple[int, Path]] = field(default_factory=dict)  # point reached -> (its index, its building)
     stopped: bool = False  # one could not be taken whole: none after it is
@@ -185,10 +185,10 @@ class RunSharing:
     drift: Drift | None
     run: int
     shared: tuple[int, ...] = ()  # whose the incarnations it started from were (``Prefix.owners``)
-    wanted: Callable[[str], bool] = every_kill  # the children's last kills (as text) this session runs
+    wanted: Callable[[str], bool] = copy_for_every_kill  # the children's last kills (as text) this session runs
 
     @classmethod
-    def of_golden(cls, prefixes: Prefixes, wanted: Callable[[str], bool] = every_kill) -> RunSharing:
+    def of_golden(cls, prefixes: Prefixes, wanted: Callable[[str], bool] = copy_for_every_kill) -> RunSharing:
         """The crash-free run's, in a session whose first kills pause at their points (the session decides), held
         only where a first kill is ``wanted`` (a shard's: another shard's runs would never take its copy)."""
         return cls(prefixes, (), None, GOLDEN_RUN, wanted=wanted)

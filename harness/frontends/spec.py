@@ -25,7 +25,7 @@ from killpoint.harness.backends import default_backend
 from killpoint.harness.config import defaults
 from killpoint.harness.config.limits import LIMITS, check_numbers
 from killpoint.harness.config.scenario_fields import EXHAUSTIVE, GIVEN, RANDOM, file_schedule_mode
-from killpoint.harness.execute.point_snapshots import every_kill
+from killpoint.harness.execute.point_snapshots import copy_for_every_kill
 from killpoint.harness.execute.scratch import chosen_root, default_root
 from killpoint.harness.execute.session import default_runs_dir, run_session
 from killpoint.harness.faults import lazyfs
@@ -81,7 +81,7 @@ class SessionSpec:
         if not self.holds_golden:
             return None
         if self.shard is None:
-            return every_kill
+            return copy_for_every_kill
         shard, shards = self.shard
         return lambda kill: shard_of_first_kill(kill, shards) == shard
 
