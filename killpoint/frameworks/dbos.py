@@ -13,6 +13,7 @@ the workflow source), so ``run_workflow`` sets one.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable
@@ -95,8 +96,5 @@ def _poll_recovery_queue_often(dbos: DBOS) -> None:
     A DBOS without that object (another version) keeps its own interval: the
     same recovery, a second later.
     """
-    try:
-        queue = dbos._registry.get_internal_queue()
-    except AttributeError:
-        return
-    queue._polling_interval_sec = POLL_INTERVAL_S
+    with contextlib.suppress(AttributeError):
+        dbos._registry.get_internal_queue()._polling_interval_sec = POLL_INTERVAL_S

@@ -83,7 +83,8 @@ def test_a_dbos_without_the_pinned_queue_object_keeps_its_own_interval():
 
     from killpoint.frameworks.dbos import POLL_INTERVAL_S, _poll_recovery_queue_often
 
-    _poll_recovery_queue_often(SimpleNamespace(_registry=SimpleNamespace()))  # type: ignore[arg-type]
+    for registry in (SimpleNamespace(), SimpleNamespace(get_internal_queue=lambda: None)):
+        _poll_recovery_queue_often(SimpleNamespace(_registry=registry))  # type: ignore[arg-type]
     queue = SimpleNamespace(_polling_interval_sec=1.0)
     pinned = SimpleNamespace(_registry=SimpleNamespace(get_internal_queue=lambda: queue))
     _poll_recovery_queue_often(pinned)  # type: ignore[arg-type]
