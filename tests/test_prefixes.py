@@ -91,3 +91,16 @@ def test_prefixes_are_kept_apart_by_drift(tmp_path):
     assert prefixes.save((FIRST,), drift, 7, run_dir, incarnations, tmp_path / "control")
     assert prefixes.find((FIRST, SECOND), None) is None
     assert prefixes.find((FIRST, SECOND), drift) is not None
+
+
+@pytest.mark.parametrize("source", ['{"run": "7", "held": false, "owners": [7]}', '{"run": 7, "held": false}',
+                                    '{"run": 7, "held": false, "owners": ["run-7"]}', '[7]', '{"run": 7, "held": 1, '
+                                    '"owners": [7]}', '{"run": 7, "held": false, "owners": [7, 7]}', 'not json'])
+def test_a_forged_source_starts_the_run_afresh(tmp_path, source):
+    """The scratch folder is a sibling of the workload's run directory: what it writes there is no saved state."""
+    prefixes = Prefixes(tmp_path / "prefixes", GOLDEN)
+    run_dir, incarnations = killed_run(tmp_path)
+    assert prefixes.save((FIRST,), None, 7, run_dir, incarnations, tmp_path / "control")
+    assert prefixes.find((FIRST, SECOND), None).whose(1) == (7,)
+    (prefixes._folder((FIRST,), None) / "source.json").write_text(source)
+    assert prefixes.find((FIRST, SECOND), None) is None

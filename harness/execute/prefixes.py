@@ -66,8 +66,8 @@ class Prefix:
     folder: Path
     run: int
     kills: int  # the kills in the state it holds
-    held: bool = False  # the last of them is a point run ``run`` was held at (``point_snapshots``), not killed at
-    owners: tuple[int, ...] = ()  # whose each of its incarnations is: ``run``'s, or a run ``run`` itself started from
+    held: bool  # the last of them is a point run ``run`` was held at (``point_snapshots``), not killed at
+    owners: tuple[int, ...]  # whose each of its incarnations is: ``run``'s, or a run ``run`` itself started from
 
     def restore(self, run_dir: Path, *, take: bool = False) -> list[Incarnation] | None:
         """Lay ``run_dir`` out as the saved run's was, and return its incarnations (none of which named a file:
@@ -94,7 +94,7 @@ class Prefix:
 
     def whose(self, incarnations: int) -> tuple[int, ...]:
         """Whose each of the state's first ``incarnations`` is: a run's index, or ``GOLDEN_RUN``."""
-        return (self.owners or (self.run,) * self.kills)[:incarnations]
+        return self.owners[:incarnations]
 
     def note(self, incarnations: int) -> str:
         """Whose the ``incarnations`` this run started from are, in its verdict's words: a state taken by a run
@@ -143,13 +143,9 @@ class Prefixes:
             if not kills:
                 continue
             folder = self._folder(kills, drift)
-            try:
-                source = json.loads(read_bounded(folder / SOURCE))
-            except (OSError, ValueError):
-                continue
-            owners = source.get("owners")
-            return Prefix(folder, int(source["run"]), len(kills), source.get("held") is True,
-                          tuple(owners) if isinstance(owners, list) and len(owners) == len(kills) else ())
+            prefix = _read_source(folder, len(kills))
+            if prefix is not None:
+                return prefix
         return None
 
     def save(self, schedule: Schedule, drift: Drift | None, run: int, run_dir: Path,
@@ -208,6 +204,23 @@ class Prefixes:
     def _folder(self, schedule: Schedule, drift: Drift | None) -> Path:
         key = json.dumps([[str(kill) for kill in schedule], str(drift) if drift else None])
         return self.folder / hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def _read_source(folder: Path, kills: int) -> Prefix | None:
+    """The state saved in ``folder`` (of ``kills`` kills), as its source.json says; None if there is none, or its
+    source.json is not what ``Prefixes.commit`` writes: the scratch folder is a sibling of the workload's run
+    directory, so a forged one starts the run afresh, never a traceback or a note naming what it wrote."""
+    try:
+        source = json.loads(read_bounded(folder / SOURCE))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(source, dict):
+        return None
+    run, held, owners = source.get("run"), source.get("held"), source.get("owners")
+    if (type(run) is not int or type(held) is not bool or not isinstance(owners, list) or len(owners) != kills
+            or any(type(owner) is not int for owner in owners)):
+        return None
+    return Prefix(folder, run, kills, held, tuple(owners))
 
 
 def copy_state(run_dir: Path, building: Path, control_dir: Path) -> bool:
