@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -51,6 +52,8 @@ from killpoint.harness.certify.mcp_worlds import make_world, snapshot
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
 MEMORY_PACKAGE = "@modelcontextprotocol/server-memory@2026.8.31"  # 9 tools; --server-memory
+# certify's flags for it, its store a file of the world (bench/user_workloads.py times the same command)
+MEMORY_FLAGS = ("--mcp", f"npx -y {MEMORY_PACKAGE}", "--mcp-env", "MEMORY_FILE_PATH={world}/memory.jsonl")
 NPX = f"npx -y {PACKAGE} {{world}}"
 INSTALLED = ROOT / "build/npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 KILLPOINT = ROOT / ".venv/bin/killpoint"
@@ -127,10 +130,9 @@ def certify_memory(checkout: Path, trials: int, out: Path) -> tuple[float, int, 
     """Wall seconds, exit code, and tool -> ``VERDICT SUPPORTED replay+kill`` of server-memory's 9 tools in ``checkout``."""
     own = checkout / ".venv/bin/python"
     began = time.monotonic()
-    done = subprocess.run([str(own if own.is_file() else sys.executable), "-m", "killpoint", "certify", "--mcp",
-                           f"npx -y {MEMORY_PACKAGE}", "--mcp-env", "MEMORY_FILE_PATH={world}/memory.jsonl", "--seed",
-                           "0", "--trials", str(trials), "--out", str(out)], cwd=checkout, capture_output=True,
-                          text=True, check=False)
+    done = subprocess.run([str(own if own.is_file() else sys.executable), "-m", "killpoint", "certify", *MEMORY_FLAGS,
+                           "--seed", "0", "--trials", str(trials), "--out", str(out)], cwd=checkout,
+                          capture_output=True, text=True, check=False)
     seconds = time.monotonic() - began
     verdicts = {}
     for path in sorted(out.glob("*.json")):
@@ -144,8 +146,7 @@ def certify_memory(checkout: Path, trials: int, out: Path) -> tuple[float, int, 
 
 def bench_memory(checkouts: list[Path], trials: int, rounds: int, folder: Path) -> None:
     """``--server-memory``: each checkout's whole certification, alternating, then the verdicts side by side."""
-    print(f"killpoint certify --mcp 'npx -y {MEMORY_PACKAGE}' --mcp-env 'MEMORY_FILE_PATH={{world}}/memory.jsonl' "
-          f"--seed 0 --trials {trials}")
+    print(f"killpoint certify {shlex.join(MEMORY_FLAGS)} --seed 0 --trials {trials}")
     walls: dict[Path, list[float]] = {checkout: [] for checkout in checkouts}
     last: dict[Path, dict[str, str]] = {}
     for number in range(rounds):

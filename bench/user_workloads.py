@@ -30,10 +30,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_certify import MEMORY_FLAGS
 from compare_checkouts import drop_bytecode
 
 EXAMPLES = Path("scenarios") / "frameworks" / "examples"
-MEMORY_SERVER = "npx -y @modelcontextprotocol/server-memory@2026.8.31"
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ WORKLOADS = (
              ("run", "{scripts}/my_shop_dbos.toml", "--workload", "{python} {scripts}/my_shop_dbos.py",
               "--exhaustive", "-q"), (1,)),
     Workload("certify --mcp, 9-tool stdio server (npx), default draws",
-             ("certify", "--mcp", MEMORY_SERVER, "--mcp-env", "MEMORY_FILE_PATH={world}/memory.jsonl", "--seed", "0"),
+             ("certify", *MEMORY_FLAGS, "--seed", "0"),
              (0, 3), "--out"),
 )
 
