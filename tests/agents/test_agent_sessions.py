@@ -12,6 +12,7 @@ is named; where it lands where the framework does not repeat the effect, nothing
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -136,14 +137,40 @@ def test_an_agent_with_no_durable_state_runs_again_what_the_model_had_the_result
     assert named and named[0].startswith("[succeeded-not-replayed] c1 "), result.out
 
 
+# LangGraph saves a step in the background by default ("async"), racing the next step's model request: only
+# with "sync" is the step saved before that request, held, is sent (the next test judges the default).
+SAVED_BEFORE_THE_NEXT_STEP = {"langgraph_prebuilt": (
+    "--workload", "{python} -m killpoint.scenarios.agents.langgraph_prebuilt --durability sync")}
+
+
 @pytest.mark.parametrize("framework", ["openai_agents_sdk", "openai_agents_mcp", "openai_agents_mcp_stdio",
                                        "langgraph_prebuilt"])
 @pytest.mark.parametrize("kill", ["c1:tool_request", "c1:tool_effect", "c2:model_request", "model_request"])
 def test_a_framework_agent_killed_where_it_repeats_no_effect_passes(killpoint, framework, kill):
     """A read re-run (RETRY), a turn the model is about to choose, the final answer's request: held seams, where
     the kill lands at the same place every time (at a reply's the agent runs on until it lands)."""
-    result = killpoint("run", AGENTS / f"{framework}.toml", "--kill-at", kill)
+    result = killpoint("run", AGENTS / f"{framework}.toml", "--kill-at", kill,
+                       *SAVED_BEFORE_THE_NEXT_STEP.get(framework, ()))
     assert result.exit_code == 0, result.out + result.err
+
+
+SLOW_SAVER = f"{{python}} {ROOT / 'tests' / 'agents' / 'langgraph_slow_saver.py'}"
+
+
+@pytest.mark.parametrize(("durability", "exit_code"), [("", 1), ("--durability sync", 0)],
+                         ids=["default-async", "sync"])
+def test_langgraphs_default_durability_loses_the_step_whose_result_the_model_had(killpoint, durability, exit_code):
+    """LangGraph's default saves a step in the background while the next step asks the model; with a saver slower
+    than that request (half a second a save), the kill there finds the read's step unsaved, and the restart reads
+    the note again though the model had its result: named, with the checkpoints at the kill quoted. Saved before
+    the next step ("sync"), the same kill finds it saved and passes. (CI once caught the stock agent in this race.)"""
+    result = killpoint("run", AGENTS / "langgraph_prebuilt.toml", "--kill-at", "c2:model_request",
+                       "--workload", f"{SLOW_SAVER} {durability}")
+    assert result.exit_code == exit_code, result.out + result.err
+    if exit_code:
+        named = [line.strip() for line in result.out.splitlines() if re.match(r"\s*\[[a-z-]+\] c\d ", line)]
+        assert named and all(line.startswith("[succeeded-not-replayed] c1 ") for line in named), result.out
+        assert "store-at-kill-0/checkpoints.sqlite: holds nothing of c1" in result.out, result.out
 
 
 def test_a_hunt_over_the_reference_agent_finds_nothing(killpoint, tmp_path):
