@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from pathlib import Path
 
 import pytest
 
+from killpoint.harness.agents import seam_client
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.integration
@@ -29,6 +32,24 @@ def findings(out: str, rule: str) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip().startswith(f"[{rule}]")]
 
 
+# The final answer's model_reply is the one seam an agent can outrun: the reply is already its own and no request of
+# its follows to be held behind the seam (``ReplyWrites``), so under load it may print the answer and exit before the
+# harness has read the seam's announcement, and the run is untested (its one incarnation exited 0, unkilled). Every
+# other seam holds the agent (a held request, a frozen store) or its next request until the kill, so it must land.
+FINAL_REPLY = "model_reply"
+
+
+def assert_every_kill_passed(report: Path, runs: int) -> None:
+    """The JSON report holds ``runs`` runs, each passed, or one whose first kill, at the final answer's model_reply,
+    the agent outran: untested, having exited 0 with no kill landed (a finding there still fails the run)."""
+    done = json.loads(report.read_text())["runs"]
+    assert len(done) == runs, [run["schedule"] for run in done]
+    for run in done:
+        outran = (run["schedule"][0].split("/")[0] == FINAL_REPLY
+                  and [(each["killed_at"], each["exit_code"]) for each in run["incarnations"]] == [(None, 0)])
+        assert run["outcome"] == "passed" or (run["outcome"] == "untested" and outran), run
+
+
 @pytest.mark.parametrize("mode", [
     ("--exhaustive",),
     ("--exhaustive", "--no-pause"),
@@ -37,27 +58,59 @@ def findings(out: str, rule: str) -> list[str]:
     # Its journal on a disk that loses what was never fsynced: the agent fsyncs each line, and the folder once.
     ("--exhaustive", "--power-loss"),
 ], ids=["pausing", "no-pause", "drift-to-retry", "drift-to-verify", "power-loss"])
-def test_the_reference_agent_passes_every_kill(killpoint, mode):
+def test_the_reference_agent_passes_every_kill(killpoint, tmp_path, mode):
     """Three calls, two of them parallel in one turn: 5 seams and its store's point each, and the final answer's
-    request and reply."""
-    result = killpoint("run", REFERENCE, *mode, "-j", "2")
+    request and reply (which the agent may outrun: ``assert_every_kill_passed``)."""
+    result = killpoint("run", REFERENCE, *mode, "-j", "2", "--json", tmp_path / "report.json")
     assert result.exit_code == 0, result.out + result.err
-    assert "20 runs: 20 passed, 0 failed" in result.out, result.out
-    assert "20 of 20 crash points of the crash-free run killed" in result.out, result.out
+    assert "20 runs: " in result.out and " 0 failed" in result.out, result.out
+    assert_every_kill_passed(tmp_path / "report.json", 20)
 
 
-def test_the_reference_agent_passes_every_pair_of_kills(killpoint):
-    result = killpoint("run", AGENTS / "one_append.toml", "--exhaustive", "--depth", "2", "-j", "2")
+def test_the_reference_agent_passes_every_pair_of_kills(killpoint, tmp_path):
+    result = killpoint("run", AGENTS / "one_append.toml", "--exhaustive", "--depth", "2", "-j", "2",
+                       "--json", tmp_path / "report.json")
     assert result.exit_code == 0, result.out + result.err
-    assert " 0 failed" in result.out and "untested" not in result.out, result.out
+    assert " 0 failed" in result.out, result.out
+    runs = len(json.loads((tmp_path / "report.json").read_text())["runs"])
+    assert runs > 8, runs  # the 8 first kills, each with the second kills of its recovery
+    assert_every_kill_passed(tmp_path / "report.json", runs)
 
 
 @pytest.mark.parametrize("mode", [(), ("--no-pause",), ("--drift", "set_status=NON_IDEMPOTENT")],
                          ids=["pausing", "no-pause", "drift"])
-def test_the_reference_agent_with_tools_it_declares_passes_every_kill(killpoint, mode):
+def test_the_reference_agent_with_tools_it_declares_passes_every_kill(killpoint, tmp_path, mode):
     """A lookup, an overwrite, a card charge and an email, declared in the scenario ([agent.tools.NAME])."""
-    result = killpoint("run", AGENTS / "shop_tools.toml", "--exhaustive", *mode, "-j", "2")
-    assert result.exit_code == 0 and "26 runs: 26 passed, 0 failed" in result.out, result.out + result.err
+    result = killpoint("run", AGENTS / "shop_tools.toml", "--exhaustive", *mode, "-j", "2",
+                       "--json", tmp_path / "report.json")
+    assert result.exit_code == 0 and "26 runs: " in result.out and " 0 failed" in result.out, result.out + result.err
+    assert_every_kill_passed(tmp_path / "report.json", 26)
+
+
+@pytest.mark.parametrize("kill", ["model_reply", "model_reply/now"])
+def test_a_final_answer_the_agent_outran_the_kill_with_is_untested_not_failed(killpoint, tmp_path, monkeypatch,
+                                                                              kill):
+    """The race ``assert_every_kill_passed`` allows, made certain: after the crash-free run's, the services announce
+    the final answer's model_reply only once the harness has seen the agent end (a harness descheduled under
+    load), so the agent has printed the answer and exited 0 before the seam could be read. No kill landed,
+    nothing was recovered: untested, never a finding, and the harness says the kill's moment never came."""
+    announce = seam_client.SeamClient.announce
+    final_replies: list[str] = []
+
+    def late_at_the_final_reply(client: seam_client.SeamClient, point: str, call: str | None, op: str | None = None,
+                                *, incarnation: int | None = None) -> None:
+        if point == FINAL_REPLY and call is None:
+            final_replies.append(point)
+            deadline = time.monotonic() + 60
+            while len(final_replies) > 1 and not client.is_struck() and time.monotonic() < deadline:
+                time.sleep(0.01)  # the crash-free run's goes at once; the killed run's waits for its agent's end
+        announce(client, point, call, op, incarnation=incarnation)
+
+    monkeypatch.setattr(seam_client.SeamClient, "announce", late_at_the_final_reply)
+    result = killpoint("run", AGENTS / "one_append.toml", "--kill-at", kill, "--json", tmp_path / "report.json")
+    assert result.exit_code == 3 and "1 runs: 0 passed, 0 failed, 1 untested" in result.out, result.out + result.err
+    assert "not one landed" in result.err, result.err
+    assert_every_kill_passed(tmp_path / "report.json", 1)
 
 
 def test_a_blind_retry_of_a_declared_card_charge_is_caught_naming_it(killpoint):
