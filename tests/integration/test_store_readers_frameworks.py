@@ -135,8 +135,9 @@ def test_the_store_at_a_kill_holds_the_steps_that_returned_and_after_recovery_al
     saved = ["c1", "c2"]
     if script is FUNCTIONAL:
         # The functional API saves a task's writes from a background thread while the next task runs, so at c3's
-        # start c2's may not be saved yet (it happened under load); a StateGraph's or DBOS step's are, before it.
-        saved = saved[:len(at_kill.records)]
+        # start c2's may not be saved yet (it happened under load), nor c1's: each save is a task of LangGraph's
+        # thread pool, in no fixed order. A StateGraph's or DBOS step's are saved, in order, before the next step.
+        saved = [call for call in saved if call in at_kill.records]
     assert states(at_kill) == dict.fromkeys(saved, p.SUCCEEDED) and not at_kill.problems
     assert at_kill.records_start is False and at_kill.completed is not True
     assert all(call in at_kill.records[call].quote for call in saved)
