@@ -104,3 +104,19 @@ def test_a_forged_source_starts_the_run_afresh(tmp_path, source):
     assert prefixes.find((FIRST, SECOND), None).whose(1) == (7,)
     (prefixes._folder((FIRST,), None) / "source.json").write_text(source)
     assert prefixes.find((FIRST, SECOND), None) is None
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "hard link"])
+def test_a_source_that_is_no_regular_file_of_its_own_starts_the_run_afresh_at_once(tmp_path, kind):
+    """A planted link to a well-formed source.json elsewhere is not followed, nor its hard link believed, and a
+    FIFO in its place is not waited on (the find returns: a blocking open would hang the harness here)."""
+    prefixes = Prefixes(tmp_path / "prefixes", GOLDEN)
+    run_dir, incarnations = killed_run(tmp_path)
+    assert prefixes.save((FIRST,), None, 7, run_dir, incarnations, tmp_path / "control")
+    source = prefixes._folder((FIRST,), None) / "source.json"
+    planted = tmp_path / "planted.json"
+    planted.write_bytes(source.read_bytes())  # well formed: only what it is makes it refused
+    source.unlink()
+    {"symlink": lambda: source.symlink_to(planted), "fifo": lambda: os.mkfifo(source),
+     "hard link": lambda: os.link(planted, source)}[kind]()
+    assert prefixes.find((FIRST, SECOND), None) is None
